@@ -1,0 +1,85 @@
+# kpssh — the front door. `make test` is what CI runs (through .ci/run); every target installs
+# or builds what it needs first. The real work lives in CMake presets and scripts/.
+
+PRESET ?= dev
+JOBS ?= 2
+BUILD := build/$(PRESET)
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all deps configure build test unit fault integration e2e fuzz-replay torture harness \
+	check check-ci format fuzz analyze tidy clean help
+
+all: build
+
+help:
+	@echo "make deps        install missing Debian packages (idempotent)"
+	@echo "make build       configure and build the $(PRESET) preset"
+	@echo "make test        deps, harness, build, then every test tier"
+	@echo "make unit|fault|integration|e2e|fuzz-replay|torture   one tier"
+	@echo "make check       format, banned functions, layering, cppcheck, clang-tidy, analyzer"
+	@echo "make fuzz        run each libFuzzer driver for FUZZ_SECONDS (default 60)"
+	@echo "make harness     build the pinned Kubernetes binaries for the test lab"
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	cmake --preset $(PRESET)
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+harness:
+	@if [ -x tests/k8s-harness/build.sh ]; then tests/k8s-harness/build.sh; fi
+
+# The order matters on a fresh machine: packages, then the Kubernetes binaries the integration
+# tier needs, then our code, then every tier in one ctest run so its summary is the last word.
+test: deps harness build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --no-tests=error
+
+unit: build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure -L unit
+
+torture: build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure -L torture
+
+fault: build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure -L fault --no-tests=error
+
+fuzz-replay: build
+	cd $(BUILD) && ctest -j $(JOBS) --output-on-failure -L fuzz
+
+integration: deps harness build
+	cd $(BUILD) && ctest --output-on-failure -L integration --no-tests=error
+
+e2e: deps harness build
+	cd $(BUILD) && ctest --output-on-failure -L e2e --no-tests=error
+
+check: deps
+	scripts/check-format.sh
+	scripts/check-banned.sh
+	scripts/check-layers.sh
+	scripts/check-static.sh
+
+# What fits CI's budget: the same checks with clang-tidy limited to the layers STYLE.md names.
+check-ci: deps
+	scripts/check-format.sh
+	scripts/check-banned.sh
+	scripts/check-layers.sh
+	KP_TIDY_SCOPE=ci scripts/check-static.sh
+
+format:
+	scripts/check-format.sh --fix
+
+analyze:
+	cmake --preset analyze
+	cmake --build build/analyze -j $(JOBS)
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+clean:
+	rm -rf build

@@ -1,0 +1,55 @@
+/* DESIGN: error names and texts.
+ *
+ * errno values are named with strerrordesc_np/strerrorname_np (glibc >= 2.32), which return
+ * static strings and, unlike strerror(), are thread-safe. Our own codes live in a table indexed
+ * from KP_ERR_BASE. */
+#include "base/err.h"
+
+#include <string.h>
+
+#include "base/macro.h"
+
+static const struct {
+    const char *name;
+    const char *text;
+} kp_errors[] = {
+    [KP_ELIMIT - KP_ERR_BASE] = {"KP_ELIMIT", "size limit exceeded"},
+    [KP_EPARSE - KP_ERR_BASE] = {"KP_EPARSE", "malformed input"},
+    [KP_ECONFLICT - KP_ERR_BASE] = {"KP_ECONFLICT", "conflict: object was modified"},
+    [KP_EEXPIRED - KP_ERR_BASE] = {"KP_EEXPIRED", "resource version expired"},
+    [KP_EINVALID - KP_ERR_BASE] = {"KP_EINVALID", "object is invalid"},
+    [KP_EFORBIDDEN - KP_ERR_BASE] = {"KP_EFORBIDDEN", "forbidden"},
+    [KP_EUNAUTHORIZED - KP_ERR_BASE] = {"KP_EUNAUTHORIZED", "unauthorized"},
+    [KP_EHOSTKEY - KP_ERR_BASE] = {"KP_EHOSTKEY", "host key mismatch"},
+    [KP_EAUTH - KP_ERR_BASE] = {"KP_EAUTH", "authentication failed"},
+    [KP_ESCRIPT - KP_ERR_BASE] = {"KP_ESCRIPT", "remote script failed"},
+    [KP_ESERVER - KP_ERR_BASE] = {"KP_ESERVER", "unexpected server error"},
+    [KP_ENOTREADY - KP_ERR_BASE] = {"KP_ENOTREADY", "not ready"},
+};
+
+_Static_assert(KP_ARRAY_SIZE(kp_errors) == KP_ERR_END - KP_ERR_BASE, "every KP_E* needs a row");
+
+const char *kp_errname(int r)
+{
+    if (r < 0)
+        r = -r;
+    if (r >= KP_ERR_BASE && r < KP_ERR_END)
+        return kp_errors[r - KP_ERR_BASE].name;
+    if (r == 0)
+        return "OK";
+    return strerrorname_np(r);
+}
+
+const char *kp_strerror(int r)
+{
+    const char *s;
+
+    if (r < 0)
+        r = -r;
+    if (r >= KP_ERR_BASE && r < KP_ERR_END)
+        return kp_errors[r - KP_ERR_BASE].text;
+    if (r == 0)
+        return "success";
+    s = strerrordesc_np(r);
+    return s ? s : "unknown error";
+}

@@ -1,0 +1,163 @@
+/* base/log.h: structured logging, one JSON object per line.
+ *
+ *   kp_log_info("host claimed", KP_LF("host", name), KP_LF("attempt", n));
+ *   return kp_log_error_errno(r, "claim failed", KP_LF("host", name));
+ *   {"ts":"2026-11-30T09:00:00.123456Z","level":"error","msg":"claim failed",
+ *    "src":"claim.c:88","func":"claim_one","host":"h7","error":"conflict: ...","errno":-4098}
+ *
+ * The macros evaluate neither the message nor the fields when the level is filtered out.
+ * Every string value (msg included) passes through the redaction step before it is written:
+ * each registered secret (kp_log_redact_add) is replaced by "[REDACTED]", longest first, and an
+ * optional hook may scrub further. Lines are written with one write(2) each and are capped at
+ * KP_LOG_MAX_LINE bytes (long values are cut, the line stays valid JSON).
+ * Any thread may log; configuration calls belong to start-up (main thread) or tests. */
+#ifndef KP_BASE_LOG_H
+#define KP_BASE_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+
+#define KP_LOG_MAX_LINE (16 * 1024)
+/* Secrets shorter than this are not registered for redaction (too likely to match by chance);
+ * the same rule applies to join-secret values throughout kpssh. */
+#define KP_LOG_REDACT_MIN 8
+
+enum kp_log_level {
+    KP_LOG_DEBUG = 0,
+    KP_LOG_INFO,
+    KP_LOG_WARN,
+    KP_LOG_ERROR,
+    KP_LOG_OFF,
+};
+
+enum kp_log_format {
+    KP_LOG_FORMAT_JSON = 0, /* controller: one JSON object per line */
+    KP_LOG_FORMAT_TEXT,     /* CLI: "level: msg key=value ..." */
+};
+
+enum kp_log_field_type {
+    KP_LOG_FIELD_END = 0,
+    KP_LOG_FIELD_STR,
+    KP_LOG_FIELD_I64,
+    KP_LOG_FIELD_U64,
+    KP_LOG_FIELD_BOOL,
+    KP_LOG_FIELD_DOUBLE,
+};
+
+struct kp_log_field {
+    const char *key; /* stable snake_case */
+    enum kp_log_field_type type;
+    union {
+        const char *s; /* NULL is written as null */
+        int64_t i;
+        uint64_t u;
+        bool b;
+        double d;
+    } v;
+};
+
+/* Field constructors; KP_LF picks one by the value's type. */
+static inline struct kp_log_field kp_lf_str(const char *k, const char *v)
+{
+    return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_STR, .v.s = v};
+}
+static inline struct kp_log_field kp_lf_i64(const char *k, int64_t v)
+{
+    return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_I64, .v.i = v};
+}
+static inline struct kp_log_field kp_lf_u64(const char *k, uint64_t v)
+{
+    return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_U64, .v.u = v};
+}
+static inline struct kp_log_field kp_lf_bool(const char *k, bool v)
+{
+    return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_BOOL, .v.b = v};
+}
+static inline struct kp_log_field kp_lf_double(const char *k, double v)
+{
+    return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_DOUBLE, .v.d = v};
+}
+
+#define KP_LF(k, v)                                                                              \
+    _Generic((v),                                                                                \
+        char *: kp_lf_str,                                                                       \
+        const char *: kp_lf_str,                                                                 \
+        bool: kp_lf_bool,                                                                        \
+        int: kp_lf_i64,                                                                          \
+        long: kp_lf_i64,                                                                         \
+        long long: kp_lf_i64,                                                                    \
+        unsigned: kp_lf_u64,                                                                     \
+        unsigned long: kp_lf_u64,                                                                \
+        unsigned long long: kp_lf_u64,                                                           \
+        float: kp_lf_double,                                                                     \
+        double: kp_lf_double)(k, v)
+#define KP_LF_END ((struct kp_log_field){.key = NULL, .type = KP_LOG_FIELD_END})
+
+/* Configuration (start-up or tests). Default: INFO, JSON, fd 2. */
+void kp_log_set_level(enum kp_log_level level);
+enum kp_log_level kp_log_get_level(void);
+/* Parses "debug", "info", "warn", "error", "off". 0 or -EINVAL. */
+int kp_log_parse_level(const char *s, enum kp_log_level *ret) KP_WUR;
+void kp_log_set_format(enum kp_log_format format);
+/* Lines go to fd (not owned). */
+void kp_log_set_fd(int fd);
+
+/* Registers a secret value so it is never written: every occurrence in any logged string is
+ * replaced by "[REDACTED]". Values shorter than KP_LOG_REDACT_MIN are ignored (returns 0).
+ * The value is copied; kp_log_redact_remove() forgets (and wipes) the copy. 0 or -ENOMEM.
+ * Any thread. */
+int kp_log_redact_add(const char *secret) KP_WUR;
+void kp_log_redact_remove(const char *secret);
+/* Forgets every registered secret (tests, shutdown). */
+void kp_log_redact_clear(void);
+
+/* An extra scrubber run on every string after the registered secrets: it may rewrite s in place
+ * (never lengthening it). NULL removes it. For modules with patterns rather than values. */
+typedef void (*kp_log_redact_hook_fn)(char *s, size_t len);
+void kp_log_set_redact_hook(kp_log_redact_hook_fn hook);
+
+/* Copies s into a new string with every registered secret replaced, for text that leaves the
+ * process by other ways than the log (events, conditions, error texts). NULL on -ENOMEM. */
+char *kp_log_redact_dup(const char *s) KP_WUR;
+
+static inline bool kp_log_enabled(enum kp_log_level level)
+{
+    return level >= kp_log_get_level();
+}
+
+/* Writes one line. fields ends with KP_LF_END. Returns err (so callers can `return` it).
+ * Use the macros below rather than calling this directly. */
+int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, const char *func,
+                const char *ratelimit_key, const char *msg, const struct kp_log_field *fields);
+
+#define KP__LOG(level, err, rlkey, msg, ...)                                                     \
+    (kp_log_enabled(level) ? kp_log_emit((level), (err), __FILE__, __LINE__, __func__, (rlkey), \
+                                         (msg), (const struct kp_log_field[]){__VA_ARGS__})     \
+                           : (err))
+
+#define kp_log_debug(...) ((void)KP__LOG(KP_LOG_DEBUG, 0, NULL, __VA_ARGS__, KP_LF_END))
+#define kp_log_info(...) ((void)KP__LOG(KP_LOG_INFO, 0, NULL, __VA_ARGS__, KP_LF_END))
+#define kp_log_warn(...) ((void)KP__LOG(KP_LOG_WARN, 0, NULL, __VA_ARGS__, KP_LF_END))
+#define kp_log_error(...) ((void)KP__LOG(KP_LOG_ERROR, 0, NULL, __VA_ARGS__, KP_LF_END))
+/* These add "error" (kp_strerror(r)) and "errno" (r) and return r. */
+#define kp_log_warn_errno(r, ...) KP__LOG(KP_LOG_WARN, (r), NULL, __VA_ARGS__, KP_LF_END)
+#define kp_log_error_errno(r, ...) KP__LOG(KP_LOG_ERROR, (r), NULL, __VA_ARGS__, KP_LF_END)
+
+/* Rate-limited variants: at most KP_LOG_RL_BURST lines per key per KP_LOG_RL_INTERVAL_USEC;
+ * the first line let through after a drop carries "suppressed": <count dropped>. The key names
+ * the repeating thing, e.g. "probe-fail/h7". At most KP_LOG_RL_KEYS keys are tracked; the
+ * oldest is forgotten first. */
+#define KP_LOG_RL_BURST 5
+#define KP_LOG_RL_INTERVAL_USEC (60ULL * 1000 * 1000)
+#define KP_LOG_RL_KEYS 1024
+#define kp_log_warn_rl(key, ...) ((void)KP__LOG(KP_LOG_WARN, 0, (key), __VA_ARGS__, KP_LF_END))
+#define kp_log_error_rl(key, ...) ((void)KP__LOG(KP_LOG_ERROR, 0, (key), __VA_ARGS__, KP_LF_END))
+#define kp_log_error_errno_rl(key, r, ...) KP__LOG(KP_LOG_ERROR, (r), (key), __VA_ARGS__, KP_LF_END)
+
+/* Lines dropped by the rate limiter since start-up (for a metric). Any thread. */
+uint64_t kp_log_dropped(void);
+
+#endif

@@ -1,0 +1,40 @@
+/* tests/lib/kp-test.h: what every cmocka unit test binary shares.
+ *
+ * A test file lists its cmocka tests and, optionally, torture cases, and hands both to
+ * kp_test_main(). A torture case is a whole scenario that returns 0 on success and a negative
+ * error when an allocation failed; it must release everything it allocated in either case and
+ * must not use cmocka assertions (they would jump out and leak). Run normally, each case runs
+ * once and must return 0 with no allocation left live. Run with --torture, each case is repeated
+ * with the 1st, 2nd, 3rd ... allocation failing until a run makes no more allocations than the
+ * failure point: every run must end in 0 or a negative error, never crash, and leave the live
+ * allocation count where it found it. */
+#ifndef KP_TESTS_KP_TEST_H
+#define KP_TESTS_KP_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "base/macro.h"
+
+struct kp_torture_case {
+    const char *name;
+    int (*fn)(void);
+};
+#define KP_TORTURE(f) {#f, f}
+
+/* Runs the tests (or, with --torture, the torture sweep). Returns the process exit code. */
+int kp_test_main(const char *group, const struct CMUnitTest *tests, size_t ntests,
+                 const struct kp_torture_case *cases, size_t ncases, int argc, char **argv);
+
+/* The directory of checked-in test data (tests/data), from KP_TEST_DATA_DIR set by CMake. */
+const char *kp_test_data_dir(void);
+
+/* Reads a whole file under KP_TEST_DATA_DIR into a new NUL-terminated buffer (cmocka-fails on
+ * error). The caller frees it with kp_free(). */
+char *kp_test_read_data(const char *relpath, size_t *ret_len);
+
+#endif
