@@ -1,0 +1,62 @@
+# Integration and e2e tiers: tests that need the real control plane and sshd hosts of the test
+# lab (tests/lab, binaries from tests/k8s-harness). They share one lab per ctest run through a
+# fixture: lab/up brings up the control plane with KP_LAB_HOSTS hosts, lab/down removes all of
+# it, and every test that requires the fixture runs in between. A test never starts the lab on
+# its own, and never skips: if the lab cannot come up, lab/up fails and ctest reports every
+# dependent test as failed ("Not Run" because its fixture failed), loudly.
+#
+# Tests are discovered by name, so adding one needs no edit here:
+#   tests/integration/test-<name>.sh   script, label integration
+#   tests/integration/test-<name>.c    cmocka binary linked with every layer, label integration
+#   tests/e2e/t<NNN>-<name>.sh         script, label e2e
+# Each gets KPSSH_LAB_DIR (source "$KPSSH_LAB_DIR/env.sh" for the variables tests/lab/README.md
+# lists) and KP_REPO. Lab tests run one at a time (RESOURCE_LOCK lab): they share the hosts.
+
+set(KP_LAB_ID 0 CACHE STRING "test lab instance (tests/lab/README.md: KPSSH_LAB_ID)")
+set(KP_LAB_HOSTS 3 CACHE STRING "hosts the lab fixture brings up")
+set(KP_LAB_DIR ${CMAKE_SOURCE_DIR}/_out/lab${KP_LAB_ID})
+set(KP_LAB_ENV "KPSSH_LAB_ID=${KP_LAB_ID};KPSSH_LAB_DIR=${KP_LAB_DIR};KP_REPO=${CMAKE_SOURCE_DIR};KP_TEST_DATA_DIR=${CMAKE_SOURCE_DIR}/tests/data")
+
+file(GLOB KP_INTEGRATION_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test-*.sh)
+file(GLOB KP_INTEGRATION_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test-*.c)
+file(GLOB KP_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e/t[0-9][0-9][0-9]-*.sh)
+
+if(KP_INTEGRATION_SCRIPTS OR KP_INTEGRATION_SOURCES OR KP_E2E_SCRIPTS)
+    add_test(NAME lab/up COMMAND ${CMAKE_SOURCE_DIR}/tests/lab/up.sh --hosts ${KP_LAB_HOSTS})
+    set_tests_properties(lab/up PROPERTIES FIXTURES_SETUP lab LABELS "integration;e2e"
+        RESOURCE_LOCK lab TIMEOUT 600 ENVIRONMENT "${KP_LAB_ENV}")
+    add_test(NAME lab/down COMMAND ${CMAKE_SOURCE_DIR}/tests/lab/down.sh)
+    set_tests_properties(lab/down PROPERTIES FIXTURES_CLEANUP lab LABELS "integration;e2e"
+        RESOURCE_LOCK lab TIMEOUT 300 ENVIRONMENT "${KP_LAB_ENV}")
+endif()
+
+function(kp_lab_test name labels timeout)
+    math(EXPR _t "${timeout} * ${KP_TIMEOUT_MULT}")
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED lab RESOURCE_LOCK lab
+        LABELS "${labels}" TIMEOUT ${_t} ENVIRONMENT "${KP_LAB_ENV}")
+endfunction()
+
+foreach(script ${KP_INTEGRATION_SCRIPTS})
+    get_filename_component(name ${script} NAME_WE)
+    string(REPLACE "test-" "" name ${name})
+    add_test(NAME integration/${name} COMMAND ${script})
+    kp_lab_test(integration/${name} integration 900)
+endforeach()
+
+foreach(src ${KP_INTEGRATION_SOURCES})
+    get_filename_component(name ${src} NAME_WE)
+    string(REPLACE "test-" "itest-" bin ${name})
+    string(REPLACE "test-" "" name ${name})
+    add_executable(${bin} ${src})
+    target_link_libraries(${bin} PRIVATE kp_testlib ${KP_ALL_LIBS} ${CMOCKA_LIBRARY})
+    target_compile_options(${bin} PRIVATE ${KP_BANNED_INCLUDE})
+    kp_warnings(${bin})
+    add_test(NAME integration/${name} COMMAND ${bin})
+    kp_lab_test(integration/${name} integration 900)
+endforeach()
+
+foreach(script ${KP_E2E_SCRIPTS})
+    get_filename_component(name ${script} NAME_WE)
+    add_test(NAME e2e/${name} COMMAND ${script})
+    kp_lab_test(e2e/${name} e2e 1200)
+endforeach()
