@@ -133,8 +133,12 @@ int kp_buf_vprintf(struct kp_buf *b, const char *fmt, va_list ap)
     }
     if ((size_t)n >= room) {
         r = kp_buf_reserve(b, (size_t)n);
-        if (r < 0)
+        if (r < 0) {
+            /* The first pass wrote a prefix over the terminator; put it back. */
+            if (b->data)
+                b->data[b->len] = '\0';
             return r;
+        }
         n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
         if (n < 0) {
             b->data[b->len] = '\0';
@@ -159,7 +163,7 @@ int kp_buf_printf(struct kp_buf *b, const char *fmt, ...)
 int kp_buf_append_tail(struct kp_buf *b, const void *p, size_t n)
 {
     const char *src = p;
-    size_t keep;
+    size_t total, keep;
     int r;
 
     if (b->max == 0) {
@@ -167,22 +171,25 @@ int kp_buf_append_tail(struct kp_buf *b, const void *p, size_t n)
             b->truncated = true;
         return 0;
     }
+    /* Grow to the final size first, so a failed allocation leaves the contents untouched. */
+    if (kp_add_overflow(b->len, n, &total) || total > b->max)
+        total = b->max;
+    r = kp_buf_grow(b, total);
+    if (r < 0)
+        return r;
     if (n >= b->max) {
         /* The new bytes alone fill the buffer: keep their tail. */
-        src += n - b->max;
         if (n > b->max || b->len > 0)
             b->truncated = true;
-        b->len = 0;
+        src += n - b->max;
         n = b->max;
+        b->len = 0;
     } else if (b->len + n > b->max) {
         keep = b->max - n;
         memmove(b->data, b->data + (b->len - keep), keep);
         b->len = keep;
         b->truncated = true;
     }
-    r = kp_buf_grow(b, b->len + n);
-    if (r < 0)
-        return r;
     memcpy(b->data + b->len, src, n);
     b->len += n;
     b->data[b->len] = '\0';
