@@ -1,0 +1,518 @@
+/* DESIGN: informer cache store (see store.h for the contract).
+ *
+ * Why refcounted immutable entries: workers read while the informer thread writes; handing out
+ * references to entries that never change means no reader ever sees a half-updated object and
+ * no lock is held while a reconciler works. Why one allocation per entry (kp_pack): the cache
+ * is the controller's main memory cost, and a projection with its strings in one block costs one
+ * malloc header and no pointers to chase (STYLE.md section 3).
+ *
+ * Indexes map a value to a bucket of borrowed entry pointers; the primary map holds the one
+ * reference the store owns. A put inserts the new entry into every index first, then into the
+ * primary map, and only then takes the old entry out of the indexes, so an allocation failure at
+ * any step can be rolled back without touching what readers see.
+ *
+ * Threads: one writer (the informer thread) and any number of readers under a rwlock. */
+#include "k8s/store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/map.h"
+#include "base/str.h"
+
+struct kp_bucket {
+    struct kp_entry **v;
+    size_t n, cap;
+};
+
+struct kp_index {
+    char *name;
+    kp_index_fn fn;
+    struct kp_map *values; /* value -> struct kp_bucket */
+};
+
+struct kp_store {
+    pthread_rwlock_t lock;
+    struct kp_map *entries; /* key -> struct kp_entry (one reference) */
+    struct kp_index idx[KP_STORE_MAX_INDEXES];
+    size_t nidx;
+    size_t bytes;
+};
+
+struct kp_entry *kp_entry_ref(struct kp_entry *e)
+{
+    if (e)
+        atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    return e;
+}
+
+struct kp_entry *kp_entry_unref(struct kp_entry *e)
+{
+    if (!e)
+        return NULL;
+    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) {
+        if (e->destroy)
+            e->destroy(e);
+        else
+            kp_free(e);
+    }
+    return NULL;
+}
+
+int kp_store_new(struct kp_store **ret)
+{
+    struct kp_store *s;
+    int r;
+
+    s = kp_calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    r = kp_map_new(&s->entries);
+    if (r < 0) {
+        kp_free(s);
+        return r;
+    }
+    pthread_rwlock_init(&s->lock, NULL);
+    *ret = s;
+    return 0;
+}
+
+static void kp_bucket_free(void *v)
+{
+    struct kp_bucket *b = v;
+
+    if (!b)
+        return;
+    kp_free(b->v);
+    kp_free(b);
+}
+
+struct kp_store *kp_store_free(struct kp_store *s)
+{
+    size_t it = 0;
+    void *v;
+
+    if (!s)
+        return NULL;
+    while (kp_map_next(s->entries, &it, NULL, &v))
+        kp_entry_unref(v);
+    kp_map_free(s->entries);
+    for (size_t i = 0; i < s->nidx; i++) {
+        it = 0;
+        while (kp_map_next(s->idx[i].values, &it, NULL, &v))
+            kp_bucket_free(v);
+        kp_map_free(s->idx[i].values);
+        kp_free(s->idx[i].name);
+    }
+    pthread_rwlock_destroy(&s->lock);
+    kp_free(s);
+    return NULL;
+}
+
+int kp_store_add_index(struct kp_store *s, const char *name, kp_index_fn fn)
+{
+    struct kp_index *ix;
+    int r = 0;
+
+    pthread_rwlock_wrlock(&s->lock);
+    if (kp_map_size(s->entries) > 0) {
+        r = -EBUSY;
+        goto out;
+    }
+    for (size_t i = 0; i < s->nidx; i++)
+        if (strcmp(s->idx[i].name, name) == 0) {
+            r = -EEXIST;
+            goto out;
+        }
+    if (s->nidx == KP_STORE_MAX_INDEXES) {
+        r = -E2BIG;
+        goto out;
+    }
+    ix = &s->idx[s->nidx];
+    ix->name = kp_strdup(name);
+    if (!ix->name) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = kp_map_new(&ix->values);
+    if (r < 0) {
+        kp_free(ix->name);
+        ix->name = NULL;
+        goto out;
+    }
+    ix->fn = fn;
+    s->nidx++;
+out:
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+/* Index maintenance: emit callbacks carry one of these. */
+struct kp_ix_op {
+    struct kp_index *ix;
+    struct kp_entry *e;
+    int r;        /* first error of an insert pass */
+    size_t done;  /* values inserted so far (for rollback) */
+    size_t limit; /* remove pass: stop after this many values (SIZE_MAX: all) */
+};
+
+static void kp_ix_insert(const char *value, void *ctx)
+{
+    struct kp_ix_op *op = ctx;
+    struct kp_bucket *b;
+
+    if (op->r < 0)
+        return;
+    b = kp_map_get(op->ix->values, value);
+    if (!b) {
+        b = kp_calloc(1, sizeof(*b));
+        if (!b || kp_map_put(op->ix->values, value, b, NULL) < 0) {
+            kp_free(b);
+            op->r = -ENOMEM;
+            return;
+        }
+    }
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4;
+        struct kp_entry **v = kp_reallocarray(b->v, cap, sizeof(*v));
+
+        if (!v) {
+            if (b->n == 0)
+                kp_bucket_free(kp_map_remove(op->ix->values, value));
+            op->r = -ENOMEM;
+            return;
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = op->e;
+    op->done++;
+}
+
+static void kp_ix_remove(const char *value, void *ctx)
+{
+    struct kp_ix_op *op = ctx;
+    struct kp_bucket *b;
+
+    if (op->done >= op->limit)
+        return;
+    op->done++;
+    b = kp_map_get(op->ix->values, value);
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->v[i] == op->e) {
+            b->v[i] = b->v[--b->n];
+            break;
+        }
+    }
+    if (b->n == 0)
+        kp_bucket_free(kp_map_remove(op->ix->values, value));
+}
+
+/* Removes e from indexes [0, nidx); with limit, only its first `limit` values of index nidx-1
+ * (rollback of a partial insert). */
+static void kp_store_unindex(struct kp_store *s, struct kp_entry *e, size_t nidx, size_t limit)
+{
+    for (size_t i = 0; i < nidx; i++) {
+        struct kp_ix_op op = {.ix = &s->idx[i], .e = e, .limit = SIZE_MAX};
+
+        if (i == nidx - 1)
+            op.limit = limit;
+        s->idx[i].fn(e, kp_ix_remove, &op);
+    }
+}
+
+int kp_store_put(struct kp_store *s, struct kp_entry *e, struct kp_entry **ret_old)
+{
+    struct kp_entry *old = NULL;
+    size_t i;
+    int r = 0;
+
+    pthread_rwlock_wrlock(&s->lock);
+    for (i = 0; i < s->nidx; i++) {
+        struct kp_ix_op op = {.ix = &s->idx[i], .e = e};
+
+        s->idx[i].fn(e, kp_ix_insert, &op);
+        if (op.r < 0) {
+            r = op.r;
+            /* Undo this index's partial insert and every earlier index. */
+            kp_store_unindex(s, e, i + 1, op.done);
+            goto out;
+        }
+    }
+    r = kp_map_put(s->entries, e->key, e, (void **)&old);
+    if (r < 0) {
+        kp_store_unindex(s, e, s->nidx, SIZE_MAX);
+        goto out;
+    }
+    s->bytes += e->bytes;
+    if (old) {
+        kp_store_unindex(s, old, s->nidx, SIZE_MAX);
+        s->bytes -= old->bytes;
+    }
+out:
+    pthread_rwlock_unlock(&s->lock);
+    if (r == 0) {
+        if (ret_old)
+            *ret_old = old;
+        else
+            kp_entry_unref(old);
+    }
+    return r;
+}
+
+int kp_store_delete(struct kp_store *s, const char *key, struct kp_entry **ret_old)
+{
+    struct kp_entry *old;
+
+    pthread_rwlock_wrlock(&s->lock);
+    old = kp_map_remove(s->entries, key);
+    if (old) {
+        kp_store_unindex(s, old, s->nidx, SIZE_MAX);
+        s->bytes -= old->bytes;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (!old)
+        return -ENOENT;
+    if (ret_old)
+        *ret_old = old;
+    else
+        kp_entry_unref(old);
+    return 0;
+}
+
+int kp_store_get(struct kp_store *s, const char *key, struct kp_entry **ret_entry)
+{
+    struct kp_entry *e;
+
+    pthread_rwlock_rdlock(&s->lock);
+    e = kp_entry_ref(kp_map_get(s->entries, key));
+    pthread_rwlock_unlock(&s->lock);
+    if (!e)
+        return -ENOENT;
+    *ret_entry = e;
+    return 0;
+}
+
+void kp_store_list_free(struct kp_store_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        kp_entry_unref(l->v[i]);
+    kp_free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* Copies n borrowed pointers into a list of references. Lock held. */
+static int kp_store_snapshot(struct kp_entry *const *src, size_t n, struct kp_store_list *ret)
+{
+    struct kp_store_list l = {0};
+
+    l.v = kp_calloc(n ? n : 1, sizeof(*l.v));
+    if (!l.v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        l.v[i] = kp_entry_ref(src[i]);
+    l.n = n;
+    *ret = l;
+    return 0;
+}
+
+int kp_store_list(struct kp_store *s, struct kp_store_list *ret)
+{
+    struct kp_entry **tmp = NULL;
+    size_t n, i = 0, it = 0;
+    void *v;
+    int r;
+
+    pthread_rwlock_rdlock(&s->lock);
+    n = kp_map_size(s->entries);
+    tmp = kp_calloc(n ? n : 1, sizeof(*tmp));
+    if (!tmp) {
+        r = -ENOMEM;
+        goto out;
+    }
+    while (kp_map_next(s->entries, &it, NULL, &v))
+        tmp[i++] = v;
+    r = kp_store_snapshot(tmp, n, ret);
+out:
+    pthread_rwlock_unlock(&s->lock);
+    kp_free(tmp);
+    return r;
+}
+
+int kp_store_by_index(struct kp_store *s, const char *index, const char *value,
+                      struct kp_store_list *ret)
+{
+    struct kp_bucket *b;
+    int r = -ENOENT;
+
+    pthread_rwlock_rdlock(&s->lock);
+    for (size_t i = 0; i < s->nidx; i++) {
+        if (strcmp(s->idx[i].name, index) != 0)
+            continue;
+        b = kp_map_get(s->idx[i].values, value);
+        r = kp_store_snapshot(b ? b->v : NULL, b ? b->n : 0, ret);
+        break;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+int kp_store_keys_not_in(struct kp_store *s, const struct kp_map *keep, struct kp_strv *ret)
+{
+    struct kp_strv out = KP_STRV_INIT;
+    const char *key;
+    size_t it = 0;
+    int r = 0;
+
+    pthread_rwlock_rdlock(&s->lock);
+    while (kp_map_next(s->entries, &it, &key, NULL)) {
+        if (kp_map_contains(keep, key))
+            continue;
+        r = kp_strv_push(&out, key);
+        if (r < 0)
+            break;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (r < 0) {
+        kp_strv_done(&out);
+        return r;
+    }
+    *ret = out;
+    return 0;
+}
+
+size_t kp_store_len(struct kp_store *s)
+{
+    size_t n;
+
+    pthread_rwlock_rdlock(&s->lock);
+    n = kp_map_size(s->entries);
+    pthread_rwlock_unlock(&s->lock);
+    return n;
+}
+
+size_t kp_store_bytes(struct kp_store *s)
+{
+    size_t n;
+
+    pthread_rwlock_rdlock(&s->lock);
+    n = s->bytes;
+    pthread_rwlock_unlock(&s->lock);
+    return n;
+}
+
+/* --- packing ---------------------------------------------------------------------------- */
+
+#define KP_PACK_ALIGN 8
+
+void kp_pack_init(struct kp_pack *p, size_t head)
+{
+    *p = (struct kp_pack){.head = head, .total = head};
+}
+
+static void kp_pack_add(struct kp_pack *p, size_t n)
+{
+    if (kp_add_overflow(p->total, n, &p->total))
+        p->overflow = true;
+}
+
+void kp_pack_bytes(struct kp_pack *p, size_t n)
+{
+    /* Room for alignment padding too, since kp_pack_take() aligns its start. */
+    kp_pack_add(p, n);
+    kp_pack_add(p, KP_PACK_ALIGN - 1);
+}
+
+void kp_pack_str(struct kp_pack *p, const char *s)
+{
+    if (s)
+        kp_pack_add(p, strlen(s) + 1);
+}
+
+int kp_pack_alloc(struct kp_pack *p, void *ret)
+{
+    if (p->overflow)
+        return -EOVERFLOW;
+    p->base = kp_calloc(1, p->total);
+    if (!p->base)
+        return -ENOMEM;
+    p->used = p->head;
+    *(void **)ret = p->base;
+    return 0;
+}
+
+/* The sizing and copying passes disagreeing is a programmer error that would corrupt memory. */
+static void kp_pack_check(const struct kp_pack *p, size_t at, size_t n)
+{
+    if (at > p->total || n > p->total - at)
+        abort();
+}
+
+const char *kp_pack_copy(struct kp_pack *p, const char *s)
+{
+    char *d;
+    size_t n;
+
+    if (!s)
+        return NULL;
+    n = strlen(s) + 1;
+    kp_pack_check(p, p->used, n);
+    d = p->base + p->used;
+    memcpy(d, s, n);
+    p->used += n;
+    return d;
+}
+
+void *kp_pack_take(struct kp_pack *p, size_t n)
+{
+    size_t at = (p->used + KP_PACK_ALIGN - 1) & ~(size_t)(KP_PACK_ALIGN - 1);
+
+    kp_pack_check(p, at, n);
+    p->used = at + n;
+    return p->base + at;
+}
+
+void kp_pack_entry_size(struct kp_pack *p, const char *ns, const char *name, const char *uid,
+                        const char *rv)
+{
+    kp_pack_str(p, ns ? ns : "");
+    kp_pack_str(p, name);
+    kp_pack_str(p, uid);
+    kp_pack_str(p, rv);
+    /* The key "ns/name" is stored apart; a cluster-scoped key is the name itself. */
+    if (ns && *ns) {
+        kp_pack_add(p, strlen(ns) + 1);
+        kp_pack_add(p, strlen(name) + 1);
+    }
+}
+
+void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
+                   const char *uid, const char *rv)
+{
+    e->ns = kp_pack_copy(p, ns ? ns : "");
+    e->name = kp_pack_copy(p, name);
+    e->uid = kp_pack_copy(p, uid);
+    e->rv = kp_pack_copy(p, rv);
+    if (ns && *ns) {
+        size_t a = strlen(ns), b = strlen(name);
+        char *k;
+
+        kp_pack_check(p, p->used, a + b + 2);
+        k = p->base + p->used;
+        memcpy(k, ns, a);
+        k[a] = '/';
+        memcpy(k + a + 1, name, b + 1);
+        p->used += a + b + 2;
+        e->key = k;
+    } else {
+        e->key = e->name;
+    }
+    e->bytes = p->total;
+    atomic_init(&e->refs, 1);
+}

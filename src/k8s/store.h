@@ -1,0 +1,121 @@
+/* k8s/store.h: the informer cache: immutable, refcounted projections of one kind of object,
+ * keyed by "namespace/name" (or "name" for cluster-scoped kinds), with secondary indexes.
+ *
+ * An entry is one allocation holding a struct that begins with struct kp_entry and carries the
+ * few fields controllers read (STYLE.md section 3), never a JSON tree. Entries never change once
+ * published: an update publishes a new entry and drops the store's reference to the old one, so
+ * a worker holding a reference keeps a consistent snapshot for as long as it likes.
+ *
+ * Indexes are functions from an entry to zero or more string values (pods -> node name,
+ * nodes -> providerID, ...); kp_store_by_index() returns every entry with a given value.
+ *
+ * Threads: writes come from the informer thread; reads from any thread. A read-write lock
+ * guards the maps; it is never held while calling out, except for index functions, which must
+ * be pure. */
+#ifndef KP_K8S_STORE_H
+#define KP_K8S_STORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+
+struct kp_entry {
+    atomic_uint refs;
+    const char *key; /* "ns/name" or "name"; points into the same allocation */
+    const char *ns;  /* "" for cluster-scoped */
+    const char *name;
+    const char *uid;
+    const char *rv;                      /* resourceVersion */
+    size_t bytes;                        /* size of the allocation, for the cache benchmark */
+    void (*destroy)(struct kp_entry *e); /* frees the allocation; NULL means kp_free(e) */
+};
+
+/* Reference counting. kp_entry_unref frees at zero; both accept NULL; unref returns NULL. */
+struct kp_entry *kp_entry_ref(struct kp_entry *e);
+struct kp_entry *kp_entry_unref(struct kp_entry *e);
+
+/* Index function: calls emit(value, ctx) for each value of e (none is fine). Pure. */
+typedef void (*kp_index_emit_fn)(const char *value, void *ctx);
+typedef void (*kp_index_fn)(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx);
+
+#define KP_STORE_MAX_INDEXES 4
+
+struct kp_store;
+
+/* 0 or -ENOMEM. */
+int kp_store_new(struct kp_store **ret) KP_WUR;
+/* Drops every entry reference; accepts and returns NULL. */
+struct kp_store *kp_store_free(struct kp_store *s);
+
+/* Adds a named index before the first entry is stored. 0, -EEXIST, -E2BIG (too many), -EBUSY
+ * (store not empty) or -ENOMEM. Start-up only. */
+int kp_store_add_index(struct kp_store *s, const char *name, kp_index_fn fn) KP_WUR;
+
+/* Publishes e under e->key, taking over the caller's reference. The replaced entry, if any, is
+ * handed back in *ret_old (a reference the caller drops) or dropped when ret_old is NULL.
+ * 0 or -ENOMEM (then the store is unchanged and e is still the caller's). */
+int kp_store_put(struct kp_store *s, struct kp_entry *e, struct kp_entry **ret_old) KP_WUR;
+/* Removes key; *ret_old as above. 0 or -ENOENT. */
+int kp_store_delete(struct kp_store *s, const char *key, struct kp_entry **ret_old);
+
+/* *ret_entry receives a new reference. 0 or -ENOENT. Any thread. */
+int kp_store_get(struct kp_store *s, const char *key, struct kp_entry **ret_entry) KP_WUR;
+
+/* A snapshot array of references; release it with kp_store_list_free(). */
+struct kp_store_list {
+    struct kp_entry **v;
+    size_t n;
+};
+/* Every entry (index NULL) or the entries whose index `index` has value `value`.
+ * 0, -ENOENT (no such index) or -ENOMEM. Any thread. */
+int kp_store_list(struct kp_store *s, struct kp_store_list *ret) KP_WUR;
+int kp_store_by_index(struct kp_store *s, const char *index, const char *value,
+                      struct kp_store_list *ret) KP_WUR;
+void kp_store_list_free(struct kp_store_list *l);
+
+/* Keys of entries not in `keep` (a map used as a set), for the informer's relist: whatever the
+ * fresh LIST did not return was deleted while we were not watching. *ret is a NULL-terminated
+ * array of owned strings (free with kp_strv_done semantics: see base/str.h kp_strv). */
+struct kp_map;
+struct kp_strv;
+int kp_store_keys_not_in(struct kp_store *s, const struct kp_map *keep, struct kp_strv *ret) KP_WUR;
+
+size_t kp_store_len(struct kp_store *s);
+/* Sum of entry bytes, for the benchmark and a metric. */
+size_t kp_store_bytes(struct kp_store *s);
+
+/* Packing helper for projections: reserve the strings first, allocate once, then copy.
+ *   struct kp_pack p; kp_pack_init(&p, sizeof(struct kp_pod_view));
+ *   kp_pack_entry_size(&p, ns, name, uid, rv); kp_pack_str(&p, node); ...   (sizing pass)
+ *   r = kp_pack_alloc(&p, &view);                                         (one allocation)
+ *   kp_pack_entry(&p, &view->e, ns, name, uid, rv); view->node = kp_pack_copy(&p, node);
+ * Strings are NUL-terminated; NULL stays NULL and costs nothing. Copying more than was sized
+ * aborts (a programmer error that would otherwise corrupt memory). */
+struct kp_pack {
+    size_t head;  /* size of the fixed struct */
+    size_t total; /* head + strings so far (sizing) */
+    char *base;   /* the allocation */
+    size_t used;  /* copying cursor */
+    bool overflow;
+};
+void kp_pack_init(struct kp_pack *p, size_t head);
+void kp_pack_str(struct kp_pack *p, const char *s);
+void kp_pack_bytes(struct kp_pack *p, size_t n);
+/* Allocates head + strings; *ret points at the zeroed head. 0, -ENOMEM or -EOVERFLOW. */
+int kp_pack_alloc(struct kp_pack *p, void *ret) KP_WUR;
+const char *kp_pack_copy(struct kp_pack *p, const char *s);
+/* Raw space of n bytes (aligned to 8) from the sized area, for arrays. */
+void *kp_pack_take(struct kp_pack *p, size_t n);
+
+/* Sizes the common header strings (ns, name, uid, rv and the key); call in the sizing pass. */
+void kp_pack_entry_size(struct kp_pack *p, const char *ns, const char *name, const char *uid,
+                        const char *rv);
+/* Fills the common header (key, ns, name, uid, rv, bytes, refs = 1) of a packed entry in the
+ * copying pass, with the same arguments given to kp_pack_entry_size. name must not be NULL. */
+void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
+                   const char *uid, const char *rv);
+
+#endif

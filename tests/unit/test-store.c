@@ -1,0 +1,330 @@
+/* Tests for k8s/store.h: packing, references outliving replacement, index maintenance across
+ * put/replace/delete, relist support, allocation failures leaving the store unchanged, and a
+ * reader/writer race (also run under the tsan preset). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kp-test.h"
+
+#include "base/alloc.h"
+#include "base/map.h"
+#include "base/str.h"
+#include "k8s/store.h"
+
+struct widget {
+    struct kp_entry e;
+    const char *node; /* indexed */
+    const char *zone; /* indexed, may be NULL */
+    int gen;
+};
+
+static int widget_new(const char *ns, const char *name, const char *node, const char *zone, int gen,
+                      struct widget **ret)
+{
+    struct kp_pack p;
+    struct widget *w;
+    int r;
+
+    kp_pack_init(&p, sizeof(*w));
+    kp_pack_entry_size(&p, ns, name, "uid-1", "42");
+    kp_pack_str(&p, node);
+    kp_pack_str(&p, zone);
+    r = kp_pack_alloc(&p, &w);
+    if (r < 0)
+        return r;
+    kp_pack_entry(&p, &w->e, ns, name, "uid-1", "42");
+    w->node = kp_pack_copy(&p, node);
+    w->zone = kp_pack_copy(&p, zone);
+    w->gen = gen;
+    *ret = w;
+    return 0;
+}
+
+static void by_node(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
+{
+    const struct widget *w = (const struct widget *)e;
+
+    if (w->node)
+        emit(w->node, ctx);
+}
+
+static void by_zone(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
+{
+    const struct widget *w = (const struct widget *)e;
+
+    if (w->zone) {
+        emit(w->zone, ctx);
+        emit("any-zone", ctx);
+    }
+}
+
+static struct kp_store *new_store(void)
+{
+    struct kp_store *s = NULL;
+
+    assert_int_equal(kp_store_new(&s), 0);
+    assert_int_equal(kp_store_add_index(s, "node", by_node), 0);
+    assert_int_equal(kp_store_add_index(s, "zone", by_zone), 0);
+    assert_int_equal(kp_store_add_index(s, "node", by_node), -EEXIST);
+    return s;
+}
+
+static void put(struct kp_store *s, const char *ns, const char *name, const char *node,
+                const char *zone, int gen)
+{
+    struct widget *w = NULL;
+
+    assert_int_equal(widget_new(ns, name, node, zone, gen, &w), 0);
+    assert_int_equal(kp_store_put(s, &w->e, NULL), 0);
+}
+
+static size_t count_index(struct kp_store *s, const char *ix, const char *value)
+{
+    struct kp_store_list l = {0};
+    size_t n;
+
+    assert_int_equal(kp_store_by_index(s, ix, value, &l), 0);
+    n = l.n;
+    kp_store_list_free(&l);
+    return n;
+}
+
+static void test_pack_and_keys(void **state)
+{
+    struct widget *w = NULL;
+
+    (void)state;
+    assert_int_equal(widget_new("default", "w1", "n1", NULL, 1, &w), 0);
+    assert_string_equal(w->e.key, "default/w1");
+    assert_string_equal(w->e.ns, "default");
+    assert_string_equal(w->e.uid, "uid-1");
+    assert_null(w->zone);
+    assert_true(w->e.bytes >= sizeof(*w) + strlen("default/w1") + 1);
+    kp_entry_unref(&w->e);
+    assert_int_equal(widget_new(NULL, "node-a", NULL, NULL, 1, &w), 0);
+    assert_string_equal(w->e.key, "node-a");
+    assert_string_equal(w->e.ns, "");
+    kp_entry_unref(&w->e);
+}
+
+static void test_put_get_replace_delete(void **state)
+{
+    struct kp_store *s = new_store();
+    struct kp_entry *e = NULL, *old = NULL;
+
+    (void)state;
+    put(s, "ns", "a", "n1", "z1", 1);
+    put(s, "ns", "b", "n1", NULL, 1);
+    put(s, "ns", "c", "n2", "z1", 1);
+    assert_int_equal(kp_store_len(s), 3);
+    assert_int_equal(count_index(s, "node", "n1"), 2);
+    assert_int_equal(count_index(s, "zone", "z1"), 2);
+    assert_int_equal(count_index(s, "zone", "any-zone"), 2);
+    assert_int_equal(count_index(s, "node", "nope"), 0);
+    {
+        struct kp_store_list l = {0};
+
+        assert_int_equal(kp_store_by_index(s, "missing", "x", &l), -ENOENT);
+    }
+
+    /* A reader's reference outlives the replacement. */
+    assert_int_equal(kp_store_get(s, "ns/a", &e), 0);
+    assert_int_equal(((struct widget *)e)->gen, 1);
+    put(s, "ns", "a", "n2", NULL, 2);
+    assert_int_equal(((struct widget *)e)->gen, 1);
+    assert_string_equal(((struct widget *)e)->node, "n1");
+    kp_entry_unref(e);
+    assert_int_equal(kp_store_get(s, "ns/a", &e), 0);
+    assert_int_equal(((struct widget *)e)->gen, 2);
+    kp_entry_unref(e);
+    assert_int_equal(count_index(s, "node", "n1"), 1);
+    assert_int_equal(count_index(s, "node", "n2"), 2);
+    assert_int_equal(count_index(s, "zone", "z1"), 1);
+
+    assert_int_equal(kp_store_delete(s, "ns/c", &old), 0);
+    assert_string_equal(old->key, "ns/c");
+    kp_entry_unref(old);
+    assert_int_equal(kp_store_delete(s, "ns/c", NULL), -ENOENT);
+    assert_int_equal(kp_store_get(s, "ns/c", &e), -ENOENT);
+    assert_int_equal(count_index(s, "zone", "z1"), 0);
+    assert_int_equal(count_index(s, "node", "n2"), 1);
+    assert_int_equal(kp_store_len(s), 2);
+    kp_store_free(s);
+}
+
+static void test_keys_not_in_and_bytes(void **state)
+{
+    struct kp_store *s = new_store();
+    struct kp_map *keep = NULL;
+    struct kp_strv gone = KP_STRV_INIT;
+    struct kp_store_list all = {0};
+    size_t bytes = 0;
+
+    (void)state;
+    put(s, "ns", "a", "n1", NULL, 1);
+    put(s, "ns", "b", "n1", NULL, 1);
+    put(s, "ns", "c", "n1", NULL, 1);
+    assert_int_equal(kp_map_new(&keep), 0);
+    assert_int_equal(kp_map_put(keep, "ns/b", (void *)1, NULL), 0);
+    assert_int_equal(kp_store_keys_not_in(s, keep, &gone), 0);
+    kp_strv_sort(&gone);
+    assert_int_equal(gone.n, 2);
+    assert_string_equal(gone.v[0], "ns/a");
+    assert_string_equal(gone.v[1], "ns/c");
+    kp_strv_done(&gone);
+    kp_map_free(keep);
+
+    assert_int_equal(kp_store_list(s, &all), 0);
+    assert_int_equal(all.n, 3);
+    for (size_t i = 0; i < all.n; i++)
+        bytes += all.v[i]->bytes;
+    assert_int_equal(kp_store_bytes(s), bytes);
+    kp_store_list_free(&all);
+    kp_store_free(s);
+}
+
+static void test_add_index_after_put(void **state)
+{
+    struct kp_store *s = new_store();
+
+    (void)state;
+    put(s, "ns", "a", "n1", NULL, 1);
+    assert_int_equal(kp_store_add_index(s, "late", by_node), -EBUSY);
+    kp_store_free(s);
+}
+
+/* Every allocation failure inside put leaves the store exactly as it was. */
+static void test_put_failure_rolls_back(void **state)
+{
+    (void)state;
+    for (uint64_t n = 1; n < 64; n++) {
+        struct kp_store *s = new_store();
+        struct widget *w = NULL;
+        int r;
+
+        put(s, "ns", "a", "n1", "z1", 1);
+        assert_int_equal(widget_new("ns", "b", "n9", "z9", 1, &w), 0);
+        kp_alloc_fail_at(n);
+        r = kp_store_put(s, &w->e, NULL);
+        kp_alloc_fail_at(0);
+        if (r == 0) {
+            assert_int_equal(count_index(s, "node", "n9"), 1);
+            kp_store_free(s);
+            return;
+        }
+        assert_int_equal(r, -ENOMEM);
+        assert_int_equal(kp_store_len(s), 1);
+        assert_int_equal(count_index(s, "node", "n9"), 0);
+        assert_int_equal(count_index(s, "zone", "z9"), 0);
+        assert_int_equal(count_index(s, "zone", "any-zone"), 1);
+        kp_entry_unref(&w->e);
+        kp_store_free(s);
+    }
+    fail_msg("put never succeeded");
+}
+
+struct race {
+    struct kp_store *s;
+    atomic_int stop;
+    atomic_int bad;
+};
+
+static void *reader(void *arg)
+{
+    struct race *rc = arg;
+
+    while (!atomic_load(&rc->stop)) {
+        struct kp_store_list l = {0};
+        struct kp_entry *e = NULL;
+
+        if (kp_store_get(rc->s, "ns/hot", &e) == 0) {
+            const struct widget *w = (const struct widget *)e;
+
+            /* An entry is immutable: its node always matches its generation's parity. */
+            if (strcmp(w->node, (w->gen & 1) ? "odd" : "even") != 0)
+                atomic_fetch_add(&rc->bad, 1);
+            kp_entry_unref(e);
+        }
+        if (kp_store_by_index(rc->s, "node", "odd", &l) == 0)
+            kp_store_list_free(&l);
+    }
+    return NULL;
+}
+
+static void test_reader_writer_race(void **state)
+{
+    static struct race rc;
+    pthread_t t[2];
+
+    (void)state;
+    memset(&rc, 0, sizeof(rc));
+    rc.s = new_store();
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, reader, &rc), 0);
+    for (int gen = 0; gen < 5000; gen++) {
+        put(rc.s, "ns", "hot", (gen & 1) ? "odd" : "even", NULL, gen);
+        if (gen % 100 == 0)
+            assert_int_equal(kp_store_delete(rc.s, "ns/hot", NULL), 0);
+    }
+    atomic_store(&rc.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(atomic_load(&rc.bad), 0);
+    kp_store_free(rc.s);
+}
+
+static int torture_store(void)
+{
+    struct kp_store *s = NULL;
+    struct kp_store_list l = {0};
+    struct widget *w = NULL;
+    int r;
+
+    r = kp_store_new(&s);
+    if (r < 0)
+        return r;
+    if ((r = kp_store_add_index(s, "node", by_node)) < 0 ||
+        (r = kp_store_add_index(s, "zone", by_zone)) < 0)
+        goto out;
+    for (int i = 0; i < 6; i++) {
+        char name[8];
+
+        snprintf(name, sizeof(name), "w%d", i);
+        r = widget_new("ns", name, i & 1 ? "n1" : "n2", i & 2 ? "z" : NULL, i, &w);
+        if (r < 0)
+            goto out;
+        r = kp_store_put(s, &w->e, NULL);
+        if (r < 0) {
+            kp_entry_unref(&w->e);
+            goto out;
+        }
+    }
+    r = kp_store_by_index(s, "node", "n1", &l);
+    if (r < 0)
+        goto out;
+    r = l.n == 3 ? 0 : -EINVAL;
+    kp_store_list_free(&l);
+out:
+    kp_store_free(s);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pack_and_keys),
+        cmocka_unit_test(test_put_get_replace_delete),
+        cmocka_unit_test(test_keys_not_in_and_bytes),
+        cmocka_unit_test(test_add_index_after_put),
+        cmocka_unit_test(test_put_failure_rolls_back),
+        cmocka_unit_test(test_reader_writer_race),
+    };
+    static const struct kp_torture_case torture[] = {
+        KP_TORTURE(torture_store),
+    };
+
+    return kp_test_main("store", tests, KP_ARRAY_SIZE(tests), torture, KP_ARRAY_SIZE(torture), argc,
+                        argv);
+}
