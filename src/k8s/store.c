@@ -422,17 +422,11 @@ static void kp_pack_add(struct kp_pack *p, size_t n)
         p->overflow = true;
 }
 
-void kp_pack_bytes(struct kp_pack *p, size_t n)
+/* The sizing and copying passes disagreeing is a programmer error that would corrupt memory. */
+static void kp_pack_check(const struct kp_pack *p, size_t at, size_t n)
 {
-    /* Room for alignment padding too, since kp_pack_take() aligns its start. */
-    kp_pack_add(p, n);
-    kp_pack_add(p, KP_PACK_ALIGN - 1);
-}
-
-void kp_pack_str(struct kp_pack *p, const char *s)
-{
-    if (s)
-        kp_pack_add(p, strlen(s) + 1);
+    if (at > p->total || n > p->total - at)
+        abort();
 }
 
 int kp_pack_alloc(struct kp_pack *p, void *ret)
@@ -447,14 +441,7 @@ int kp_pack_alloc(struct kp_pack *p, void *ret)
     return 0;
 }
 
-/* The sizing and copying passes disagreeing is a programmer error that would corrupt memory. */
-static void kp_pack_check(const struct kp_pack *p, size_t at, size_t n)
-{
-    if (at > p->total || n > p->total - at)
-        abort();
-}
-
-const char *kp_pack_copy(struct kp_pack *p, const char *s)
+const char *kp_pack_str(struct kp_pack *p, const char *s)
 {
     char *d;
     size_t n;
@@ -462,6 +449,10 @@ const char *kp_pack_copy(struct kp_pack *p, const char *s)
     if (!s)
         return NULL;
     n = strlen(s) + 1;
+    if (kp_pack_sizing(p)) {
+        kp_pack_add(p, n);
+        return NULL;
+    }
     kp_pack_check(p, p->used, n);
     d = p->base + p->used;
     memcpy(d, s, n);
@@ -469,49 +460,57 @@ const char *kp_pack_copy(struct kp_pack *p, const char *s)
     return d;
 }
 
-void *kp_pack_take(struct kp_pack *p, size_t n)
+void *kp_pack_array(struct kp_pack *p, size_t n, size_t size)
 {
-    size_t at = (p->used + KP_PACK_ALIGN - 1) & ~(size_t)(KP_PACK_ALIGN - 1);
+    size_t bytes, at;
 
-    kp_pack_check(p, at, n);
-    p->used = at + n;
-    return p->base + at;
-}
-
-void kp_pack_entry_size(struct kp_pack *p, const char *ns, const char *name, const char *uid,
-                        const char *rv)
-{
-    kp_pack_str(p, ns ? ns : "");
-    kp_pack_str(p, name);
-    kp_pack_str(p, uid);
-    kp_pack_str(p, rv);
-    /* The key "ns/name" is stored apart; a cluster-scoped key is the name itself. */
-    if (ns && *ns) {
-        kp_pack_add(p, strlen(ns) + 1);
-        kp_pack_add(p, strlen(name) + 1);
+    if (n == 0)
+        return NULL;
+    if (kp_mul_overflow(n, size, &bytes)) {
+        p->overflow = true;
+        return NULL;
     }
+    if (kp_pack_sizing(p)) {
+        /* Room for alignment padding too. */
+        kp_pack_add(p, bytes);
+        kp_pack_add(p, KP_PACK_ALIGN - 1);
+        return NULL;
+    }
+    at = (p->used + KP_PACK_ALIGN - 1) & ~(size_t)(KP_PACK_ALIGN - 1);
+    kp_pack_check(p, at, bytes);
+    p->used = at + bytes;
+    return p->base + at;
 }
 
 void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
                    const char *uid, const char *rv)
 {
-    e->ns = kp_pack_copy(p, ns ? ns : "");
-    e->name = kp_pack_copy(p, name);
-    e->uid = kp_pack_copy(p, uid);
-    e->rv = kp_pack_copy(p, rv);
-    if (ns && *ns) {
-        size_t a = strlen(ns), b = strlen(name);
-        char *k;
+    size_t a, b;
+    char *k;
 
-        kp_pack_check(p, p->used, a + b + 2);
-        k = p->base + p->used;
-        memcpy(k, ns, a);
-        k[a] = '/';
-        memcpy(k + a + 1, name, b + 1);
-        p->used += a + b + 2;
-        e->key = k;
+    if (!ns)
+        ns = "";
+    e->ns = kp_pack_str(p, ns);
+    e->name = kp_pack_str(p, name);
+    e->uid = kp_pack_str(p, uid);
+    e->rv = kp_pack_str(p, rv);
+    if (!*ns) {
+        e->key = e->name; /* a cluster-scoped key is the name itself */
     } else {
-        e->key = e->name;
+        a = strlen(ns);
+        b = strlen(name);
+        if (kp_pack_sizing(p)) {
+            kp_pack_add(p, a + 1);
+            kp_pack_add(p, b + 1);
+        } else {
+            kp_pack_check(p, p->used, a + b + 2);
+            k = p->base + p->used;
+            memcpy(k, ns, a);
+            k[a] = '/';
+            memcpy(k + a + 1, name, b + 1);
+            p->used += a + b + 2;
+            e->key = k;
+        }
     }
     e->bytes = p->total;
     atomic_init(&e->refs, 1);

@@ -87,34 +87,41 @@ size_t kp_store_len(struct kp_store *s);
 /* Sum of entry bytes, for the benchmark and a metric. */
 size_t kp_store_bytes(struct kp_store *s);
 
-/* Packing helper for projections: reserve the strings first, allocate once, then copy.
- *   struct kp_pack p; kp_pack_init(&p, sizeof(struct kp_pod_view));
- *   kp_pack_entry_size(&p, ns, name, uid, rv); kp_pack_str(&p, node); ...   (sizing pass)
- *   r = kp_pack_alloc(&p, &view);                                         (one allocation)
- *   kp_pack_entry(&p, &view->e, ns, name, uid, rv); view->node = kp_pack_copy(&p, node);
- * Strings are NUL-terminated; NULL stays NULL and costs nothing. Copying more than was sized
- * aborts (a programmer error that would otherwise corrupt memory). */
+/* Packing helper for projections: one function fills a view twice, first to size it, then to
+ * copy into a single allocation, so the sizing and copying logic cannot drift apart:
+ *
+ *   static int pod_fill(const json_t *obj, struct kp_pack *p, struct kp_pod_view *v);
+ *   struct kp_pod_view scratch = {0}, *v;
+ *   kp_pack_init(&p, sizeof(*v));
+ *   r = pod_fill(obj, &p, &scratch);          sizing pass: validates, counts bytes
+ *   r = kp_pack_alloc(&p, &v);                one zeroed allocation
+ *   (void)pod_fill(obj, &p, v);               copying pass: same decisions, real copies
+ *
+ * In the sizing pass (kp_pack_sizing() true) kp_pack_str and kp_pack_array return NULL and only
+ * count; fill functions write array elements to a scratch element when the array is NULL.
+ * Copying more than was sized aborts: a programmer error that would otherwise corrupt memory. */
 struct kp_pack {
     size_t head;  /* size of the fixed struct */
-    size_t total; /* head + strings so far (sizing) */
-    char *base;   /* the allocation */
+    size_t total; /* bytes counted by the sizing pass */
+    char *base;   /* the allocation; NULL while sizing */
     size_t used;  /* copying cursor */
     bool overflow;
 };
 void kp_pack_init(struct kp_pack *p, size_t head);
-void kp_pack_str(struct kp_pack *p, const char *s);
-void kp_pack_bytes(struct kp_pack *p, size_t n);
-/* Allocates head + strings; *ret points at the zeroed head. 0, -ENOMEM or -EOVERFLOW. */
+static inline bool kp_pack_sizing(const struct kp_pack *p)
+{
+    return p->base == NULL;
+}
+/* Sizing: counts s; copying: returns the packed copy. NULL stays NULL and costs nothing. */
+const char *kp_pack_str(struct kp_pack *p, const char *s);
+/* Sizing: counts n elements of size bytes; copying: returns them zeroed and 8-byte aligned
+ * (NULL when n is 0). */
+void *kp_pack_array(struct kp_pack *p, size_t n, size_t size);
+/* Allocates what the sizing pass counted; *ret (a pointer to a pointer) receives the zeroed
+ * head and the pack switches to copying. 0, -ENOMEM or -EOVERFLOW. */
 int kp_pack_alloc(struct kp_pack *p, void *ret) KP_WUR;
-const char *kp_pack_copy(struct kp_pack *p, const char *s);
-/* Raw space of n bytes (aligned to 8) from the sized area, for arrays. */
-void *kp_pack_take(struct kp_pack *p, size_t n);
-
-/* Sizes the common header strings (ns, name, uid, rv and the key); call in the sizing pass. */
-void kp_pack_entry_size(struct kp_pack *p, const char *ns, const char *name, const char *uid,
-                        const char *rv);
-/* Fills the common header (key, ns, name, uid, rv, bytes, refs = 1) of a packed entry in the
- * copying pass, with the same arguments given to kp_pack_entry_size. name must not be NULL. */
+/* The common header: key ("ns/name" or "name"), ns ("" when NULL), name, uid, rv, bytes and
+ * refs = 1. Counts in the sizing pass, fills e in the copying pass. name must not be NULL. */
 void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
                    const char *uid, const char *rv);
 

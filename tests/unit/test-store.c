@@ -28,16 +28,20 @@ static int widget_new(const char *ns, const char *name, const char *node, const 
     int r;
 
     kp_pack_init(&p, sizeof(*w));
-    kp_pack_entry_size(&p, ns, name, "uid-1", "42");
-    kp_pack_str(&p, node);
-    kp_pack_str(&p, zone);
-    r = kp_pack_alloc(&p, &w);
-    if (r < 0)
-        return r;
-    kp_pack_entry(&p, &w->e, ns, name, "uid-1", "42");
-    w->node = kp_pack_copy(&p, node);
-    w->zone = kp_pack_copy(&p, zone);
-    w->gen = gen;
+    for (int pass = 0; pass < 2; pass++) {
+        struct widget scratch = {0}, *v = &scratch;
+
+        if (pass == 1) {
+            r = kp_pack_alloc(&p, &w);
+            if (r < 0)
+                return r;
+            v = w;
+        }
+        kp_pack_entry(&p, &v->e, ns, name, "uid-1", "42");
+        v->node = kp_pack_str(&p, node);
+        v->zone = kp_pack_str(&p, zone);
+        v->gen = gen;
+    }
     *ret = w;
     return 0;
 }
