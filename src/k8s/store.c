@@ -18,10 +18,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "base/alloc.h"
 #include "base/map.h"
 #include "base/str.h"
+#include "base/time.h"
 
 struct kp_bucket {
     struct kp_entry **v;
@@ -411,6 +413,18 @@ size_t kp_store_bytes(struct kp_store *s)
 
 #define KP_PACK_ALIGN 8
 
+/* Process-random key for entry fingerprints, so content cannot be crafted to collide. */
+static uint8_t kp_pack_hash_key[16];
+
+static void kp_pack_hash_key_init(void)
+{
+    if (getrandom(kp_pack_hash_key, sizeof(kp_pack_hash_key), 0) != sizeof(kp_pack_hash_key)) {
+        uint64_t t = kp_mono_usec() ^ (kp_real_usec() << 7);
+
+        memcpy(kp_pack_hash_key, &t, sizeof(t));
+    }
+}
+
 void kp_pack_init(struct kp_pack *p, size_t head)
 {
     *p = (struct kp_pack){.head = head, .total = head};
@@ -441,7 +455,7 @@ int kp_pack_alloc(struct kp_pack *p, void *ret)
     return 0;
 }
 
-const char *kp_pack_str(struct kp_pack *p, const char *s)
+char *kp_pack_str(struct kp_pack *p, const char *s)
 {
     char *d;
     size_t n;
@@ -493,7 +507,9 @@ void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const 
     e->ns = kp_pack_str(p, ns);
     e->name = kp_pack_str(p, name);
     e->uid = kp_pack_str(p, uid);
-    e->rv = kp_pack_str(p, rv);
+    p->rv_src = rv;
+    if (rv && kp_pack_sizing(p))
+        kp_pack_add(p, strlen(rv) + 1);
     if (!*ns) {
         e->key = e->name; /* a cluster-scoped key is the name itself */
     } else {
@@ -514,4 +530,30 @@ void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const 
     }
     e->bytes = p->total;
     atomic_init(&e->refs, 1);
+}
+
+int kp_pack_finish(struct kp_pack *p, struct kp_entry *e)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    uintptr_t lo = (uintptr_t)p->base, hi = lo + p->total;
+    size_t start = sizeof(struct kp_entry), end = p->used, words;
+    uint64_t *tmp;
+
+    e->rv = kp_pack_str(p, p->rv_src); /* after `end`: the rv is not part of the content */
+    /* Hash a copy in which every word that points into the block is made relative to it, so
+     * identical content at different addresses hashes equal. Strings are hashed as bytes; a
+     * text word that happens to equal an address inside the block is normalised the same way in
+     * both copies, so it cannot make different content look equal. */
+    words = (end - start + 7) / 8;
+    tmp = kp_calloc(words ? words : 1, sizeof(*tmp));
+    if (!tmp)
+        return -ENOMEM;
+    memcpy(tmp, p->base + start, end - start);
+    for (size_t i = 0; i < words; i++)
+        if (tmp[i] >= lo && tmp[i] < hi)
+            tmp[i] -= lo;
+    pthread_once(&once, kp_pack_hash_key_init);
+    e->hash = kp_siphash24(tmp, end - start, kp_pack_hash_key);
+    kp_free(tmp);
+    return 0;
 }

@@ -28,8 +28,9 @@ struct kp_entry {
     const char *ns;  /* "" for cluster-scoped */
     const char *name;
     const char *uid;
-    const char *rv;                      /* resourceVersion */
-    size_t bytes;                        /* size of the allocation, for the cache benchmark */
+    const char *rv; /* resourceVersion */
+    size_t bytes;   /* size of the allocation, for the cache benchmark */
+    uint64_t hash;  /* content fingerprint without the rv: equal means nothing we keep changed */
     void (*destroy)(struct kp_entry *e); /* frees the allocation; NULL means kp_free(e) */
 };
 
@@ -101,10 +102,11 @@ size_t kp_store_bytes(struct kp_store *s);
  * count; fill functions write array elements to a scratch element when the array is NULL.
  * Copying more than was sized aborts: a programmer error that would otherwise corrupt memory. */
 struct kp_pack {
-    size_t head;  /* size of the fixed struct */
-    size_t total; /* bytes counted by the sizing pass */
-    char *base;   /* the allocation; NULL while sizing */
-    size_t used;  /* copying cursor */
+    size_t head;        /* size of the fixed struct */
+    size_t total;       /* bytes counted by the sizing pass */
+    char *base;         /* the allocation; NULL while sizing */
+    size_t used;        /* copying cursor */
+    const char *rv_src; /* resourceVersion, copied last by kp_pack_finish */
     bool overflow;
 };
 void kp_pack_init(struct kp_pack *p, size_t head);
@@ -113,16 +115,22 @@ static inline bool kp_pack_sizing(const struct kp_pack *p)
     return p->base == NULL;
 }
 /* Sizing: counts s; copying: returns the packed copy. NULL stays NULL and costs nothing. */
-const char *kp_pack_str(struct kp_pack *p, const char *s);
+char *kp_pack_str(struct kp_pack *p, const char *s);
 /* Sizing: counts n elements of size bytes; copying: returns them zeroed and 8-byte aligned
  * (NULL when n is 0). */
 void *kp_pack_array(struct kp_pack *p, size_t n, size_t size);
 /* Allocates what the sizing pass counted; *ret (a pointer to a pointer) receives the zeroed
  * head and the pack switches to copying. 0, -ENOMEM or -EOVERFLOW. */
 int kp_pack_alloc(struct kp_pack *p, void *ret) KP_WUR;
-/* The common header: key ("ns/name" or "name"), ns ("" when NULL), name, uid, rv, bytes and
- * refs = 1. Counts in the sizing pass, fills e in the copying pass. name must not be NULL. */
+/* The common header: key ("ns/name" or "name"), ns ("" when NULL), name, uid, bytes and
+ * refs = 1; rv is counted now and copied by kp_pack_finish. Counts in the sizing pass, fills e
+ * in the copying pass. name must not be NULL. */
 void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
                    const char *uid, const char *rv);
+/* Ends the copying pass: copies rv to the tail of the block and computes e->hash, a keyed
+ * fingerprint of everything between the entry header and rv (pointers taken relative to the
+ * block), so two projections of the same content hash equal whatever their resourceVersion.
+ * 0 or -ENOMEM. */
+int kp_pack_finish(struct kp_pack *p, struct kp_entry *e) KP_WUR;
 
 #endif

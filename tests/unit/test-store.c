@@ -20,8 +20,8 @@ struct widget {
     int gen;
 };
 
-static int widget_new(const char *ns, const char *name, const char *node, const char *zone, int gen,
-                      struct widget **ret)
+static int widget_new_rv(const char *ns, const char *name, const char *node, const char *zone,
+                         int gen, const char *rv, struct widget **ret)
 {
     struct kp_pack p;
     struct widget *w;
@@ -37,13 +37,24 @@ static int widget_new(const char *ns, const char *name, const char *node, const 
                 return r;
             v = w;
         }
-        kp_pack_entry(&p, &v->e, ns, name, "uid-1", "42");
+        kp_pack_entry(&p, &v->e, ns, name, "uid-1", rv);
         v->node = kp_pack_str(&p, node);
         v->zone = kp_pack_str(&p, zone);
         v->gen = gen;
     }
+    r = kp_pack_finish(&p, &w->e);
+    if (r < 0) {
+        kp_free(w);
+        return r;
+    }
     *ret = w;
     return 0;
+}
+
+static int widget_new(const char *ns, const char *name, const char *node, const char *zone, int gen,
+                      struct widget **ret)
+{
+    return widget_new_rv(ns, name, node, zone, gen, "42", ret);
 }
 
 static void by_node(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
@@ -111,6 +122,26 @@ static void test_pack_and_keys(void **state)
     assert_string_equal(w->e.key, "node-a");
     assert_string_equal(w->e.ns, "");
     kp_entry_unref(&w->e);
+}
+
+/* The fingerprint ignores the resourceVersion and catches every projected change. */
+static void test_content_hash(void **state)
+{
+    struct widget *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+
+    (void)state;
+    assert_int_equal(widget_new_rv("ns", "w", "n1", "z", 1, "100", &a), 0);
+    assert_int_equal(widget_new_rv("ns", "w", "n1", "z", 1, "123456789", &b), 0);
+    assert_int_equal(widget_new_rv("ns", "w", "n2", "z", 1, "100", &c), 0);
+    assert_int_equal(widget_new_rv("ns", "w", "n1", "z", 2, "100", &d), 0);
+    assert_string_equal(b->e.rv, "123456789");
+    assert_true(a->e.hash == b->e.hash);
+    assert_true(a->e.hash != c->e.hash);
+    assert_true(a->e.hash != d->e.hash);
+    kp_entry_unref(&a->e);
+    kp_entry_unref(&b->e);
+    kp_entry_unref(&c->e);
+    kp_entry_unref(&d->e);
 }
 
 static void test_put_get_replace_delete(void **state)
@@ -319,6 +350,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_and_keys),
+        cmocka_unit_test(test_content_hash),
         cmocka_unit_test(test_put_get_replace_delete),
         cmocka_unit_test(test_keys_not_in_and_bytes),
         cmocka_unit_test(test_add_index_after_put),
