@@ -7,10 +7,20 @@
  *
  * The macros evaluate neither the message nor the fields when the level is filtered out.
  * Every string value (msg included) passes through the redaction step before it is written:
- * each registered secret (kp_log_redact_add) is replaced by "[REDACTED]", longest first, and an
- * optional hook may scrub further. Lines are written with one write(2) each and are capped at
- * KP_LOG_MAX_LINE bytes (long values are cut, the line stays valid JSON).
- * Any thread may log; configuration calls belong to start-up (main thread) or tests. */
+ * each registered secret (kp_log_redact_add) is replaced by "[REDACTED]", longest first (every
+ * byte covered by any occurrence of any secret is removed; overlapping or adjacent occurrences
+ * become one "[REDACTED]"), and an optional hook may scrub further. Strings are escaped so every
+ * line is valid JSON: '"' and '\' by backslash, control characters and DEL as \u00XX, bytes that
+ * are not valid UTF-8 as U+FFFD. Doubles that are NaN or infinite are written as null.
+ * Lines are written with one write(2) each (a partial write is completed under a lock, so lines
+ * of concurrent threads never interleave) and are capped at KP_LOG_MAX_LINE bytes including the
+ * newline: long values are cut at a character boundary and end in "...", fields that no longer
+ * fit are left out, and the line then carries "truncated":true; it stays valid JSON, and
+ * src, func, error, errno and suppressed are always kept.
+ * If a line cannot be built for lack of memory, a fixed line saying a log line was lost is
+ * written instead (never the unredacted text). Logging preserves errno.
+ * Any thread may log; configuration calls belong to start-up (main thread) or tests.
+ * The process must ignore SIGPIPE if the log fd may be a pipe whose reader can go away. */
 #ifndef KP_BASE_LOG_H
 #define KP_BASE_LOG_H
 
@@ -35,7 +45,10 @@ enum kp_log_level {
 
 enum kp_log_format {
     KP_LOG_FORMAT_JSON = 0, /* controller: one JSON object per line */
-    KP_LOG_FORMAT_TEXT,     /* CLI: "level: msg key=value ..." */
+    KP_LOG_FORMAT_TEXT,     /* CLI: "level: msg key=value ... error=\"...\"" (no ts, src,
+                             * func or errno); a value is quoted and escaped as in JSON when it
+                             * is empty or holds a space, '"', '\\', '=' or a control character;
+                             * msg is never quoted but its control characters are escaped. */
 };
 
 enum kp_log_field_type {
@@ -59,7 +72,10 @@ struct kp_log_field {
     } v;
 };
 
-/* Field constructors; KP_LF picks one by the value's type. */
+/* Field constructors; KP_LF picks one by the value's type. The literals true and false are
+ * ints in C11 (<stdbool.h> defines them as 1 and 0), so KP_LF("ready", true) writes 1: use a
+ * variable of type bool or kp_lf_bool(). NULL has no string type: use
+ * kp_lf_str() for a string that may be NULL. */
 static inline struct kp_log_field kp_lf_str(const char *k, const char *v)
 {
     return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_STR, .v.s = v};
@@ -86,6 +102,10 @@ static inline struct kp_log_field kp_lf_double(const char *k, double v)
         char *: kp_lf_str,                                                                       \
         const char *: kp_lf_str,                                                                 \
         bool: kp_lf_bool,                                                                        \
+        signed char: kp_lf_i64,                                                                  \
+        short: kp_lf_i64,                                                                        \
+        unsigned char: kp_lf_u64,                                                                \
+        unsigned short: kp_lf_u64,                                                               \
         int: kp_lf_i64,                                                                          \
         long: kp_lf_i64,                                                                         \
         long long: kp_lf_i64,                                                                    \
@@ -107,21 +127,26 @@ void kp_log_set_fd(int fd);
 
 /* Registers a secret value so it is never written: every occurrence in any logged string is
  * replaced by "[REDACTED]". Values shorter than KP_LOG_REDACT_MIN are ignored (returns 0).
- * The value is copied; kp_log_redact_remove() forgets (and wipes) the copy. 0 or -ENOMEM.
+ * The value is copied; kp_log_redact_remove() forgets (and wipes) the copy. Registrations are
+ * counted: a value added twice (two secrets that happen to be equal) stays registered until it
+ * has been removed twice. Removing a value that is not registered does nothing. 0 or -ENOMEM.
  * Any thread. */
-int kp_log_redact_add(const char *secret) KP_WUR;
-void kp_log_redact_remove(const char *secret);
+int kp_log_redact_add(const char *secret) KP_WUR KP_NONNULL(1);
+void kp_log_redact_remove(const char *secret) KP_NONNULL(1);
 /* Forgets every registered secret (tests, shutdown). */
 void kp_log_redact_clear(void);
 
-/* An extra scrubber run on every string after the registered secrets: it may rewrite s in place
- * (never lengthening it). NULL removes it. For modules with patterns rather than values. */
+/* An extra scrubber run on every string after the registered secrets (log lines and
+ * kp_log_redact_dup): it may rewrite s in place (never lengthening it; it may shorten it by
+ * writing a NUL). It is called without any lock held, from whichever thread logs, so it must be
+ * thread-safe. NULL removes it. For modules with patterns rather than values. */
 typedef void (*kp_log_redact_hook_fn)(char *s, size_t len);
 void kp_log_set_redact_hook(kp_log_redact_hook_fn hook);
 
-/* Copies s into a new string with every registered secret replaced, for text that leaves the
- * process by other ways than the log (events, conditions, error texts). NULL on -ENOMEM. */
-char *kp_log_redact_dup(const char *s) KP_WUR;
+/* Copies s into a new string with every registered secret replaced (and the hook applied), for
+ * text that leaves the process by other ways than the log (events, conditions, error texts).
+ * The caller frees it with kp_free(). NULL on -ENOMEM. Any thread. */
+char *kp_log_redact_dup(const char *s) KP_WUR KP_NONNULL(1);
 
 static inline bool kp_log_enabled(enum kp_log_level level)
 {
@@ -129,7 +154,8 @@ static inline bool kp_log_enabled(enum kp_log_level level)
 }
 
 /* Writes one line. fields ends with KP_LF_END. Returns err (so callers can `return` it).
- * Use the macros below rather than calling this directly. */
+ * err != 0 adds "error" and "errno" after the fields. Use the macros below rather than calling
+ * this directly. */
 int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, const char *func,
                 const char *ratelimit_key, const char *msg, const struct kp_log_field *fields);
 
@@ -147,9 +173,11 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
 #define kp_log_error_errno(r, ...) KP__LOG(KP_LOG_ERROR, (r), NULL, __VA_ARGS__, KP_LF_END)
 
 /* Rate-limited variants: at most KP_LOG_RL_BURST lines per key per KP_LOG_RL_INTERVAL_USEC;
- * the first line let through after a drop carries "suppressed": <count dropped>. The key names
- * the repeating thing, e.g. "probe-fail/h7". At most KP_LOG_RL_KEYS keys are tracked; the
- * oldest is forgotten first. */
+ * the first line let through after a drop carries "suppressed": <count dropped> (last, after
+ * error and errno). The key names the repeating thing, e.g. "probe-fail/h7". At most
+ * KP_LOG_RL_KEYS keys are tracked; the least recently used is forgotten first (with its count of
+ * drops not yet reported). If a new key cannot be tracked for lack of memory, its line is let
+ * through: the limiter fails open rather than hiding errors. */
 #define KP_LOG_RL_BURST 5
 #define KP_LOG_RL_INTERVAL_USEC (60ULL * 1000 * 1000)
 #define KP_LOG_RL_KEYS 1024
@@ -159,5 +187,12 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
 
 /* Lines dropped by the rate limiter since start-up (for a metric). Any thread. */
 uint64_t kp_log_dropped(void);
+
+/* Test hooks (the interval is a minute, too long to wait for in a unit test).
+ * kp_log_ratelimit_reset() forgets every key and frees the table's memory (tests, shutdown).
+ * kp_log_ratelimit_expire() ends the current interval of every key now, as if
+ * KP_LOG_RL_INTERVAL_USEC had passed, keeping each key's count of unreported drops. */
+void kp_log_ratelimit_reset(void);
+void kp_log_ratelimit_expire(void);
 
 #endif

@@ -18,7 +18,7 @@
 uint64_t kp_mono_usec(void);
 uint64_t kp_real_usec(void);
 
-/* Sleeps for usec, resuming after signals. */
+/* Sleeps for usec on the monotonic clock, resuming after signals (the total stays usec). */
 void kp_sleep_usec(uint64_t usec);
 
 /* A point on the monotonic clock; KP_USEC_INFINITY means never. */
@@ -39,9 +39,10 @@ int kp_deadline_left_ms(struct kp_deadline d);
 /* The earlier of two deadlines. */
 struct kp_deadline kp_deadline_min(struct kp_deadline a, struct kp_deadline b);
 
-/* Exponential backoff with full jitter: attempt k waits a uniform random time in
- * [base * 2^k / 2, base * 2^k], capped at cap. The generator is per struct (no shared state), so
- * each owner thread uses its own. */
+/* Exponential backoff with jitter: attempt k (0 first) waits a uniform random time in
+ * [upper / 2, upper] where upper = min(base * 2^k, cap) (saturating, so a large k simply stays
+ * at cap and the wait keeps its jitter there). base or cap 0 gives 0. The generator is per struct
+ * (no shared state), so each owner thread uses its own; a struct is owned by one thread. */
 struct kp_backoff {
     uint64_t base_usec;
     uint64_t cap_usec;
@@ -55,12 +56,15 @@ uint64_t kp_backoff_next(struct kp_backoff *b);
 /* Back to the first attempt (after a success). */
 void kp_backoff_reset(struct kp_backoff *b);
 
-/* A uniform random number in [0, bound) from the xorshift state (bound 0 gives 0). */
+/* A uniform random number in [0, bound) from the xorshift state (bound 0 gives 0), without
+ * modulo bias. A zero state (which xorshift would never leave) is first replaced by a fixed
+ * non-zero one. */
 uint64_t kp_rand_below(uint64_t *state, uint64_t bound);
 
 #define KP_RFC3339_MAX sizeof("2006-01-02T15:04:05.000000Z")
 /* Formats realtime usec as RFC 3339 UTC with microseconds ("…T09:00:00.123456Z") into
- * buf[size] (size >= KP_RFC3339_MAX). 0 or -E2BIG. */
+ * buf[size] (size >= KP_RFC3339_MAX). 0, -E2BIG (size too small) or -ERANGE (a year past 9999,
+ * which RFC 3339 cannot write). buf is written only on success. */
 int kp_time_format_rfc3339(uint64_t usec, char *buf, size_t size) KP_WUR;
 
 #endif
