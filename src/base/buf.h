@@ -4,7 +4,10 @@
  * in len and does not count against max), so the contents can be used as a C string when they
  * hold no NUL. A buffer is owned by one thread at a time. Growth past max fails with -KP_ELIMIT
  * and, per STYLE.md rule 6, releases the buffer's memory (the contents are then gone: the
- * caller was about to hold more than it promised to). */
+ * caller was about to hold more than it promised to). -ENOMEM leaves contents, length and
+ * terminator exactly as they were. When both could apply, printf may report -ENOMEM first (it
+ * allocates before it knows the length). truncated is cleared by reset, done, steal and a
+ * consume that empties the buffer. p may be NULL when n is 0. */
 #ifndef KP_BASE_BUF_H
 #define KP_BASE_BUF_H
 
