@@ -1,0 +1,370 @@
+/* DESIGN: SSHJoinProfile validation (provider/ssh/profile.h).
+ *
+ * What: the checks that decide whether an SSHNodeClass may use a profile, the timeout grammar,
+ * and the install-cache marker.
+ *
+ * Why this way: a profile is the one object that turns into root shell on every host, and the
+ * message a user gets when it is refused lands in an SSHNodeClass condition, far from the YAML
+ * they edited. So each refusal names the field, gives line:column for script problems, and says
+ * what to write instead. Checks run in a fixed order (required scripts, sizes, bytes, templates,
+ * the leave contract, version, timeouts, signatures) and the first problem wins, so the message
+ * is stable for a given object.
+ *
+ * The leave contract is checked on bytes, not on bash syntax: a leave script that *mentions*
+ * KPSSH_VAR_ or KPSSH_SECRET_ anywhere, comments included, is invalid. Parsing bash to tell a
+ * comment from an expansion would be a second, worse bash; and a mention in a comment is a
+ * sign the author expected the value to be there.
+ *
+ * Threads: none; pure, any thread. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/str.h"
+#include "provider/ssh/profile.h"
+
+#define KP_PROFILE_MAX_ERROR 1024u
+/* How much of an offending identifier a message quotes. */
+#define KP_PROFILE_QUOTE_MAX 64u
+
+static const char *const phase_names[KP_PROFILE_PHASES] = {"install", "join", "leave", "uninstall"};
+
+const char *kp_profile_phase_name(enum kp_profile_phase phase)
+{
+    return (unsigned)phase < KP_PROFILE_PHASES ? phase_names[phase] : NULL;
+}
+
+static int profile_fail(char **reterr, const char *fmt, ...) KP_PRINTF(2, 3);
+
+static int profile_fail(char **reterr, const char *fmt, ...)
+{
+    struct kp_buf b = KP_BUF_INIT(KP_PROFILE_MAX_ERROR);
+    va_list ap;
+    char *s;
+    int r;
+
+    if (!reterr)
+        return -EINVAL;
+    va_start(ap, fmt);
+    r = kp_buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (r < 0) {
+        kp_buf_done(&b);
+        return -EINVAL; /* the message is lost; the verdict stands */
+    }
+    s = kp_buf_steal(&b, NULL);
+    if (s)
+        *reterr = s;
+    return -EINVAL;
+}
+
+static bool is_ident(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* 1-based line and column of offset off in p. */
+static void line_col(const char *p, size_t off, size_t *ret_line, size_t *ret_col)
+{
+    size_t i, line = 1, col = 1;
+
+    for (i = 0; i < off; i++) {
+        if (p[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    *ret_line = line;
+    *ret_col = col;
+}
+
+/* Offset of the first occurrence of needle in (p, n), or n when absent. */
+static size_t find(const char *p, size_t n, const char *needle)
+{
+    const char *hit = memmem(p, n, needle, strlen(needle));
+
+    return hit ? (size_t)(hit - p) : n;
+}
+
+/* --- templates --------------------------------------------------------------------------- */
+
+/* The reference's template fields and what a kpssh script reads instead. */
+static const struct {
+    const char *field;
+    const char *env;
+} template_fields[] = {
+    {"Vars", "KPSSH_VAR_<key>"},
+    {"Secrets", "KPSSH_SECRET_<KEY>"},
+    {"ClusterEndpoint", "KPSSH_CLUSTER_ENDPOINT"},
+    {"ClusterCACert", "KPSSH_CLUSTER_CA_B64"},
+    {"BootstrapToken", "KPSSH_BOOTSTRAP_TOKEN"},
+    {"NodeName", "KPSSH_NODE_NAME"},
+    {"ProviderID", "KPSSH_PROVIDER_ID"},
+    {"NodeLabels", "KPSSH_NODE_LABELS"},
+    {"RegisterWithTaints", "KPSSH_TAINTS"},
+    {"HostAddress", "KPSSH_HOST_ADDRESS"},
+    {"NodeAddress", "KPSSH_NODE_ADDRESS"},
+};
+
+/* Finds `{{ .Field` (with optional spaces and a trim marker) naming one of the reference's
+ * template fields. A script may well contain other `{{` (a kubectl go-template, a Helm value);
+ * only these names are certain to be a leftover template. Returns the index into
+ * template_fields and the offset of the `{{`, or -1. */
+static int find_template(const char *p, size_t n, size_t *ret_off)
+{
+    size_t off = 0, i, j;
+
+    while (off + 2 <= n) {
+        size_t at = find(p + off, n - off, "{{");
+
+        if (at == n - off)
+            break;
+        at += off;
+        j = at + 2;
+        while (j < n && (p[j] == ' ' || p[j] == '\t' || p[j] == '-'))
+            j++;
+        if (j < n && p[j] == '.') {
+            j++;
+            for (i = 0; i < KP_ARRAY_SIZE(template_fields); i++) {
+                size_t fl = strlen(template_fields[i].field);
+
+                if (n - j >= fl && memcmp(p + j, template_fields[i].field, fl) == 0 &&
+                    (j + fl == n || !is_ident(p[j + fl]))) {
+                    *ret_off = at;
+                    return (int)i;
+                }
+            }
+        }
+        off = at + 2;
+    }
+    return -1;
+}
+
+/* --- durations --------------------------------------------------------------------------- */
+
+int kp_profile_parse_duration(const char *s, size_t n, uint32_t *ret_seconds)
+{
+    uint64_t total = 0;
+    size_t i = 0;
+
+    if (n == 0)
+        return -EINVAL;
+    while (i < n) {
+        uint64_t num = 0, mult, part;
+        size_t start = i;
+
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (kp_mul_overflow(num, (uint64_t)10, &num) ||
+                kp_add_overflow(num, (uint64_t)(s[i] - '0'), &num))
+                return -ERANGE;
+            i++;
+        }
+        if (i == start || i == n)
+            return -EINVAL; /* a unit needs a number, a number needs a unit */
+        switch (s[i]) {
+        case 's':
+            mult = 1;
+            break;
+        case 'm':
+            mult = 60;
+            break;
+        case 'h':
+            mult = 3600;
+            break;
+        default:
+            return -EINVAL;
+        }
+        i++;
+        if (kp_mul_overflow(num, mult, &part) || kp_add_overflow(total, part, &total))
+            return -ERANGE;
+    }
+    if (total > UINT32_MAX)
+        return -ERANGE;
+    *ret_seconds = (uint32_t)total;
+    return 0;
+}
+
+int kp_profile_timeout(const struct kp_profile_spec *p, enum kp_profile_phase phase,
+                       uint32_t *ret_seconds)
+{
+    static const uint32_t defaults[KP_PROFILE_UNINSTALL] = {
+        KP_PROFILE_TIMEOUT_INSTALL_DEFAULT,
+        KP_PROFILE_TIMEOUT_JOIN_DEFAULT,
+        KP_PROFILE_TIMEOUT_LEAVE_DEFAULT,
+    };
+    const struct kp_profile_text *t;
+    uint32_t secs;
+    int r;
+
+    if ((unsigned)phase >= KP_PROFILE_PHASES)
+        return -EINVAL;
+    if (phase == KP_PROFILE_UNINSTALL)
+        phase = KP_PROFILE_LEAVE;
+    t = &p->timeouts[phase];
+    if (!t->data || t->len == 0) {
+        *ret_seconds = defaults[phase];
+        return 0;
+    }
+    if ((r = kp_profile_parse_duration(t->data, t->len, &secs)) < 0)
+        return -EINVAL;
+    /* The reference falls back to the default for a zero duration ("0s"); so do we. */
+    *ret_seconds = secs ? secs : defaults[phase];
+    return 0;
+}
+
+/* --- validation -------------------------------------------------------------------------- */
+
+static bool version_ok(const char *v)
+{
+    size_t n = strlen(v), i;
+
+    if (n == 0 || n > KP_MAX_PROFILE_VERSION)
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = v[i];
+
+        if (!is_ident(c) && c != '.' && c != '-')
+            return false;
+    }
+    return true;
+}
+
+static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase ph, char **reterr)
+{
+    const struct kp_profile_text *s = &p->scripts[ph];
+    const char *name = phase_names[ph];
+    const char *nul;
+    size_t off, line, col;
+    int t;
+
+    if (!s->data) {
+        if (ph == KP_PROFILE_UNINSTALL)
+            return 0;
+        return profile_fail(reterr,
+                            "spec.scripts.%s is missing: every profile needs install, "
+                            "join and leave scripts (an install with nothing to do can "
+                            "be `exit 0`)",
+                            name);
+    }
+    if (s->len == 0)
+        return profile_fail(reterr,
+                            "spec.scripts.%s is empty: write the script, or `exit 0` "
+                            "when the phase has nothing to do",
+                            name);
+    if (s->len > KP_MAX_PROFILE_SCRIPT)
+        return profile_fail(reterr,
+                            "spec.scripts.%s is %zu bytes, more than the limit of %u "
+                            "(256 KiB): move large payloads to the host or a download",
+                            name, s->len, KP_MAX_PROFILE_SCRIPT);
+    nul = memchr(s->data, '\0', s->len);
+    if (nul) {
+        line_col(s->data, (size_t)(nul - s->data), &line, &col);
+        return profile_fail(reterr,
+                            "spec.scripts.%s:%zu:%zu: the script holds a NUL byte, "
+                            "which bash cannot run",
+                            name, line, col);
+    }
+    t = find_template(s->data, s->len, &off);
+    if (t >= 0) {
+        line_col(s->data, off, &line, &col);
+        return profile_fail(reterr,
+                            "spec.scripts.%s:%zu:%zu: {{ .%s }} is a template, but "
+                            "kpssh profiles are plain scripts: read \"$%s\" from the "
+                            "environment instead",
+                            name, line, col, template_fields[t].field, template_fields[t].env);
+    }
+    return 0;
+}
+
+/* The leave contract of SPEC 2.5. */
+static int check_leave(const struct kp_profile_spec *p, char **reterr)
+{
+    static const char *const banned[] = {"KPSSH_VAR_", "KPSSH_SECRET_"};
+    const struct kp_profile_text *s = &p->scripts[KP_PROFILE_LEAVE];
+    size_t best = s->len, i, end, line, col;
+
+    for (i = 0; i < KP_ARRAY_SIZE(banned); i++) {
+        size_t at = find(s->data, s->len, banned[i]);
+
+        if (at < best)
+            best = at;
+    }
+    if (best == s->len)
+        return 0;
+    end = best;
+    while (end < s->len && is_ident(s->data[end]) && end - best < KP_PROFILE_QUOTE_MAX)
+        end++;
+    line_col(s->data, best, &line, &col);
+    return profile_fail(reterr,
+                        "spec.scripts.leave:%zu:%zu: leave mentions %.*s, but leave runs "
+                        "without a node class (on release and from the zombie guard), "
+                        "so no KPSSH_VAR_* or KPSSH_SECRET_* is ever set there; only "
+                        "KPSSH_HOST_ADDRESS and KPSSH_NODE_ADDRESS have values. Make "
+                        "leave self-contained, or have join record what leave needs on "
+                        "the host",
+                        line, col, (int)(end - best), s->data + best);
+}
+
+int kp_profile_validate(const struct kp_profile_spec *p, char **reterr)
+{
+    enum kp_profile_phase ph;
+    uint32_t secs;
+    int r;
+
+    for (ph = KP_PROFILE_INSTALL; ph < KP_PROFILE_PHASES; ph++) {
+        if ((r = check_script(p, ph, reterr)) < 0)
+            return r;
+    }
+    if ((r = check_leave(p, reterr)) < 0)
+        return r;
+    if (p->version && p->version[0] != '\0' && !version_ok(p->version))
+        return profile_fail(reterr,
+                            "spec.version \"%.*s\" is invalid: use 1 to 63 of "
+                            "A-Z a-z 0-9 . _ - (for example \"1\" or \"2024.06-rc1\")",
+                            (int)KP_MIN(strlen(p->version), (size_t)KP_PROFILE_QUOTE_MAX),
+                            p->version);
+    for (ph = KP_PROFILE_INSTALL; ph < KP_PROFILE_UNINSTALL; ph++) {
+        const struct kp_profile_text *t = &p->timeouts[ph];
+
+        if (!t->data)
+            continue;
+        r = kp_profile_parse_duration(t->data, t->len, &secs);
+        if (r == -ERANGE)
+            return profile_fail(reterr, "spec.timeouts.%s is too long: stay below 136 years",
+                                phase_names[ph]);
+        if (r < 0)
+            return profile_fail(reterr,
+                                "spec.timeouts.%s \"%.*s\" is not a duration: write "
+                                "whole numbers with s, m or h, such as 90s, 10m or "
+                                "1h30m (no fractions, no ms, no bare numbers)",
+                                phase_names[ph], (int)KP_MIN(t->len, (size_t)KP_PROFILE_QUOTE_MAX),
+                                t->data);
+    }
+    for (ph = KP_PROFILE_INSTALL; ph < KP_PROFILE_PHASES; ph++) {
+        if (p->signatures[ph].data && p->signatures[ph].len > KP_MAX_PROFILE_SIGNATURE)
+            return profile_fail(reterr,
+                                "spec.signatures.%s is %zu bytes, more than the limit of "
+                                "%u: it should be one armored SSH SIGNATURE block",
+                                phase_names[ph], p->signatures[ph].len, KP_MAX_PROFILE_SIGNATURE);
+    }
+    return 0;
+}
+
+int kp_profile_marker(const struct kp_profile_spec *p, char **ret_marker)
+{
+    const char *v = p->version && p->version[0] != '\0' ? p->version : "1";
+    char *m;
+
+    if (!p->name || p->name[0] == '\0')
+        return -EINVAL;
+    m = kp_strjoin(p->name, "@", v, (const char *)NULL);
+    if (!m)
+        return -ENOMEM;
+    *ret_marker = m;
+    return 0;
+}
