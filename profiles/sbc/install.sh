@@ -65,7 +65,7 @@ else
     line="deb [signed-by=$keyring] $repo /"
     apt-get update -q
     apt-get install -y -q ca-certificates curl gpg
-    install -d -m 0755 /etc/apt/keyrings
+    install -d -m 0755 /etc/apt/keyrings /etc/apt/sources.list.d
     if [ ! -s "$keyring" ] || [ "$(cat "$list" 2>/dev/null)" != "$line" ]; then
         curl -fsSL --retry 3 "${repo}Release.key" | gpg --batch --yes --dearmor -o "$keyring"
         echo "$line" >"$list"

@@ -82,7 +82,7 @@ install_apt() {
         echo "kpssh: kubelet $minor and containerd already installed; skipping apt"
         return 0
     fi
-    install -d -m 0755 /etc/apt/keyrings
+    install -d -m 0755 /etc/apt/keyrings /etc/apt/sources.list.d
     if [ ! -s "$keyring" ] || [ "$(cat "$list" 2>/dev/null)" != "$line" ]; then
         apt-get update -q
         apt-get install -y -q ca-certificates curl gpg
@@ -187,7 +187,10 @@ esac
 
 # containerd with the systemd cgroup driver, which kubelet-config.yaml also selects.
 containerd config default >/etc/containerd/config.toml.kpssh
-sed -i 's/SystemdCgroup = false/SystemdCgroup = true/' /etc/containerd/config.toml.kpssh
+# Debian's containerd looks for CNI plugins in /usr/lib/cni; kubernetes-cni and CNI agents use
+# /opt/cni/bin.
+sed -i -e 's/SystemdCgroup = false/SystemdCgroup = true/' \
+    -e 's#"/usr/lib/cni"#"/opt/cni/bin"#g' /etc/containerd/config.toml.kpssh
 mv -f /etc/containerd/config.toml.kpssh /etc/containerd/config.toml
 systemctl daemon-reload
 systemctl enable containerd
