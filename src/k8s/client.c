@@ -26,6 +26,7 @@
 #include "base/err.h"
 #include "base/str.h"
 #include "json/json.h"
+#include "k8s/kubeconfig.h"
 
 #define RES(g, v, r, ns, k)                                                                        \
     {                                                                                              \
@@ -145,6 +146,21 @@ int kp_query_add(struct kp_buf *out, const char *key, const char *value)
 }
 
 /* --- lifecycle ------------------------------------------------------------------------------ */
+
+void kp_transport_opts_from_kubeconfig(const struct kp_kubeconfig_rest *rest,
+                                       struct kp_transport_opts *ret)
+{
+    *ret = (struct kp_transport_opts){
+        .server = rest->server,
+        .ca_pem = rest->ca_pem,
+        .ca_pem_len = rest->ca_pem_len,
+        .cert_pem = rest->cert_pem,
+        .cert_pem_len = rest->cert_pem_len,
+        .key_pem = rest->key_pem,
+        .tls_server_name = rest->tls_server_name,
+        .insecure_skip_tls_verify = rest->insecure_skip_tls_verify,
+    };
+}
 
 int kp_client_new(const struct kp_transport_opts *opts, struct kp_client **ret)
 {

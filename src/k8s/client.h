@@ -24,6 +24,7 @@
 typedef struct json_t json_t;
 struct kp_buf;
 struct kp_client;
+struct kp_kubeconfig_rest;
 
 /* A resource type: enough to build its URLs. group "" is the core group (/api/v1). */
 struct kp_resource {
@@ -72,6 +73,15 @@ int kp_query_add(struct kp_buf *out, const char *key, const char *value) KP_WUR;
 int kp_url_escape(struct kp_buf *out, const char *s) KP_WUR;
 
 /* --- lifecycle ------------------------------------------------------------------------------ */
+
+/* Fills *ret from a resolved kubeconfig (k8s/kubeconfig.h): server, CA, client certificate and
+ * key, tls-server-name and insecure-skip-tls-verify (which kp_transport_new() then refuses with
+ * -EPERM). The pointers are borrowed from rest, which must outlive the kp_transport_new() call
+ * only (the transport copies what it keeps). The token source stays the caller's choice
+ * (kp_token_file_token_fn, kp_exec_credential_token_fn or a static token), because its owner
+ * must outlive every client. Other fields are zero (defaults). */
+void kp_transport_opts_from_kubeconfig(const struct kp_kubeconfig_rest *rest,
+                                       struct kp_transport_opts *ret);
 
 /* A client for the calling thread. Errors of kp_transport_new(). */
 int kp_client_new(const struct kp_transport_opts *opts, struct kp_client **ret) KP_WUR;

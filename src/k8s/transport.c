@@ -51,7 +51,9 @@
 /* Shared by every transport cloned from one kp_transport_new(); immutable except rl. */
 struct kp_transport_shared {
     atomic_uint refs;
-    char *server;
+    char *server;     /* as configured, for kp_transport_server() */
+    char *url_base;   /* what requests go to: server, or server with tls_server_name as host */
+    char *connect_to; /* "name:port:host:port" when tls_server_name is set, else NULL */
     char *ca_pem;
     size_t ca_pem_len;
     char *cert_pem;
@@ -176,6 +178,8 @@ static struct kp_transport_shared *shared_unref(struct kp_transport_shared *sh)
     if (!sh || atomic_fetch_sub(&sh->refs, 1) != 1)
         return NULL;
     kp_free(sh->server);
+    kp_free(sh->url_base);
+    kp_free(sh->connect_to);
     kp_free(sh->ca_pem);
     kp_free(sh->cert_pem);
     kp_secret_free(sh->key_pem);
@@ -187,11 +191,16 @@ static struct kp_transport_shared *shared_unref(struct kp_transport_shared *sh)
 }
 
 /* Checks the server URL: scheme https (or http when allowed), a host, no query or fragment.
- * Sets *ret_loopback when the host is a loopback name or address. */
-static int check_server(const char *server, bool allow_http, bool *ret_plain, bool *ret_loopback)
+ * Sets *ret_loopback when the host is a loopback name or address. With tls_server_name, the
+ * requests go to a URL naming that host while libcurl connects to the real one (CONNECT_TO), so
+ * the certificate is verified for tls_server_name: *ret_url_base and *ret_connect_to say how. */
+static int check_server(const char *server, const char *tls_server_name, bool allow_http,
+                        bool *ret_plain, bool *ret_loopback, char **ret_url_base,
+                        char **ret_connect_to)
 {
     CURLU *u = NULL;
-    char *scheme = NULL, *host = NULL, *query = NULL, *frag = NULL;
+    char *scheme = NULL, *host = NULL, *query = NULL, *frag = NULL, *port = NULL;
+    char *base = NULL, *connect_to = NULL;
     bool plain;
     int r;
 
@@ -202,7 +211,8 @@ static int check_server(const char *server, bool allow_http, bool *ret_plain, bo
     }
     if (curl_url_set(u, CURLUPART_URL, server, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
         r = -EINVAL;
         goto out;
     }
@@ -220,13 +230,48 @@ static int check_server(const char *server, bool allow_http, bool *ret_plain, bo
         r = -EPERM;
         goto out;
     }
+    if (tls_server_name && tls_server_name[0]) {
+        char *b = NULL;
+        size_t n;
+
+        /* A name with ':' (or anything curl refuses as a host) cannot be a TLS server name. */
+        if (strchr(tls_server_name, ':') ||
+            curl_url_set(u, CURLUPART_HOST, tls_server_name, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_URL, &b, 0) != CURLUE_OK) {
+            curl_free(b);
+            r = -EINVAL;
+            goto out;
+        }
+        n = strlen(b);
+        while (n > 0 && b[n - 1] == '/')
+            n--;
+        base = kp_strndup(b, n);
+        connect_to = kp_strjoin(tls_server_name, ":", port, ":", host, ":", port, NULL);
+        curl_free(b);
+    } else {
+        size_t n = strlen(server);
+
+        while (n > 0 && server[n - 1] == '/')
+            n--;
+        base = kp_strndup(server, n);
+    }
+    if (!base || (tls_server_name && tls_server_name[0] && !connect_to)) {
+        r = -ENOMEM;
+        goto out;
+    }
     *ret_plain = plain;
     *ret_loopback = strcasecmp(host, "localhost") == 0 || kp_startswith(host, "127.") != NULL ||
                     strcmp(host, "[::1]") == 0;
+    *ret_url_base = base;
+    *ret_connect_to = connect_to;
+    base = connect_to = NULL;
     r = 0;
 out:
+    kp_free(base);
+    kp_free(connect_to);
     curl_free(scheme);
     curl_free(host);
+    curl_free(port);
     curl_free(query);
     curl_free(frag);
     curl_url_cleanup(u);
@@ -294,8 +339,8 @@ int kp_transport_new(const struct kp_transport_opts *opts, struct kp_transport *
         goto out;
     }
     atomic_init(&sh->refs, 1);
-    if ((r = check_server(opts->server, opts->allow_plain_http, &sh->plain_http, &sh->loopback)) <
-        0)
+    if ((r = check_server(opts->server, opts->tls_server_name, opts->allow_plain_http,
+                          &sh->plain_http, &sh->loopback, &sh->url_base, &sh->connect_to)) < 0)
         goto out;
     n = strlen(opts->server);
     while (n > 0 && opts->server[n - 1] == '/')
@@ -589,9 +634,11 @@ out:
 
 /* Configures the handle for one request. The blobs point into t->sh (NOCOPY). */
 static int configure(struct kp_transport *t, const struct kp_http_request *req,
-                     struct curl_slist *headers, const char *url, struct xfer *x, bool stream)
+                     struct curl_slist *headers, const char *url, struct xfer *x, bool stream,
+                     struct curl_slist **ret_connect_to)
 {
     struct kp_transport_shared *sh = t->sh;
+    struct curl_slist *connect_to;
     CURL *e = t->easy;
     struct curl_blob blob;
     uint64_t timeout = req->timeout_usec ? req->timeout_usec : sh->timeout_usec;
@@ -630,6 +677,13 @@ static int configure(struct kp_transport *t, const struct kp_http_request *req,
         SETOPT(CURLOPT_SSLKEY_BLOB, &blob);
         SETOPT(CURLOPT_SSLKEYTYPE, "PEM");
     }
+    if (sh->connect_to) {
+        connect_to = curl_slist_append(NULL, sh->connect_to);
+        if (!connect_to)
+            return -ENOMEM;
+        *ret_connect_to = connect_to;
+        SETOPT(CURLOPT_CONNECT_TO, connect_to);
+    }
     /* Like Go's ProxyFromEnvironment, never send loopback traffic through a proxy. */
     if (sh->loopback)
         SETOPT(CURLOPT_PROXY, "");
@@ -666,7 +720,7 @@ curl_fail:
 static int perform(struct kp_transport *t, const struct kp_http_request *req, uint64_t idle_usec,
                    kp_transport_chunk_fn fn, void *userdata, struct kp_http_response *resp)
 {
-    struct curl_slist *headers = NULL;
+    struct curl_slist *headers = NULL, *connect_to = NULL;
     struct kp_buf url = KP_BUF_INIT(64 * 1024);
     struct xfer x;
     bool refresh = false;
@@ -680,7 +734,7 @@ static int perform(struct kp_transport *t, const struct kp_http_request *req, ui
         r = -EINVAL;
         goto out;
     }
-    if ((r = kp_buf_puts(&url, t->sh->server)) < 0 || (r = kp_buf_puts(&url, req->path)) < 0)
+    if ((r = kp_buf_puts(&url, t->sh->url_base)) < 0 || (r = kp_buf_puts(&url, req->path)) < 0)
         goto out;
     if ((r = ratelimit_wait(t->sh, timeout)) < 0)
         goto out;
@@ -698,7 +752,10 @@ static int perform(struct kp_transport *t, const struct kp_http_request *req, ui
                           .cancel = req->cancel,
                           .idle_usec = idle_usec,
                           .last_byte_usec = kp_mono_usec()};
-        if ((r = configure(t, req, headers, kp_buf_str(&url), &x, fn != NULL)) < 0)
+        curl_slist_free_all(connect_to);
+        connect_to = NULL;
+        (void)curl_easy_setopt(t->easy, CURLOPT_CONNECT_TO, NULL);
+        if ((r = configure(t, req, headers, kp_buf_str(&url), &x, fn != NULL, &connect_to)) < 0)
             goto out;
         c = curl_easy_perform(t->easy);
         (void)curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &resp->status);
@@ -717,7 +774,9 @@ static int perform(struct kp_transport *t, const struct kp_http_request *req, ui
 out:
     /* The handle keeps pointers to the header list; drop them before freeing it. */
     (void)curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, NULL);
+    (void)curl_easy_setopt(t->easy, CURLOPT_CONNECT_TO, NULL);
     headers_free(headers);
+    curl_slist_free_all(connect_to);
     kp_buf_done(&url);
     return r;
 }

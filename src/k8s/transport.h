@@ -54,6 +54,9 @@ struct kp_transport_opts {
     const char *cert_pem; /* client certificate; NULL: none */
     size_t cert_pem_len;
     const struct kp_secret *key_pem; /* client key, required with cert_pem */
+    const char *tls_server_name;     /* verify the server's certificate for this name (and send
+                                      * it as SNI and Host) while connecting to server's host;
+                                      * NULL: server's host */
     bool insecure_skip_tls_verify;   /* refused: kp_transport_new() fails with -EPERM */
     bool allow_plain_http;           /* tests against a loopback HTTP server */
     kp_transport_token_fn token;     /* NULL: no bearer token */
@@ -132,7 +135,7 @@ int kp_transport_stream(struct kp_transport *t, const struct kp_http_request *re
  * request on t. Never contains a token. */
 const char *kp_transport_last_error(const struct kp_transport *t);
 
-/* The server URL the transport talks to (no trailing slash). */
+/* The server URL the transport talks to (no trailing slash), as configured. */
 const char *kp_transport_server(const struct kp_transport *t);
 
 /* Releases libcurl's global state. Tests only, after every transport is freed, so leak counts

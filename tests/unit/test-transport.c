@@ -319,6 +319,18 @@ static void test_request_headers(void **state)
     assert_non_null(strstr(server_last(&s), "\r\n\r\n{}"));
     assert_int_equal(tk.calls, 1);
     t = kp_transport_free(t);
+
+    /* tls-server-name: the request names that host while the connection goes to the server's. */
+    o.tls_server_name = "apiserver.example";
+    assert_int_equal(kp_transport_new(&o, &t), 0);
+    req = (struct kp_http_request){.method = "GET", .path = "/version"};
+    assert_int_equal(kp_transport_request(t, &req, &resp), 0);
+    kp_http_response_done(&resp);
+    assert_non_null(strstr(server_last(&s), "Host: apiserver.example:"));
+    assert_string_equal(kp_transport_server(t), url);
+    t = kp_transport_free(t);
+    o.tls_server_name = "bad:name";
+    assert_int_equal(kp_transport_new(&o, &t), -EINVAL);
     server_stop(&s);
 }
 
