@@ -234,11 +234,15 @@ static int kp_selector_add(struct kp_selector *s, struct kp_slice key, enum kp_s
     case KP_SEL_GTE:
     case KP_SEL_LTE:
         if (n_values != 1)
-            return kp_set_err(reterr, pos, "for 'Gt', 'Lt', 'Gte', 'Lte' operators, exactly one "
-                                           "value is required", -EINVAL);
+            return kp_set_err(reterr, pos,
+                              "for 'Gt', 'Lt', 'Gte', 'Lte' operators, exactly one "
+                              "value is required",
+                              -EINVAL);
         if (kp_parse_i64(values[0].p, values[0].n, &req.bound) < 0)
-            return kp_set_err(reterr, pos, "for 'Gt', 'Lt', 'Gte', 'Lte' operators, the value "
-                                           "must be an integer", -EINVAL);
+            return kp_set_err(reterr, pos,
+                              "for 'Gt', 'Lt', 'Gte', 'Lte' operators, the value "
+                              "must be an integer",
+                              -EINVAL);
         break;
     default:
         return kp_set_err(reterr, pos, "unknown operator", -EINVAL);
@@ -247,8 +251,9 @@ static int kp_selector_add(struct kp_selector *s, struct kp_slice key, enum kp_s
         if (min_values > KP_SELECTOR_MIN_VALUES_MAX)
             return kp_set_err(reterr, pos, "minValues must be between 1 and 50", -EINVAL);
         if (op == KP_SEL_IN && n_values < min_values)
-            return kp_set_err(reterr, pos, "requirements with 'minValues' must have at least "
-                                           "that many values specified in the 'values' field",
+            return kp_set_err(reterr, pos,
+                              "requirements with 'minValues' must have at least "
+                              "that many values specified in the 'values' field",
                               -EINVAL);
     }
     for (size_t i = 0; i < n_values; i++) {
@@ -557,8 +562,7 @@ int kp_selector_parse(const char *p, size_t n, struct kp_selector **ret,
     int r;
 
     if (n > KP_SELECTOR_MAX_LEN) {
-        r = kp_set_err(reterr, KP_SELECTOR_MAX_LEN, "selector longer than its ceiling",
-                       -KP_ELIMIT);
+        r = kp_set_err(reterr, KP_SELECTOR_MAX_LEN, "selector longer than its ceiling", -KP_ELIMIT);
         goto out;
     }
     if (!p && n > 0) {
@@ -604,10 +608,10 @@ static int kp_op_from_name(const char *name, bool node, enum kp_selector_op *ret
         enum kp_selector_op op;
         bool node_only;
     } ops[] = {
-        {"In", KP_SEL_IN, false},   {"NotIn", KP_SEL_NOT_IN, false},
+        {"In", KP_SEL_IN, false},         {"NotIn", KP_SEL_NOT_IN, false},
         {"Exists", KP_SEL_EXISTS, false}, {"DoesNotExist", KP_SEL_DOES_NOT_EXIST, false},
-        {"Gt", KP_SEL_GT, true},    {"Lt", KP_SEL_LT, true},
-        {"Gte", KP_SEL_GTE, true},  {"Lte", KP_SEL_LTE, true},
+        {"Gt", KP_SEL_GT, true},          {"Lt", KP_SEL_LT, true},
+        {"Gte", KP_SEL_GTE, true},        {"Lte", KP_SEL_LTE, true},
     };
 
     for (size_t i = 0; i < KP_ARRAY_SIZE(ops); i++) {
@@ -857,8 +861,8 @@ static bool kp_requirement_matches(const struct kp_requirement *r, const char *v
     case KP_SEL_LTE:
         if (!value || kp_parse_i64(value, strlen(value), &v) < 0)
             return false;
-        return r->op == KP_SEL_GT   ? v > r->bound
-               : r->op == KP_SEL_LT ? v < r->bound
+        return r->op == KP_SEL_GT    ? v > r->bound
+               : r->op == KP_SEL_LT  ? v < r->bound
                : r->op == KP_SEL_GTE ? v >= r->bound
                                      : v <= r->bound;
     default:
@@ -887,7 +891,8 @@ bool kp_requirements_match(const struct kp_requirement *reqs, size_t nreqs,
 
 bool kp_selector_matches(const struct kp_selector *s, const struct kp_label *labels, size_t n)
 {
-    return kp_requirements_match(s->reqs, kp_selector_count(s), labels, n);
+    /* NULL-tolerant like the other queries: no selector, no requirements. */
+    return kp_requirements_match(s ? s->reqs : NULL, kp_selector_count(s), labels, n);
 }
 
 bool kp_selector_matches_map(const struct kp_selector *s, const struct kp_map *labels)
