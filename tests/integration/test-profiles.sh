@@ -102,11 +102,14 @@ prepare_host() {
     tar -C "$HERE" -cf - sandbox.sh standins | ssh_root "$i" "tar -C $REMOTE -xf -"
 }
 
+# rand_hex N: 2N random lower-case hex digits (no SIGPIPE-prone pipelines under pipefail).
+rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
 # Mints a bootstrap token for group system:bootstrappers:kpssh; its value goes to $work/token.
 mint_token() {
     local id secret exp
-    id="$(tr -dc 'a-z0-9' </dev/urandom | head -c 6)"
-    secret="$(tr -dc 'a-z0-9' </dev/urandom | head -c 16)"
+    id="$(rand_hex 3)"
+    secret="$(rand_hex 8)"
     exp="$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)"
     "${KUBECTL[@]}" apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -141,7 +144,7 @@ run_phase() {
     done
     shift
     "$work/kp-envdump" --phase "$phase" --host-address "$(host_var "$i" HOST_IP)" "$@" \
-        >"$work/$tag.preamble"
+        >"$work/$tag.preamble" || return 99
     local cmd="bash $REMOTE/sandbox.sh ${flags[*]}"
     local rc=0
     if [ "$as" = root ]; then
@@ -239,7 +242,7 @@ check "tls-bootstrap leave: binaries and configuration kept" remote_true 1 \
 check "delete Node $n1" "${KUBECTL[@]}" delete node "$n1" --wait=true
 check "tls-bootstrap leave again through sudo (idempotent)" \
     run_phase 1 tls-bootstrap leave tls-leave2 --sudo --
-"$KPSSH_LAB_HOST_SH" reboot 1 >/dev/null 2>&1
+"$KPSSH_LAB_HOST_SH" reboot 1 >/dev/null 2>&1 || not_ok "reboot host 1"
 sleep 10
 check "after a reboot the left host stays out: kubelet inactive" remote_false 1 'systemctl is-active kubelet'
 check "after a reboot the left host stays out: no Node" node_absent "$n1"
@@ -311,8 +314,8 @@ check "delete Node $n2" "${KUBECTL[@]}" delete node "$n2" --wait=true
 # --- nodeadm-ssm with stand-in nodeadm, host 3 -------------------------------------------------
 
 prepare_host 3
-act_id="d5a8b1c2-7e3f-4a6b-9c0d-$(tr -dc '0-9a-f' </dev/urandom | head -c 12)"
-act_code="$(tr -dc 'A-Za-z0-9' </dev/urandom | head -c 20)"
+act_id="d5a8b1c2-7e3f-4a6b-9c0d-$(rand_hex 6)"
+act_code="Ac$(rand_hex 10)"
 (umask 077 && printf '%s' "$act_id" >"$work/act-id" && printf '%s' "$act_code" >"$work/act-code")
 ssm_vars=(--var clusterName=prod --var region=eu-central-1 --var k8sVersion=1.34)
 ssm_base=("${join_args[@]}" --adopt --node-name prof-ssm-3 --host-name host-3
@@ -351,7 +354,7 @@ check "nodeadm-ssm leave: kubelet and containerd disabled and stopped" remote_fa
     'systemctl is-enabled kubelet || systemctl is-active kubelet || systemctl is-enabled containerd'
 check "nodeadm-ssm leave: SSM registration and node config kept" remote_true 3 \
     "test -s $REMOTE/root/var/lib/amazon/ssm/registration && test -s $REMOTE/root/etc/nodeadm/nodeConfig.yaml"
-"$KPSSH_LAB_HOST_SH" reboot 3 >/dev/null 2>&1
+"$KPSSH_LAB_HOST_SH" reboot 3 >/dev/null 2>&1 || not_ok "reboot host 3"
 sleep 5
 check "nodeadm-ssm: after a reboot the left host stays out" remote_false 3 'systemctl is-active kubelet'
 
@@ -392,8 +395,10 @@ for f in "$work/act-id" "$work/act-code" "$work/token.tls1" "$work/token.tls2" "
 done
 check "no token or activation value in any output, host log or stand-in argv" test "$leaks" = 0
 for v in "$work/act-id" "$work/act-code"; do
+    where="$(ssh_root 3 "grep -rlF -- '$(cat "$v")' $REMOTE/root /var/lib/kpssh /etc/kubernetes \
+        /etc/systemd/system /tmp 2>/dev/null" || true)"
     check "the activation reaches the host only in the mode-600 node config ($(basename "$v"))" \
-        remote_true 3 "grep -rlF -- '$(cat "$v")' $REMOTE/root /var/lib/kpssh /etc/kubernetes 2>/dev/null | grep -qx '$REMOTE/root/etc/nodeadm/nodeConfig.yaml'"
+        test "$where" = "$REMOTE/root/etc/nodeadm/nodeConfig.yaml"
 done
 
 echo "$pass passed, $fail failed"
