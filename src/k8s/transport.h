@@ -9,7 +9,11 @@
  * Threads: a struct kp_transport (one curl easy handle, reused so connections are kept alive) is
  * owned by one thread at a time. kp_transport_clone() makes another one for another thread that
  * shares the immutable configuration (server, CA, client certificate and key, token source) and
- * the rate limiter; those shared parts are reference-counted and safe from any thread. */
+ * the rate limiter; those shared parts are reference-counted and safe from any thread.
+ *
+ * Paths go into the HTTP request line verbatim (CURLOPT_REQUEST_TARGET), so they must be escaped
+ * by the caller (k8s/client.h does); bytes <= 0x20 and 0x7f are refused. libcurl runs with
+ * CURLOPT_NOSIGNAL; the process should ignore SIGPIPE as base/log.h already asks. */
 #ifndef KP_K8S_TRANSPORT_H
 #define KP_K8S_TRANSPORT_H
 
