@@ -166,6 +166,7 @@ static void test_join_full(void **state)
     assert_string_equal(kp_secret_reveal(kp_env_redact_at(env, 2)), "0123456789abcdef");
     assert_string_equal(kp_secret_reveal(kp_env_redact_at(env, 3)), "mi-activation-id");
     assert_null(kp_env_redact_at(env, 4));
+    assert_ptr_equal(kp_env_redact_array(env)[3], kp_env_redact_at(env, 3));
     assert_null(kp_env_name(env, 99));
     assert_null(kp_env_value(env, 99));
 
@@ -222,6 +223,7 @@ static void test_leave_addresses_only(void **state)
     assert_int_equal(kp_env_build(&in, &env, NULL), 0);
     check_env(env, want, KP_ARRAY_SIZE(want));
     assert_int_equal(kp_env_redact_size(env), 0);
+    assert_null(kp_env_redact_array(env));
     kp_env_free(env);
 
     /* A full input changes nothing for leave and uninstall: no var, no secret, no token. */

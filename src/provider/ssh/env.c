@@ -733,7 +733,7 @@ int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **
     size_t i;
     int r;
 
-    if (in->phase > KP_ENV_UNINSTALL)
+    if ((unsigned)in->phase > KP_ENV_UNINSTALL)
         return -EINVAL;
     if (!is_set(in->host_address) || has_any(in->host_address, " ")) {
         r = env_fail(reterr, "SSHHost address is missing or malformed");
@@ -850,4 +850,9 @@ size_t kp_env_redact_size(const struct kp_env *env)
 const struct kp_secret *kp_env_redact_at(const struct kp_env *env, size_t i)
 {
     return i < env->nredact ? env->redact[i] : NULL;
+}
+
+const struct kp_secret *const *kp_env_redact_array(const struct kp_env *env)
+{
+    return env->nredact ? (const struct kp_secret *const *)env->redact : NULL;
 }

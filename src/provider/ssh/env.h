@@ -128,6 +128,9 @@ int kp_env_find(const struct kp_env *env, const char *name) KP_NONNULL(1, 2) KP_
  * first (so a value containing another is replaced whole). Valid while env lives. */
 size_t kp_env_redact_size(const struct kp_env *env) KP_NONNULL(1);
 const struct kp_secret *kp_env_redact_at(const struct kp_env *env, size_t i) KP_NONNULL(1);
+/* The same list as an array of kp_env_redact_size() entries (NULL when empty), in the shape
+ * struct kp_ssh_phase.secrets takes. Valid while env lives. */
+const struct kp_secret *const *kp_env_redact_array(const struct kp_env *env) KP_NONNULL(1);
 
 /* The env name a join Secret key maps to (KPSSH_SECRET_ + key upper-cased, '-' and '.' -> '_'),
  * newly allocated in *ret_name. -EINVAL when key is empty or holds a byte other than
