@@ -1,0 +1,85 @@
+/* k8s/informer.h: list + watch of one kind into a store of projections, with event handlers.
+ *
+ * An informer keeps a struct kp_store (k8s/store.h) equal to the server's state of one kind:
+ * it lists (paginated, each page projected and dropped), then watches from the list's
+ * resourceVersion, and relists when the watch says the version expired (410) or fails in a way
+ * a reconnect cannot fix. Objects that fail to project are skipped, logged once per object and
+ * counted; the rest of the cache keeps working. Handlers run on the informer's thread and must
+ * only enqueue keys (k8s/workqueue.h). An update whose projection fingerprint is unchanged (only
+ * unprojected fields or the resourceVersion moved) calls no handler.
+ *
+ * Threads: each informer runs one thread of its own (started by kp_informer_start) with its own
+ * client. Store reads, kp_informer_synced and the stats are for any thread. */
+#ifndef KP_K8S_INFORMER_H
+#define KP_K8S_INFORMER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "k8s/store.h"
+
+typedef struct json_t json_t;
+struct kp_client;
+struct kp_resource;
+struct kp_informer;
+
+/* Projects one decoded object into a new entry (obj-<kind>.c). */
+typedef int (*kp_project_fn)(const json_t *obj, struct kp_entry **ret);
+
+struct kp_informer_opts {
+    const struct kp_resource *res;
+    kp_project_fn project;
+    const char *ns; /* NULL: all namespaces (or cluster-scoped) */
+    const char *label_selector;
+    const char *field_selector;
+    uint32_t page_size; /* 0: the client's default */
+};
+
+/* Handlers; any may be NULL. Entries are borrowed for the call (take a reference to keep one). */
+struct kp_informer_handler {
+    void (*on_add)(void *ctx, const struct kp_entry *e);
+    void (*on_update)(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e);
+    void (*on_delete)(void *ctx, const struct kp_entry *old_e);
+    void *ctx;
+};
+
+#define KP_INFORMER_MAX_HANDLERS 4
+
+struct kp_informer_stats {
+    uint64_t lists;       /* full lists done (the first one included) */
+    uint64_t events;      /* watch events applied */
+    uint64_t bad_objects; /* objects skipped because they did not project */
+    uint64_t skipped;     /* updates that changed nothing projected */
+};
+
+/* A stopped informer listing/watching through a clone of c (c must outlive the call only).
+ * opts is copied. 0, -EINVAL or -ENOMEM. */
+int kp_informer_new(struct kp_client *c, const struct kp_informer_opts *opts,
+                    struct kp_informer **ret) KP_WUR;
+/* Stops (if running) and frees; accepts and returns NULL. */
+struct kp_informer *kp_informer_free(struct kp_informer *inf);
+
+/* Before start only. Errors of kp_store_add_index; -E2BIG for too many handlers. */
+int kp_informer_add_index(struct kp_informer *inf, const char *name, kp_index_fn fn) KP_WUR;
+int kp_informer_add_handler(struct kp_informer *inf, const struct kp_informer_handler *h) KP_WUR;
+
+/* Starts the thread. 0 or -errno. */
+int kp_informer_start(struct kp_informer *inf) KP_WUR;
+/* Asks the thread to stop and joins it. Idempotent. */
+void kp_informer_stop(struct kp_informer *inf);
+
+/* True once the first list has been applied in full. */
+bool kp_informer_synced(struct kp_informer *inf);
+/* Waits until synced, at most timeout_usec. 0 or -ETIMEDOUT. */
+int kp_informer_wait_synced(struct kp_informer *inf, uint64_t timeout_usec) KP_WUR;
+
+/* The store (owned by the informer; valid until it is freed). */
+struct kp_store *kp_informer_store(struct kp_informer *inf);
+void kp_informer_get_stats(struct kp_informer *inf, struct kp_informer_stats *ret);
+
+/* Applies one object as the watch or list would (tests and the fault tier drive this). */
+enum kp_informer_op { KP_INFORMER_UPSERT, KP_INFORMER_DELETE };
+int kp_informer_apply(struct kp_informer *inf, enum kp_informer_op op, const json_t *obj) KP_WUR;
+
+#endif
