@@ -722,6 +722,25 @@ curl_fail:
     return c == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
 }
 
+static void describe_abort(struct kp_transport *t, int r, uint64_t idle_usec, size_t max_body)
+{
+    switch (r) {
+    case -ETIMEDOUT:
+        (void)snprintf(t->errbuf, sizeof(t->errbuf), "no data for %llu ms (idle deadline)",
+                       (unsigned long long)(idle_usec / 1000));
+        break;
+    case -KP_ELIMIT:
+        (void)snprintf(t->errbuf, sizeof(t->errbuf), "response body over %zu bytes", max_body);
+        break;
+    case -ECANCELED:
+        (void)snprintf(t->errbuf, sizeof(t->errbuf), "request cancelled");
+        break;
+    default:
+        (void)snprintf(t->errbuf, sizeof(t->errbuf), "%s", kp_strerror(r));
+        break;
+    }
+}
+
 static int perform(struct kp_transport *t, const struct kp_http_request *req, uint64_t idle_usec,
                    kp_transport_chunk_fn fn, void *userdata, struct kp_http_response *resp)
 {
@@ -772,7 +791,9 @@ static int perform(struct kp_transport *t, const struct kp_http_request *req, ui
         c = curl_easy_perform(t->easy);
         (void)curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &resp->status);
         if (x.err < 0) {
+            /* Our callback stopped the transfer: libcurl's text would only say so. */
             r = x.err;
+            describe_abort(t, r, idle_usec, resp->body.max);
             goto out;
         }
         if ((r = curl_error(c)) < 0)

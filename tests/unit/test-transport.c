@@ -505,6 +505,7 @@ static void test_watch_idle_deadline(void **state)
     assert_int_equal(kp_client_new(&o, &c), 0);
     assert_int_equal(kp_watch_new(c, &KP_RES_POD, NULL, &wo, &w), 0);
     assert_int_equal(kp_watch_once(w, on_event, &seen, &n, &e), -ETIMEDOUT);
+    assert_non_null(strstr(e.message, "idle deadline"));
     assert_int_equal(n, 1);
     assert_string_equal(kp_watch_resource_version(w), "5");
     kp_error_done(&e);
