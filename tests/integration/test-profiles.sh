@@ -276,6 +276,19 @@ check "tls-bootstrap install again, current kubelet: exits 0" \
 check "tls-bootstrap install again: apt skipped" calls_nomatch 2 '^apt-get'
 check "tls-bootstrap install again: says it skipped" grep_out inst-cur 'skipping apt'
 
+# Tarball method: the stand-in curl serves bytes that match no published checksum; install must
+# refuse them before anything is installed.
+if run_phase 2 tls-bootstrap install inst-tarball --standins -- "${join_args[@]}" --node-name x \
+    --host-name host-2 --var "k8sMinor=$lab_minor" --var installMethod=tarball \
+    --var "kubeletVersion=v$lab_minor.999" --var kubeMirror=https://mirror.invalid/k8s; then
+    not_ok "tls-bootstrap tarball install refuses a download with a wrong checksum"
+else
+    check "tls-bootstrap tarball install refuses a download with a wrong checksum" \
+        grep_out inst-tarball 'checksum mismatch for https://mirror.invalid/k8s/release/v'
+    check "tls-bootstrap tarball install: lab kubelet untouched" \
+        remote_true 2 'kubelet --version | grep -q "^Kubernetes v"'
+fi
+
 if run_phase 2 sbc install sbc-nomemcg --standins --no-memcg -- "${join_args[@]}" --node-name x \
     --host-name host-2 --var "k8sMinor=$lab_minor"; then
     not_ok "sbc install refuses a kernel without the memory cgroup"
