@@ -67,7 +67,7 @@ const struct kp_resource KP_RES_SSHJOINPROFILE =
     RES("karpenter.kpssh.dev", "v1beta1", "sshjoinprofiles", false, "SSHJoinProfile");
 
 /* Ceiling of a request path with its query (selectors and continue tokens are small). */
-#define KP_MAX_PATH (64u * 1024)
+#define KP_MAX_PATH ((size_t)64 * 1024)
 
 struct kp_client {
     struct kp_transport *t;
@@ -224,8 +224,11 @@ int kp_client_fail(struct kp_client *c, int r, const struct kp_http_response *re
     struct kp_error tmp = KP_ERROR_INIT;
     int k;
 
-    if (r < 0) {
+    if (r < 0 || !resp) {
         const char *text = kp_transport_last_error(c->t);
+
+        if (r >= 0)
+            r = -EINVAL; /* a programmer error: no failure and no response to decode */
 
         if (reterr && kp_error_set_client(reterr, r, text[0] ? text : kp_strerror(r)) < 0) {
             /* Out of memory for the text: reterr still carries the error code. */
@@ -427,7 +430,7 @@ int kp_client_patch_bytes(struct kp_client *c, const struct kp_resource *res, co
     struct kp_buf path = KP_BUF_INIT(KP_MAX_PATH), body = KP_BUF_INIT(KP_MAX_HTTP_REQUEST);
     int r;
 
-    if (!name || (r = kp_client_path(res, ns, name, subresource, &path)) < 0) {
+    if (!name || kp_client_path(res, ns, name, subresource, &path) < 0) {
         r = client_path_error(-EINVAL, reterr);
         goto out;
     }

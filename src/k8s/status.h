@@ -37,7 +37,7 @@ typedef struct json_t json_t;
 #define KP_MAX_STATUS_CAUSES 64
 /* Length of the excerpt kept from a body that is not a Status, and the cap of every string. */
 #define KP_STATUS_EXCERPT 256
-#define KP_MAX_STATUS_STRING (16u * 1024)
+#define KP_MAX_STATUS_STRING ((size_t)16 * 1024)
 
 struct kp_error_cause {
     char *type;    /* "FieldValueInvalid", "DisruptionBudget", ...; NULL when absent */

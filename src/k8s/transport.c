@@ -246,7 +246,7 @@ static int check_server(const char *server, const char *tls_server_name, bool al
         while (n > 0 && b[n - 1] == '/')
             n--;
         base = kp_strndup(b, n);
-        connect_to = kp_strjoin(tls_server_name, ":", port, ":", host, ":", port, NULL);
+        connect_to = kp_strjoin(tls_server_name, ":", port, ":", host, ":", port, (char *)NULL);
         curl_free(b);
     } else {
         size_t n = strlen(server);
@@ -581,7 +581,7 @@ static int build_headers(struct kp_transport *t, const struct kp_http_request *r
 {
     struct curl_slist *h = NULL;
     struct kp_secret *tok = NULL;
-    struct kp_buf line = KP_BUF_INIT(64 * 1024);
+    struct kp_buf line = KP_BUF_INIT((size_t)64 * 1024);
     int r;
 
     if ((r = kp_buf_printf(&line, "Accept: %s", req->accept ? req->accept : "application/json")) <
@@ -745,7 +745,7 @@ static int perform(struct kp_transport *t, const struct kp_http_request *req, ui
                    kp_transport_chunk_fn fn, void *userdata, struct kp_http_response *resp)
 {
     struct curl_slist *headers = NULL, *connect_to = NULL;
-    struct kp_buf url = KP_BUF_INIT(64 * 1024);
+    struct kp_buf url = KP_BUF_INIT((size_t)64 * 1024);
     struct xfer x;
     bool refresh = false;
     uint64_t timeout = req->timeout_usec ? req->timeout_usec : t->sh->timeout_usec;

@@ -330,7 +330,7 @@ static int watch_path(struct kp_watch *w, uint32_t timeout, struct kp_buf *path)
 int kp_watch_once(struct kp_watch *w, kp_watch_event_fn fn, void *userdata, size_t *ret_events,
                   struct kp_error *reterr)
 {
-    struct kp_buf path = KP_BUF_INIT(64u * 1024);
+    struct kp_buf path = KP_BUF_INIT((size_t)64 * 1024);
     struct kp_http_response resp;
     struct stream s = {.w = w, .fn = fn, .userdata = userdata, .reterr = reterr};
     struct kp_http_request req = {.method = "GET", .cancel = w->cancel};
