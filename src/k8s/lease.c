@@ -1,0 +1,338 @@
+/* DESIGN: leader election (see lease.h for the rules).
+ *
+ * State kept between attempts: the last Lease record we saw (holder, resourceVersion, renew
+ * time as written) and the monotonic time at which we saw it change. "Expired" means: the
+ * record has not changed for leaseDurationSeconds by our clock. Our own renewals write
+ * renewTime with our wall clock, as every Lease client does; nobody compares it across hosts.
+ *
+ * Writes: create when absent (AlreadyExists: someone else created it first, not leader);
+ * otherwise PUT the record we read with our changes, carrying its resourceVersion, so a
+ * concurrent writer makes the PUT fail with Conflict. */
+#include "k8s/lease.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/rfc3339.h"
+#include "k8s/status.h"
+
+struct kp_leader {
+    struct kp_client *client;
+    char *ns, *name, *identity;
+    uint64_t lease_usec, renew_deadline_usec, retry_usec;
+    char *observed_holder;
+    char *observed_rv;
+    uint64_t observed_at; /* monotonic time the record last changed (or was first seen) */
+    int64_t observed_duration_sec;
+    bool leader;
+    uint64_t last_renew; /* monotonic time of our last successful write as leader */
+    struct kp_backoff jitter;
+};
+
+int kp_leader_new(struct kp_client *c, const struct kp_leader_opts *opts, struct kp_leader **ret)
+{
+    struct kp_leader *l;
+    int r;
+
+    if (!opts || !opts->ns || !opts->name || !opts->identity || !*opts->identity)
+        return -EINVAL;
+    l = kp_calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->lease_usec = opts->lease_usec ? opts->lease_usec : KP_LEASE_DURATION_USEC;
+    l->renew_deadline_usec =
+        opts->renew_deadline_usec ? opts->renew_deadline_usec : KP_LEASE_RENEW_DEADLINE_USEC;
+    l->retry_usec = opts->retry_usec ? opts->retry_usec : KP_LEASE_RETRY_USEC;
+    if (l->renew_deadline_usec >= l->lease_usec || l->retry_usec >= l->renew_deadline_usec ||
+        l->lease_usec < KP_USEC_PER_SEC) {
+        kp_free(l);
+        return -EINVAL;
+    }
+    l->ns = kp_strdup(opts->ns);
+    l->name = kp_strdup(opts->name);
+    l->identity = kp_strdup(opts->identity);
+    r = (l->ns && l->name && l->identity) ? kp_client_clone(c, &l->client) : -ENOMEM;
+    if (r < 0) {
+        kp_leader_free(l);
+        return r;
+    }
+    kp_backoff_init(&l->jitter, l->retry_usec, l->retry_usec * 2);
+    *ret = l;
+    return 0;
+}
+
+struct kp_leader *kp_leader_free(struct kp_leader *l)
+{
+    if (!l)
+        return NULL;
+    kp_client_free(l->client);
+    kp_free(l->ns);
+    kp_free(l->name);
+    kp_free(l->identity);
+    kp_free(l->observed_holder);
+    kp_free(l->observed_rv);
+    kp_free(l);
+    return NULL;
+}
+
+bool kp_leader_is_leader(const struct kp_leader *l)
+{
+    return l->leader;
+}
+
+const char *kp_leader_observed_holder(const struct kp_leader *l)
+{
+    return l->observed_holder;
+}
+
+static int kp_lease_now(char buf[KP_RFC3339_STRMAX])
+{
+    return kp_rfc3339_format((int64_t)kp_real_usec(), KP_RFC3339_MICRO, buf, KP_RFC3339_STRMAX);
+}
+
+/* Records what we saw; the observation time moves only when the record changed. */
+static int kp_leader_observe(struct kp_leader *l, const char *holder, const char *rv,
+                             int64_t duration_sec)
+{
+    bool changed = !kp_streq(rv, l->observed_rv);
+    int r;
+
+    if (!changed)
+        return 0;
+    if ((r = kp_strset(&l->observed_holder, holder && *holder ? holder : NULL)) < 0 ||
+        (r = kp_strset(&l->observed_rv, rv)) < 0)
+        return r;
+    l->observed_at = kp_mono_usec();
+    l->observed_duration_sec = duration_sec;
+    return 0;
+}
+
+/* Sets the spec of a Lease document for us as holder. */
+static int kp_lease_fill(json_t *doc, const struct kp_leader *l, bool new_holder,
+                         int64_t transitions, bool release)
+{
+    char now[KP_RFC3339_STRMAX];
+    int64_t dur = release ? 1 : (int64_t)(l->lease_usec / KP_USEC_PER_SEC);
+    int r;
+
+    if ((r = kp_lease_now(now)) < 0)
+        return r;
+    if ((r = kp_json_patch_set_str(doc, KP_JSON_PATH("spec", "holderIdentity"),
+                                   release ? "" : l->identity)) < 0 ||
+        (r = kp_json_patch_set_int(doc, KP_JSON_PATH("spec", "leaseDurationSeconds"), dur)) < 0 ||
+        (r = kp_json_patch_set_str(doc, KP_JSON_PATH("spec", "renewTime"), now)) < 0)
+        return r;
+    if (new_holder) {
+        if ((r = kp_json_patch_set_str(doc, KP_JSON_PATH("spec", "acquireTime"), now)) < 0 ||
+            (r = kp_json_patch_set_int(doc, KP_JSON_PATH("spec", "leaseTransitions"),
+                                       transitions)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int kp_leader_create(struct kp_leader *l, bool *ret_leader, struct kp_error *reterr)
+{
+    json_t *doc = NULL, *created = NULL;
+    const char *rv = NULL;
+    int r;
+
+    r = kp_json_patch_new(&doc);
+    if (r < 0)
+        return r;
+    if ((r = kp_json_patch_set_str(doc, KP_JSON_PATH("apiVersion"), "coordination.k8s.io/v1")) <
+            0 ||
+        (r = kp_json_patch_set_str(doc, KP_JSON_PATH("kind"), "Lease")) < 0 ||
+        (r = kp_json_patch_set_str(doc, KP_JSON_PATH("metadata", "name"), l->name)) < 0 ||
+        (r = kp_json_patch_set_str(doc, KP_JSON_PATH("metadata", "namespace"), l->ns)) < 0 ||
+        (r = kp_lease_fill(doc, l, true, 0, false)) < 0)
+        goto out;
+    r = kp_client_create(l->client, &KP_RES_LEASE, l->ns, doc, &created, reterr);
+    if (r == -EEXIST) {
+        *ret_leader = false; /* another candidate created it first */
+        r = 0;
+        goto out;
+    }
+    if (r < 0)
+        goto out;
+    if (kp_json_path_str(created, "metadata.resourceVersion", &rv) < 0)
+        rv = NULL;
+    r = kp_leader_observe(l, l->identity, rv, (int64_t)(l->lease_usec / KP_USEC_PER_SEC));
+    *ret_leader = r == 0;
+out:
+    kp_json_unref(doc);
+    kp_json_unref(created);
+    return r;
+}
+
+int kp_leader_try(struct kp_leader *l, bool *ret_leader, struct kp_error *reterr)
+{
+    json_t *doc = NULL, *updated = NULL;
+    const char *holder = NULL, *rv = NULL;
+    int64_t dur = 0, transitions = 0;
+    bool ours, expired, leader = false;
+    int r;
+
+    r = kp_client_get(l->client, &KP_RES_LEASE, l->ns, l->name, &doc, reterr);
+    if (r == -ENOENT) {
+        r = kp_leader_create(l, &leader, reterr);
+        goto done;
+    }
+    if (r < 0)
+        goto out;
+    if (kp_json_path_str(doc, "metadata.resourceVersion", &rv) < 0) {
+        r = -KP_EPARSE;
+        goto out;
+    }
+    r = kp_json_path_str(doc, "spec.holderIdentity", &holder);
+    if (r < 0 && r != -ENOENT)
+        goto out;
+    r = kp_json_path_int(doc, "spec.leaseDurationSeconds", &dur);
+    if (r < 0 && r != -ENOENT)
+        goto out;
+    r = kp_json_path_int(doc, "spec.leaseTransitions", &transitions);
+    if (r < 0 && r != -ENOENT)
+        goto out;
+    r = kp_leader_observe(l, holder, rv, dur);
+    if (r < 0)
+        goto out;
+    ours = holder && strcmp(holder, l->identity) == 0;
+    expired = !holder || !*holder ||
+              kp_mono_usec() - l->observed_at > (uint64_t)(dur > 0 ? dur : 0) * KP_USEC_PER_SEC;
+    if (!ours && !expired) {
+        leader = false;
+        r = 0;
+        goto done;
+    }
+    r = kp_lease_fill(doc, l, !ours, ours ? transitions : transitions + 1, false);
+    if (r < 0)
+        goto out;
+    r = kp_client_update(l->client, &KP_RES_LEASE, l->ns, l->name, doc, &updated, reterr);
+    if (r == -KP_ECONFLICT) {
+        leader = false; /* someone wrote first; we will see their record next time */
+        r = 0;
+        goto done;
+    }
+    if (r < 0)
+        goto out;
+    if (kp_json_path_str(updated, "metadata.resourceVersion", &rv) < 0)
+        rv = NULL;
+    r = kp_leader_observe(l, l->identity, rv, (int64_t)(l->lease_usec / KP_USEC_PER_SEC));
+    if (r < 0)
+        goto out;
+    leader = true;
+done:
+    if (r == 0) {
+        if (leader)
+            l->last_renew = kp_mono_usec();
+        l->leader = leader;
+        *ret_leader = leader;
+    }
+out:
+    kp_json_unref(doc);
+    kp_json_unref(updated);
+    return r;
+}
+
+/* Sleeps about one retry period (jittered), waking early on cancel. */
+static void kp_leader_wait(struct kp_leader *l, const atomic_bool *cancel, uint64_t usec)
+{
+    struct kp_deadline d = kp_deadline_in(usec);
+
+    while (!(cancel && atomic_load(cancel)) && !kp_deadline_expired(d))
+        kp_sleep_usec(KP_MIN(kp_deadline_left_usec(d), 50 * KP_USEC_PER_MSEC));
+    (void)l;
+}
+
+int kp_leader_acquire(struct kp_leader *l, const atomic_bool *cancel)
+{
+    for (;;) {
+        struct kp_error err = KP_ERROR_INIT;
+        bool leader = false;
+        int r;
+
+        if (cancel && atomic_load(cancel))
+            return -ECANCELED;
+        r = kp_leader_try(l, &leader, &err);
+        if (r < 0)
+            kp_log_warn_rl("lease-acquire", "cannot read or write the leader lease",
+                           KP_LF("lease", l->name),
+                           KP_LF("error", err.message ? err.message : kp_strerror(r)));
+        kp_error_done(&err);
+        if (r == 0 && leader) {
+            kp_log_info("became leader", KP_LF("lease", l->name), KP_LF("identity", l->identity));
+            return 0;
+        }
+        /* client-go jitters the retry period by up to 1.2x. */
+        kp_leader_wait(l, cancel, l->retry_usec + kp_rand_below(&l->jitter.rng, l->retry_usec / 5));
+    }
+}
+
+int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel)
+{
+    while (!(cancel && atomic_load(cancel))) {
+        struct kp_error err = KP_ERROR_INIT;
+        bool leader = false;
+        int r;
+
+        kp_leader_wait(l, cancel, l->retry_usec);
+        if (cancel && atomic_load(cancel))
+            break;
+        r = kp_leader_try(l, &leader, &err);
+        if (r == 0 && !leader) {
+            kp_error_done(&err);
+            l->leader = false;
+            kp_log_error("leader lease taken by another holder", KP_LF("lease", l->name),
+                         KP_LF("holder", l->observed_holder ? l->observed_holder : ""));
+            return -KP_ENOTREADY;
+        }
+        if (r < 0) {
+            kp_log_warn_rl("lease-renew", "leader lease renewal failed", KP_LF("lease", l->name),
+                           KP_LF("error", err.message ? err.message : kp_strerror(r)));
+            if (kp_mono_usec() - l->last_renew > l->renew_deadline_usec) {
+                kp_error_done(&err);
+                l->leader = false;
+                kp_log_error("leader lease lost: no renewal within the renew deadline",
+                             KP_LF("lease", l->name));
+                return -KP_ENOTREADY;
+            }
+        }
+        kp_error_done(&err);
+    }
+    return 0;
+}
+
+int kp_leader_release(struct kp_leader *l)
+{
+    struct kp_error err = KP_ERROR_INIT;
+    json_t *doc = NULL;
+    const char *holder = NULL;
+    int r;
+
+    if (!l->leader)
+        return 0;
+    r = kp_client_get(l->client, &KP_RES_LEASE, l->ns, l->name, &doc, &err);
+    if (r < 0)
+        goto out;
+    if (kp_json_path_str(doc, "spec.holderIdentity", &holder) < 0 || !holder ||
+        strcmp(holder, l->identity) != 0) {
+        r = 0; /* not ours any more: nothing to release */
+        goto out;
+    }
+    r = kp_lease_fill(doc, l, false, 0, true);
+    if (r == 0)
+        r = kp_client_update(l->client, &KP_RES_LEASE, l->ns, l->name, doc, NULL, &err);
+out:
+    if (r == 0)
+        l->leader = false;
+    kp_error_done(&err);
+    kp_json_unref(doc);
+    return r;
+}

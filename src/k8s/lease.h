@@ -1,0 +1,68 @@
+/* k8s/lease.h: leader election on a coordination.k8s.io/v1 Lease.
+ *
+ * The rules client-go's leader election follows, so a kpssh controller and any tool that
+ * understands Leases agree on who leads:
+ *  - A candidate takes the Lease when it does not exist, when its holder is empty, or when the
+ *    holder has not renewed for leaseDurationSeconds as *observed locally* (the time since this
+ *    process last saw the Lease change, on the monotonic clock; clocks of other machines are
+ *    never compared with ours).
+ *  - Every write is a compare-and-swap on the Lease's resourceVersion; a Conflict means another
+ *    candidate moved first.
+ *  - The leader renews every retry period; if it cannot renew for the renew deadline it has lost
+ *    the lease and must stop acting (the controller exits non-zero).
+ *  - On clean shutdown the leader releases: holderIdentity cleared, duration 1 s, so a
+ *    successor takes over at once.
+ * Threads: a struct kp_leader and its client belong to one thread (the main thread). */
+#ifndef KP_K8S_LEASE_H
+#define KP_K8S_LEASE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+
+struct kp_client;
+struct kp_error;
+struct kp_leader;
+
+#define KP_LEASE_DURATION_USEC (15 * 1000000ULL)
+#define KP_LEASE_RENEW_DEADLINE_USEC (10 * 1000000ULL)
+#define KP_LEASE_RETRY_USEC (2 * 1000000ULL)
+
+struct kp_leader_opts {
+    const char *ns;               /* Lease namespace */
+    const char *name;             /* Lease name (one per install) */
+    const char *identity;         /* this candidate, unique: e.g. "<pod>_<random>" */
+    uint64_t lease_usec;          /* 0: KP_LEASE_DURATION_USEC */
+    uint64_t renew_deadline_usec; /* 0: KP_LEASE_RENEW_DEADLINE_USEC */
+    uint64_t retry_usec;          /* 0: KP_LEASE_RETRY_USEC */
+};
+
+/* A candidate using a clone of c. opts is copied. 0, -EINVAL (renew deadline not shorter than
+ * the lease, missing names) or -ENOMEM. */
+int kp_leader_new(struct kp_client *c, const struct kp_leader_opts *opts,
+                  struct kp_leader **ret) KP_WUR;
+struct kp_leader *kp_leader_free(struct kp_leader *l);
+
+/* One attempt to acquire or renew. 0 with *ret_leader telling whether we hold the lease now,
+ * or a negative error (the API call failed; *ret_leader untouched). */
+int kp_leader_try(struct kp_leader *l, bool *ret_leader, struct kp_error *reterr) KP_WUR;
+
+/* Blocks until this candidate leads (0) or cancel becomes true (-ECANCELED). Retries every
+ * retry period with jitter. */
+int kp_leader_acquire(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
+
+/* Renews while leading. Returns 0 when cancel becomes true (still leader: release next), or
+ * -KP_ENOTREADY when the lease was lost (renewal failed for the renew deadline, or another
+ * holder took it): stop acting at once. */
+int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
+
+/* Gives the lease up if we hold it. 0 or the API error. */
+int kp_leader_release(struct kp_leader *l) KP_WUR;
+
+bool kp_leader_is_leader(const struct kp_leader *l);
+/* The holder last observed (may be us), or NULL. Valid until the next call. */
+const char *kp_leader_observed_holder(const struct kp_leader *l);
+
+#endif
