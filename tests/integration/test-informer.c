@@ -1,0 +1,290 @@
+/* Integration: an informer under churn against the real kube-apiserver. Several writer threads
+ * create, relabel and delete pods while the informer lists and watches; when the writers stop,
+ * the informer's store must converge to exactly the server's state (same keys, same
+ * resourceVersions), its handlers must have seen every key that still exists, and indexes must
+ * agree with a fresh list. A second informer started afterwards must sync from a plain list. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kp-lab.h"
+#include "kp-test.h"
+
+#include "base/alloc.h"
+#include "base/map.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/obj-pod.h"
+#include "k8s/status.h"
+
+#define WRITERS 3
+#define OPS_PER_WRITER 120
+#define KEYS_PER_WRITER 25
+
+static struct kp_lab lab;
+static char ns[64];
+
+struct seen {
+    pthread_mutex_t lock;
+    struct kp_map *added; /* keys ever added */
+    atomic_int adds, updates, deletes;
+};
+
+static void on_add(void *ctx, const struct kp_entry *e)
+{
+    struct seen *s = ctx;
+
+    pthread_mutex_lock(&s->lock);
+    if (kp_map_put(s->added, e->key, (void *)1, NULL) < 0)
+        abort();
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_add(&s->adds, 1);
+}
+
+static void on_update(void *ctx, const struct kp_entry *o, const struct kp_entry *n)
+{
+    struct seen *s = ctx;
+
+    (void)o;
+    (void)n;
+    atomic_fetch_add(&s->updates, 1);
+}
+
+static void on_delete(void *ctx, const struct kp_entry *e)
+{
+    struct seen *s = ctx;
+
+    (void)e;
+    atomic_fetch_add(&s->deletes, 1);
+}
+
+static void by_label_group(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
+{
+    const char *g = kp_labels_get(&kp_pod_view(e)->meta.labels, "group");
+
+    if (g)
+        emit(g, ctx);
+}
+
+static void *writer(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    uint64_t rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(id + 1);
+
+    for (int op = 0; op < OPS_PER_WRITER; op++) {
+        struct kp_error e = KP_ERROR_INIT;
+        char name[64];
+        json_t *body;
+        int r, k;
+
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        k = (int)(rng % KEYS_PER_WRITER);
+        snprintf(name, sizeof(name), "w%d-p%d", id, k);
+        switch ((rng >> 20) % 3) {
+        case 0:
+            body = kp_lab_json("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+                               "\"%s\",\"labels\":{\"group\":\"g%d\"}},\"spec\":{\"containers\":"
+                               "[{\"name\":\"c\",\"image\":\"pause\",\"resources\":{\"requests\":"
+                               "{\"cpu\":\"%dm\"}}}]}}",
+                               name, k % 3, 10 + k);
+            r = kp_client_create(c, &KP_RES_POD, ns, body, NULL, &e);
+            kp_json_unref(body);
+            if (r < 0 && r != -EEXIST)
+                kp_lab_check(r, &e, "create pod");
+            break;
+        case 1:
+            body = kp_lab_json("{\"metadata\":{\"labels\":{\"group\":\"g%d\",\"op\":\"o%d\"}}}",
+                               (int)((rng >> 40) % 3), op);
+            r = kp_client_patch(c, &KP_RES_POD, ns, name, NULL, KP_PATCH_MERGE, body, NULL, &e);
+            kp_json_unref(body);
+            if (r < 0 && r != -ENOENT)
+                kp_lab_check(r, &e, "patch pod");
+            break;
+        default: {
+            struct kp_delete_opts d = {.has_grace_period = true, .grace_period_seconds = 0};
+
+            r = kp_client_delete(c, &KP_RES_POD, ns, name, &d, &e);
+            if (r < 0 && r != -ENOENT)
+                kp_lab_check(r, &e, "delete pod");
+            break;
+        }
+        }
+        kp_error_done(&e);
+    }
+    kp_client_free(c);
+    return NULL;
+}
+
+struct server_state {
+    struct kp_map *rv; /* key -> rv string (owned) */
+};
+
+static int collect(const struct kp_list_page *pg, void *userdata)
+{
+    struct server_state *st = userdata;
+
+    for (size_t i = 0; i < kp_json_array_size(pg->items); i++) {
+        const json_t *o = kp_json_array_at(pg->items, i);
+        const char *name, *rv;
+        char key[256];
+
+        if (kp_json_path_str(o, "metadata.name", &name) < 0 ||
+            kp_json_path_str(o, "metadata.resourceVersion", &rv) < 0)
+            return -EINVAL;
+        snprintf(key, sizeof(key), "%s/%s", ns, name);
+        if (kp_map_put(st->rv, key, kp_strdup(rv), NULL) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static void free_state(struct server_state *st)
+{
+    size_t it = 0;
+    void *v;
+
+    while (kp_map_next(st->rv, &it, NULL, &v))
+        kp_free(v);
+    kp_map_free(st->rv);
+}
+
+/* True when the store holds exactly the server's pods at the server's versions. */
+static bool store_matches(struct kp_client *c, struct kp_store *store, size_t *ret_n)
+{
+    struct server_state st = {0};
+    struct kp_store_list all = {0};
+    bool same;
+
+    assert_int_equal(kp_map_new(&st.rv), 0);
+    assert_int_equal(kp_client_list(c, &KP_RES_POD, ns, NULL, collect, &st, NULL, NULL), 0);
+    assert_int_equal(kp_store_list(store, &all), 0);
+    same = all.n == kp_map_size(st.rv);
+    for (size_t i = 0; same && i < all.n; i++) {
+        const char *rv = kp_map_get(st.rv, all.v[i]->key);
+
+        same = rv && strcmp(rv, all.v[i]->rv) == 0;
+    }
+    *ret_n = all.n;
+    kp_store_list_free(&all);
+    free_state(&st);
+    return same;
+}
+
+static void test_informer_churn(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_informer_opts io = {
+        .res = &KP_RES_POD, .project = kp_pod_project, .ns = ns, .page_size = 17};
+    static struct seen seen;
+    struct kp_informer_handler h = {on_add, on_update, on_delete, &seen};
+    struct kp_informer *inf = NULL, *late = NULL;
+    struct kp_informer_stats st;
+    pthread_t w[WRITERS];
+    size_t n = 0;
+    bool ok = false;
+
+    (void)state;
+    pthread_mutex_init(&seen.lock, NULL);
+    assert_int_equal(kp_map_new(&seen.added), 0);
+    assert_int_equal(kp_informer_new(c, &io, &inf), 0);
+    assert_int_equal(kp_informer_add_index(inf, "group", by_label_group), 0);
+    assert_int_equal(kp_informer_add_handler(inf, &h), 0);
+    assert_int_equal(kp_informer_start(inf), 0);
+    assert_int_equal(kp_informer_wait_synced(inf, 30 * KP_USEC_PER_SEC), 0);
+
+    for (int i = 0; i < WRITERS; i++)
+        assert_int_equal(pthread_create(&w[i], NULL, writer, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(w[i], NULL);
+
+    /* Converge: the watch delivers the last events within moments. */
+    for (int i = 0; i < 300 && !ok; i++) {
+        ok = store_matches(c, kp_informer_store(inf), &n);
+        if (!ok)
+            kp_sleep_usec(100 * 1000);
+    }
+    assert_true(ok);
+    kp_informer_get_stats(inf, &st);
+    printf("# informer: %zu pods at the end, %llu events, %llu lists, %llu unchanged updates, "
+           "adds=%d updates=%d deletes=%d\n",
+           n, (unsigned long long)st.events, (unsigned long long)st.lists,
+           (unsigned long long)st.skipped, atomic_load(&seen.adds), atomic_load(&seen.updates),
+           atomic_load(&seen.deletes));
+    assert_int_equal(st.bad_objects, 0);
+    assert_true(st.events > 0);
+
+    /* Every surviving key was announced by on_add at least once. */
+    {
+        struct kp_store_list all = {0};
+
+        assert_int_equal(kp_store_list(kp_informer_store(inf), &all), 0);
+        for (size_t i = 0; i < all.n; i++)
+            assert_true(kp_map_contains(seen.added, all.v[i]->key));
+        kp_store_list_free(&all);
+    }
+    /* The index agrees with the labels of the cached pods. */
+    for (int g = 0; g < 3; g++) {
+        struct kp_store_list l = {0};
+        char v[8];
+
+        snprintf(v, sizeof(v), "g%d", g);
+        assert_int_equal(kp_store_by_index(kp_informer_store(inf), "group", v, &l), 0);
+        for (size_t i = 0; i < l.n; i++)
+            assert_string_equal(kp_labels_get(&kp_pod_view(l.v[i])->meta.labels, "group"), v);
+        kp_store_list_free(&l);
+    }
+
+    /* A fresh informer syncs to the same state from a plain list. */
+    assert_int_equal(kp_informer_new(c, &io, &late), 0);
+    assert_int_equal(kp_informer_start(late), 0);
+    assert_int_equal(kp_informer_wait_synced(late, 30 * KP_USEC_PER_SEC), 0);
+    assert_true(store_matches(c, kp_informer_store(late), &n));
+
+    kp_informer_free(late);
+    kp_informer_free(inf);
+    kp_map_free(seen.added);
+    pthread_mutex_destroy(&seen.lock);
+    kp_client_free(c);
+}
+
+static int setup(void **state)
+{
+    struct kp_client *c;
+
+    (void)state;
+    kp_lab_load(&lab);
+    c = kp_lab_admin_client(&lab);
+    kp_lab_namespace(c, "kp-informer", ns, sizeof(ns));
+    kp_client_free(c);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_delete_opts d = {.propagation_policy = "Background"};
+
+    (void)state;
+    if (kp_client_delete(c, &KP_RES_NAMESPACE, NULL, ns, &d, NULL) < 0)
+        fprintf(stderr, "# could not delete namespace %s (the lab is torn down anyway)\n", ns);
+    kp_client_free(c);
+    kp_lab_done(&lab);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_informer_churn, setup, teardown),
+    };
+
+    return kp_test_main("integration-informer", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);
+}

@@ -1,0 +1,255 @@
+/* Integration: leader election between two processes against the real kube-apiserver.
+ *
+ * Two candidate processes contend for one Lease (4 s duration, 3 s renew deadline, 1 s retry).
+ * Exactly one leads. When the leader is killed with SIGKILL (no release), the other takes over
+ * once the lease has expired as it observes it: within the lease duration plus one retry
+ * period of jitter. When a leader shuts down cleanly it releases, and the other takes over at
+ * its next retry. A candidate whose lease is taken over while it still runs (its renewals
+ * blocked) reports the loss. Each child reports "LEADER <name>" on a pipe. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kp-lab.h"
+#include "kp-test.h"
+
+#include "base/err.h"
+#include "base/time.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/lease.h"
+#include "k8s/status.h"
+
+#define LEASE_USEC (4 * KP_USEC_PER_SEC)
+#define RENEW_USEC (3 * KP_USEC_PER_SEC)
+#define RETRY_USEC (1 * KP_USEC_PER_SEC)
+
+static struct kp_lab lab;
+static char ns[64];
+static atomic_bool child_cancel;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    atomic_store(&child_cancel, true);
+}
+
+/* Child: contend, announce leadership, keep it until SIGTERM (then release) or loss. */
+static void candidate(const char *name, const char *lease, int out)
+{
+    struct kp_leader_opts o = {.ns = ns,
+                               .name = lease,
+                               .identity = name,
+                               .lease_usec = LEASE_USEC,
+                               .renew_deadline_usec = RENEW_USEC,
+                               .retry_usec = RETRY_USEC};
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_leader *l = NULL;
+    char msg[128];
+    int r, code = 0;
+
+    signal(SIGTERM, on_term);
+    if (kp_leader_new(c, &o, &l) < 0)
+        _exit(10);
+    if (kp_leader_acquire(l, &child_cancel) < 0)
+        _exit(0);
+    snprintf(msg, sizeof(msg), "LEADER %s\n", name);
+    if (write(out, msg, strlen(msg)) < 0)
+        _exit(11);
+    r = kp_leader_keep(l, &child_cancel);
+    if (r == -KP_ENOTREADY) {
+        snprintf(msg, sizeof(msg), "LOST %s\n", name);
+        if (write(out, msg, strlen(msg)) < 0)
+            _exit(11);
+        code = 3;
+    } else if (kp_leader_release(l) < 0) {
+        code = 12;
+    }
+    kp_leader_free(l);
+    kp_client_free(c);
+    _exit(code);
+}
+
+static pid_t spawn(const char *name, const char *lease, int out)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0)
+        candidate(name, lease, out);
+    return pid;
+}
+
+/* Reads one line from fd within timeout; returns it in buf or fails the test. */
+static void read_line(int fd, char *buf, size_t size, uint64_t timeout_usec)
+{
+    struct kp_deadline d = kp_deadline_in(timeout_usec);
+    size_t n = 0;
+
+    while (n + 1 < size) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        char ch;
+
+        if (poll(&p, 1, kp_deadline_left_ms(d)) <= 0)
+            fail_msg("no message from a candidate within %llu ms (got \"%.*s\")",
+                     (unsigned long long)(timeout_usec / 1000), (int)n, buf);
+        if (read(fd, &ch, 1) != 1)
+            fail_msg("candidate pipe closed");
+        if (ch == '\n')
+            break;
+        buf[n++] = ch;
+    }
+    buf[n] = '\0';
+}
+
+static void reap(pid_t pid)
+{
+    int st;
+
+    (void)waitpid(pid, &st, 0);
+}
+
+static void test_failover_on_kill(void **state)
+{
+    int fds[2];
+    pid_t a, b, leader, other;
+    char line[128];
+    uint64_t t0, took;
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    a = spawn("cand-a", "kill-test", fds[1]);
+    b = spawn("cand-b", "kill-test", fds[1]);
+    read_line(fds[0], line, sizeof(line), 30 * KP_USEC_PER_SEC);
+    leader = strcmp(line, "LEADER cand-a") == 0 ? a : b;
+    other = leader == a ? b : a;
+    /* Only one leads: the other stays quiet for a full lease duration. */
+    {
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+
+        assert_int_equal(poll(&p, 1, (int)(LEASE_USEC / 1000) + 1000), 0);
+    }
+    t0 = kp_mono_usec();
+    kill(leader, SIGKILL);
+    reap(leader);
+    read_line(fds[0], line, sizeof(line), 4 * LEASE_USEC);
+    took = kp_mono_usec() - t0;
+    printf("# failover after SIGKILL of the leader: %llu ms (lease %llu ms, retry %llu ms)\n",
+           (unsigned long long)(took / 1000), (unsigned long long)(LEASE_USEC / 1000),
+           (unsigned long long)(RETRY_USEC / 1000));
+    assert_string_equal(line, other == a ? "LEADER cand-a" : "LEADER cand-b");
+    /* Lease duration plus one jittered retry period (1.2x) and request time. */
+    assert_true(took <= LEASE_USEC + 2 * RETRY_USEC);
+    kill(other, SIGTERM);
+    reap(other);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_release_on_shutdown(void **state)
+{
+    int fds[2];
+    pid_t a, b, leader, other;
+    char line[128];
+    uint64_t t0, took;
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    a = spawn("rel-a", "release-test", fds[1]);
+    read_line(fds[0], line, sizeof(line), 30 * KP_USEC_PER_SEC);
+    assert_string_equal(line, "LEADER rel-a");
+    b = spawn("rel-b", "release-test", fds[1]);
+    leader = a;
+    other = b;
+    kp_sleep_usec(RETRY_USEC * 2); /* b is now waiting on a held lease */
+    t0 = kp_mono_usec();
+    kill(leader, SIGTERM); /* clean shutdown: releases */
+    reap(leader);
+    read_line(fds[0], line, sizeof(line), 4 * LEASE_USEC);
+    took = kp_mono_usec() - t0;
+    printf("# takeover after a clean release: %llu ms\n", (unsigned long long)(took / 1000));
+    assert_string_equal(line, "LEADER rel-b");
+    /* Released: no need to wait for expiry, only for the next retry. */
+    assert_true(took < LEASE_USEC);
+    kill(other, SIGTERM);
+    reap(other);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_lost_when_taken(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *doc = NULL;
+    int fds[2], st;
+    pid_t a;
+    char line[128];
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    a = spawn("lost-a", "lost-test", fds[1]);
+    read_line(fds[0], line, sizeof(line), 30 * KP_USEC_PER_SEC);
+    assert_string_equal(line, "LEADER lost-a");
+    /* Someone else writes the lease (as an operator or a split-brain peer would). */
+    kp_lab_check(kp_client_get(c, &KP_RES_LEASE, ns, "lost-test", &doc, &e), &e, "get lease");
+    assert_int_equal(kp_json_patch_set_str(doc, KP_JSON_PATH("spec", "holderIdentity"), "intruder"),
+                     0);
+    kp_lab_check(kp_client_update(c, &KP_RES_LEASE, ns, "lost-test", doc, NULL, &e), &e,
+                 "take lease");
+    kp_json_unref(doc);
+    read_line(fds[0], line, sizeof(line), 4 * LEASE_USEC);
+    assert_string_equal(line, "LOST lost-a");
+    assert_int_equal(waitpid(a, &st, 0), a);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+    kp_error_done(&e);
+    kp_client_free(c);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static int setup(void **state)
+{
+    struct kp_client *c;
+
+    (void)state;
+    kp_lab_load(&lab);
+    c = kp_lab_admin_client(&lab);
+    kp_lab_namespace(c, "kp-lease", ns, sizeof(ns));
+    kp_client_free(c);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_delete_opts d = {.propagation_policy = "Background"};
+
+    (void)state;
+    if (kp_client_delete(c, &KP_RES_NAMESPACE, NULL, ns, &d, NULL) < 0)
+        fprintf(stderr, "# could not delete namespace %s\n", ns);
+    kp_client_free(c);
+    kp_lab_done(&lab);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failover_on_kill),
+        cmocka_unit_test(test_release_on_shutdown),
+        cmocka_unit_test(test_lost_when_taken),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    return _cmocka_run_group_tests("integration-lease", tests, KP_ARRAY_SIZE(tests), setup,
+                                   teardown)
+               ? 1
+               : 0;
+}
