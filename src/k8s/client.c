@@ -577,6 +577,11 @@ int kp_client_list(struct kp_client *c, const struct kp_resource *res, const cha
     size_t page = 0;
     int r;
 
+    if (opts && opts->continue_token && opts->continue_token[0] &&
+        !(cont = kp_strdup(opts->continue_token))) {
+        r = kp_client_fail(c, -ENOMEM, NULL, reterr);
+        goto out;
+    }
     for (;;) {
         struct kp_list_page pg;
         const char *s;

@@ -156,6 +156,9 @@ struct kp_list_opts {
     const char *resource_version;       /* NULL: most recent (quorum read) */
     const char *resource_version_match; /* "Exact", "NotOlderThan"; NULL: none */
     uint32_t limit;                     /* 0: KP_CLIENT_LIST_LIMIT */
+    const char *continue_token;         /* resume an earlier list from this token (the
+                                         * resourceVersion options are then ignored); an
+                                         * expired token restarts the list as below */
 };
 
 /* One page of a list, valid during the callback only. */
