@@ -25,7 +25,10 @@ struct kp_buf {
     bool truncated; /* set by kp_buf_append_tail when it dropped old bytes */
 };
 
-#define KP_BUF_INIT(maximum) {.data = NULL, .len = 0, .cap = 0, .max = (maximum), .truncated = false}
+#define KP_BUF_INIT(maximum)                                                                       \
+    {                                                                                              \
+        .data = NULL, .len = 0, .cap = 0, .max = (maximum), .truncated = false                     \
+    }
 
 /* Sets up an empty buffer with ceiling max. No allocation. */
 void kp_buf_init(struct kp_buf *b, size_t max);

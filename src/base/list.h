@@ -15,7 +15,10 @@ struct kp_list {
     struct kp_list *prev, *next;
 };
 
-#define KP_LIST_HEAD_INIT(name) {&(name), &(name)}
+#define KP_LIST_HEAD_INIT(name)                                                                    \
+    {                                                                                              \
+        &(name), &(name)                                                                           \
+    }
 
 static inline void kp_list_init(struct kp_list *l)
 {
@@ -73,8 +76,9 @@ static inline size_t kp_list_count(const struct kp_list *head)
 #define KP_LIST_ENTRY(ptr, type, member) KP_CONTAINER_OF(ptr, type, member)
 
 /* Iterates pos over the list; safe against deleting pos (tmp holds the next node). */
-#define KP_LIST_FOREACH_SAFE(pos, tmp, head)                                                     \
-    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); (pos) = (tmp), (tmp) = (pos)->next)
+#define KP_LIST_FOREACH_SAFE(pos, tmp, head)                                                       \
+    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                               \
+         (pos) = (tmp), (tmp) = (pos)->next)
 #define KP_LIST_FOREACH(pos, head) for ((pos) = (head)->next; (pos) != (head); (pos) = (pos)->next)
 
 #endif

@@ -97,7 +97,7 @@ static inline struct kp_log_field kp_lf_double(const char *k, double v)
     return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_DOUBLE, .v.d = v};
 }
 
-#define KP_LF(k, v)                                                                              \
+#define KP_LF(k, v)                                                                                \
     _Generic((v),                                                                                \
         char *: kp_lf_str,                                                                       \
         const char *: kp_lf_str,                                                                 \
@@ -159,9 +159,9 @@ static inline bool kp_log_enabled(enum kp_log_level level)
 int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, const char *func,
                 const char *ratelimit_key, const char *msg, const struct kp_log_field *fields);
 
-#define KP__LOG(level, err, rlkey, msg, ...)                                                     \
-    (kp_log_enabled(level) ? kp_log_emit((level), (err), __FILE__, __LINE__, __func__, (rlkey), \
-                                         (msg), (const struct kp_log_field[]){__VA_ARGS__})     \
+#define KP__LOG(level, err, rlkey, msg, ...)                                                       \
+    (kp_log_enabled(level) ? kp_log_emit((level), (err), __FILE__, __LINE__, __func__, (rlkey),    \
+                                         (msg), (const struct kp_log_field[]){__VA_ARGS__})        \
                            : (err))
 
 #define kp_log_debug(...) ((void)KP__LOG(KP_LOG_DEBUG, 0, NULL, __VA_ARGS__, KP_LF_END))

@@ -30,7 +30,7 @@
 #define KP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The struct that holds *ptr as its member `member`. */
-#define KP_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define KP_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* Checked size arithmetic: true when the result overflowed (and *res is then unspecified). */
 #define kp_add_overflow(a, b, res) __builtin_add_overflow((a), (b), (res))

@@ -35,22 +35,22 @@ static inline uint64_t kp_rotl(uint64_t x, int b)
     return (x << b) | (x >> (64 - b));
 }
 
-#define KP_SIPROUND                                                                              \
-    do {                                                                                         \
-        v0 += v1;                                                                                \
-        v1 = kp_rotl(v1, 13);                                                                    \
-        v1 ^= v0;                                                                                \
-        v0 = kp_rotl(v0, 32);                                                                    \
-        v2 += v3;                                                                                \
-        v3 = kp_rotl(v3, 16);                                                                    \
-        v3 ^= v2;                                                                                \
-        v0 += v3;                                                                                \
-        v3 = kp_rotl(v3, 21);                                                                    \
-        v3 ^= v0;                                                                                \
-        v2 += v1;                                                                                \
-        v1 = kp_rotl(v1, 17);                                                                    \
-        v1 ^= v2;                                                                                \
-        v2 = kp_rotl(v2, 32);                                                                    \
+#define KP_SIPROUND                                                                                \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = kp_rotl(v1, 13);                                                                      \
+        v1 ^= v0;                                                                                  \
+        v0 = kp_rotl(v0, 32);                                                                      \
+        v2 += v3;                                                                                  \
+        v3 = kp_rotl(v3, 16);                                                                      \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = kp_rotl(v3, 21);                                                                      \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = kp_rotl(v1, 17);                                                                      \
+        v1 ^= v2;                                                                                  \
+        v2 = kp_rotl(v2, 32);                                                                      \
     } while (0)
 
 static uint64_t kp_load_le64(const uint8_t *p)

@@ -47,11 +47,14 @@ int kp_safe_atoi64(const char *s, int64_t *ret) KP_NONNULL(1, 2) KP_WUR;
 
 /* A NULL-terminated vector of owned strings ("strv"). */
 struct kp_strv {
-    char **v;   /* NULL-terminated; NULL when empty and never grown */
-    size_t n;   /* entries, excluding the terminator */
+    char **v; /* NULL-terminated; NULL when empty and never grown */
+    size_t n; /* entries, excluding the terminator */
     size_t cap;
 };
-#define KP_STRV_INIT {.v = NULL, .n = 0, .cap = 0}
+#define KP_STRV_INIT                                                                               \
+    {                                                                                              \
+        .v = NULL, .n = 0, .cap = 0                                                                \
+    }
 /* Appends a copy of s. 0 or -ENOMEM. */
 int kp_strv_push(struct kp_strv *sv, const char *s) KP_NONNULL(1, 2) KP_WUR;
 /* Appends s and takes ownership of it (freed even on failure). 0 or -ENOMEM. */

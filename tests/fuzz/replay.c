@@ -93,7 +93,8 @@ int main(int argc, char **argv)
         closedir(d);
     }
     if (count == 0) {
-        fprintf(stderr, "replay: no corpus inputs found: a driver without a corpus tests nothing\n");
+        fprintf(stderr,
+                "replay: no corpus inputs found: a driver without a corpus tests nothing\n");
         return 1;
     }
     printf("replayed %u inputs\n", count);

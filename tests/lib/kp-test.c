@@ -52,8 +52,8 @@ static int kp_sweep_case(const struct kp_torture_case *c)
         }
         if (!fired) {
             if (r != 0) {
-                fprintf(stderr, "[  FAILED  ] %s: returned %d with no failure injected\n",
-                        c->name, r);
+                fprintf(stderr, "[  FAILED  ] %s: returned %d with no failure injected\n", c->name,
+                        r);
                 return 1;
             }
             printf("[       OK ] %s: %llu failure points survived\n", c->name,

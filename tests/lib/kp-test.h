@@ -24,7 +24,10 @@ struct kp_torture_case {
     const char *name;
     int (*fn)(void);
 };
-#define KP_TORTURE(f) {#f, f}
+#define KP_TORTURE(f)                                                                              \
+    {                                                                                              \
+#f, f                                                                                      \
+    }
 
 /* Runs the tests (or, with --torture, the torture sweep). Returns the process exit code. */
 int kp_test_main(const char *group, const struct CMUnitTest *tests, size_t ntests,

@@ -86,10 +86,8 @@ static void test_errors(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fail_at),
-        cmocka_unit_test(test_live_count),
-        cmocka_unit_test(test_overflow),
-        cmocka_unit_test(test_wipe),
+        cmocka_unit_test(test_fail_at),  cmocka_unit_test(test_live_count),
+        cmocka_unit_test(test_overflow), cmocka_unit_test(test_wipe),
         cmocka_unit_test(test_errors),
     };
 

@@ -27,13 +27,11 @@ static void test_order_and_delete(void **state)
     assert_int_equal(kp_list_count(&head), 5);
     kp_list_del(&it[1].link);
     kp_list_del(&it[1].link); /* harmless a second time */
-    KP_LIST_FOREACH(pos, &head)
-    {
+    KP_LIST_FOREACH (pos, &head) {
         assert_int_equal(KP_LIST_ENTRY(pos, struct item, link)->v, expect[i++]);
     }
     assert_int_equal(i, 4);
-    KP_LIST_FOREACH_SAFE(pos, tmp, &head)
-    {
+    KP_LIST_FOREACH_SAFE (pos, tmp, &head) {
         kp_list_del(pos);
     }
     assert_true(kp_list_empty(&head));

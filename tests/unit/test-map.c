@@ -170,6 +170,6 @@ int main(int argc, char **argv)
         KP_TORTURE(torture_map),
     };
 
-    return kp_test_main("map", tests, KP_ARRAY_SIZE(tests), torture, KP_ARRAY_SIZE(torture),
-                        argc, argv);
+    return kp_test_main("map", tests, KP_ARRAY_SIZE(tests), torture, KP_ARRAY_SIZE(torture), argc,
+                        argv);
 }
