@@ -10,7 +10,7 @@ jobs=${JOBS:-2}
 
 echo "== cppcheck"
 cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-    --std=c11 -D_GNU_SOURCE -Isrc --inline-suppr --suppress=missingIncludeSystem \
+    --std=c11 -D_GNU_SOURCE -D__CPPCHECK__ -Isrc --inline-suppr --suppress=missingIncludeSystem \
     -j "$jobs" src
 
 echo "== gcc -fanalyzer (analyze preset)"

@@ -349,39 +349,47 @@ static uint64_t kp_fnv1a(const char *s)
     return h;
 }
 
+/* The rate-limiter slot for key, taking over the oldest slot when the table is full; NULL
+ * when the key cannot be copied. Lock held. */
+static struct kp_rl_entry *kp_rl_slot(const char *key, uint64_t h, uint64_t now)
+{
+    struct kp_rl_entry *e;
+    char *copy;
+    size_t i;
+
+    for (i = 0; i < kp_rl_n; i++)
+        if (kp_rl_v[i].hash == h && strcmp(kp_rl_v[i].key, key) == 0)
+            return &kp_rl_v[i];
+    copy = kp_strdup(key);
+    if (!copy)
+        return NULL;
+    if (kp_rl_n < KP_LOG_RL_KEYS) {
+        e = &kp_rl_v[kp_rl_n++];
+    } else {
+        e = &kp_rl_v[0];
+        for (i = 1; i < kp_rl_n; i++)
+            if (kp_rl_v[i].last_used < e->last_used)
+                e = &kp_rl_v[i];
+        kp_free(e->key);
+    }
+    *e = (struct kp_rl_entry){.key = copy, .hash = h, .window_start = now};
+    return e;
+}
+
 /* True when a line under key may be written; then *ret_suppressed holds the drops to report. */
 static bool kp_rl_pass(const char *key, uint64_t *ret_suppressed)
 {
     uint64_t h = kp_fnv1a(key), now;
-    struct kp_rl_entry *e = NULL;
+    struct kp_rl_entry *e;
     bool pass = true;
-    size_t i;
 
     pthread_mutex_lock(&kp_log_lock);
     /* Read under the lock so that window starts only move forward. */
     now = kp_mono_usec();
-    for (i = 0; i < kp_rl_n; i++)
-        if (kp_rl_v[i].hash == h && strcmp(kp_rl_v[i].key, key) == 0) {
-            e = &kp_rl_v[i];
-            break;
-        }
+    e = kp_rl_slot(key, h, now);
     if (!e) {
-        char *copy = kp_strdup(key);
-
-        if (!copy) {
-            *ret_suppressed = 0; /* fail open: see log.h */
-            goto out;
-        }
-        if (kp_rl_n < KP_LOG_RL_KEYS) {
-            e = &kp_rl_v[kp_rl_n++];
-        } else {
-            e = &kp_rl_v[0];
-            for (i = 1; i < kp_rl_n; i++)
-                if (kp_rl_v[i].last_used < e->last_used)
-                    e = &kp_rl_v[i];
-            kp_free(e->key);
-        }
-        *e = (struct kp_rl_entry){.key = copy, .hash = h, .window_start = now};
+        *ret_suppressed = 0; /* fail open: see log.h */
+        goto out;
     }
     e->last_used = ++kp_rl_tick;
     if (now - e->window_start >= KP_LOG_RL_INTERVAL_USEC) {

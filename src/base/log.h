@@ -97,6 +97,10 @@ static inline struct kp_log_field kp_lf_double(const char *k, double v)
     return (struct kp_log_field){.key = k, .type = KP_LOG_FIELD_DOUBLE, .v.d = v};
 }
 
+#if defined(__CPPCHECK__)
+/* cppcheck cannot parse _Generic; give it a call of the same shape. */
+#define KP_LF(k, v) kp_lf_i64((k), (int64_t)sizeof(v))
+#else
 #define KP_LF(k, v)                                                                                \
     _Generic((v),                                                                                \
         char *: kp_lf_str,                                                                       \
@@ -114,6 +118,7 @@ static inline struct kp_log_field kp_lf_double(const char *k, double v)
         unsigned long long: kp_lf_u64,                                                           \
         float: kp_lf_double,                                                                     \
         double: kp_lf_double)(k, v)
+#endif
 #define KP_LF_END ((struct kp_log_field){.key = NULL, .type = KP_LOG_FIELD_END})
 
 /* Configuration (start-up or tests). Default: INFO, JSON, fd 2. */
@@ -159,10 +164,16 @@ static inline bool kp_log_enabled(enum kp_log_level level)
 int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, const char *func,
                 const char *ratelimit_key, const char *msg, const struct kp_log_field *fields);
 
+#if defined(__CPPCHECK__)
+/* cppcheck cannot parse the field array's compound literal inside a conditional. */
+#define KP__LOG(level, err, rlkey, msg, ...)                                                       \
+    kp_log_emit((level), (err), __FILE__, __LINE__, __func__, (rlkey), (msg), NULL)
+#else
 #define KP__LOG(level, err, rlkey, msg, ...)                                                       \
     (kp_log_enabled(level) ? kp_log_emit((level), (err), __FILE__, __LINE__, __func__, (rlkey),    \
                                          (msg), (const struct kp_log_field[]){__VA_ARGS__})        \
                            : (err))
+#endif
 
 #define kp_log_debug(...) ((void)KP__LOG(KP_LOG_DEBUG, 0, NULL, __VA_ARGS__, KP_LF_END))
 #define kp_log_info(...) ((void)KP__LOG(KP_LOG_INFO, 0, NULL, __VA_ARGS__, KP_LF_END))

@@ -14,6 +14,7 @@
 #define KP_UNUSED __attribute__((unused))
 #define KP_NORETURN __attribute__((noreturn))
 #define KP_MALLOC __attribute__((malloc))
+#define KP_SENTINEL __attribute__((sentinel))
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
@@ -23,6 +24,7 @@
 #define KP_UNUSED
 #define KP_NORETURN
 #define KP_MALLOC
+#define KP_SENTINEL
 #define KP_LIKELY(x) (x)
 #define KP_UNLIKELY(x) (x)
 #endif

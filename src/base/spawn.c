@@ -80,7 +80,7 @@ int kp_spawn_find_program(const char *name, const char *path, char **ret)
             r = -ENOMEM;
             goto out;
         }
-        cand = kp_strjoin(dir, "/", name, NULL);
+        cand = kp_strjoin(dir, "/", name, (char *)NULL);
         dir = (kp_free(dir), NULL);
         if (!cand) {
             r = -ENOMEM;

@@ -25,8 +25,8 @@ bool kp_memeq_str(const char *p, size_t n, const char *s) KP_NONNULL(3);
  * holds the truncated prefix, still terminated). size must be > 0. */
 int kp_strscpy(char *dst, size_t size, const char *src) KP_NONNULL(1, 3) KP_WUR;
 
-/* Concatenates NULL-terminated list of strings into a new string; NULL on -ENOMEM. */
-char *kp_strjoin(const char *first, ...) KP_MALLOC KP_WUR;
+/* Concatenates a list of strings ended by (char *)NULL into a new string; NULL on -ENOMEM. */
+char *kp_strjoin(const char *first, ...) KP_MALLOC KP_WUR KP_SENTINEL;
 
 /* Replaces *dst with a copy of src (NULL allowed): 0 or -ENOMEM (then *dst is unchanged). */
 int kp_strset(char **dst, const char *src) KP_WUR;

@@ -220,13 +220,13 @@ int kp_incluster_load(const char *root, const char *host, const char *port,
     if (!c)
         goto out;
     /* An IPv6 literal holds ':' and must be bracketed in a URL. */
-    c->server = strchr(host, ':') ? kp_strjoin("https://[", host, "]:", port, NULL)
-                                  : kp_strjoin("https://", host, ":", port, NULL);
-    dir = kp_strjoin(root ? root : "", KP_INCLUSTER_SA_DIR, NULL);
+    c->server = strchr(host, ':') ? kp_strjoin("https://[", host, "]:", port, (char *)NULL)
+                                  : kp_strjoin("https://", host, ":", port, (char *)NULL);
+    dir = kp_strjoin(root ? root : "", KP_INCLUSTER_SA_DIR, (char *)NULL);
     if (!c->server || !dir)
         goto out;
 
-    c->token_file = kp_strjoin(dir, "/token", NULL);
+    c->token_file = kp_strjoin(dir, "/token", (char *)NULL);
     if (!c->token_file)
         goto out;
     /* Read once to fail early with a clear message; kp_token_file does the real work. */
@@ -237,7 +237,7 @@ int kp_incluster_load(const char *root, const char *host, const char *port,
         goto out;
     }
 
-    path = kp_strjoin(dir, "/ca.crt", NULL);
+    path = kp_strjoin(dir, "/ca.crt", (char *)NULL);
     if (!path) {
         r = -ENOMEM;
         goto out;
@@ -248,7 +248,7 @@ int kp_incluster_load(const char *root, const char *host, const char *port,
         goto out;
     }
     kp_free(path);
-    path = kp_strjoin(dir, "/namespace", NULL);
+    path = kp_strjoin(dir, "/namespace", (char *)NULL);
     if (!path) {
         r = -ENOMEM;
         goto out;

@@ -376,7 +376,7 @@ int kp_kubeconfig_load(const char *explicit_path, const char *kubeconfig_env, co
         if (read_ok == 0)
             kp_yaml_errorf(reterr, NULL, "KUBECONFIG", "none of the files exists");
     } else if (home) {
-        path = kp_strjoin(home, "/.kube/config", NULL);
+        path = kp_strjoin(home, "/.kube/config", (char *)NULL);
         if (!path) {
             r = -ENOMEM;
             goto out;
@@ -477,7 +477,7 @@ static int resolve_path(const struct kp_yaml_node *n, const char *path, char **r
         dir = kp_strndup(file, (size_t)(slash - file));
         if (!dir)
             return -ENOMEM;
-        s = kp_strjoin(dir, "/", path, NULL);
+        s = kp_strjoin(dir, "/", path, (char *)NULL);
         kp_free(dir);
     }
     if (!s)
@@ -693,7 +693,7 @@ static int parse_exec(const struct kp_yaml_node *en, struct kp_exec_config **ret
             r = -KP_EPARSE;
             goto out;
         }
-        entry = kp_strjoin(name, "=", value ? value : "", NULL);
+        entry = kp_strjoin(name, "=", value ? value : "", (char *)NULL);
         if (!entry) {
             r = -ENOMEM;
             goto out;

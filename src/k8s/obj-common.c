@@ -156,7 +156,7 @@ int kp_obj_labels(const json_t *map, bool (*keep)(const char *key), struct kp_pa
                   struct kp_labels *ret)
 {
     struct kp_json_iter it = KP_JSON_ITER_INIT;
-    struct kp_label *v, scratch;
+    struct kp_label *v, scratch = {0};
     const char *k;
     json_t *val;
     size_t n = 0, i = 0;
@@ -194,7 +194,7 @@ int kp_obj_labels(const json_t *map, bool (*keep)(const char *key), struct kp_pa
 int kp_obj_resources(const json_t *map, struct kp_pack *p, struct kp_resources *ret)
 {
     struct kp_json_iter it = KP_JSON_ITER_INIT;
-    struct kp_res *v, scratch;
+    struct kp_res *v, scratch = {0};
     const char *k;
     json_t *val;
     size_t n = 0, i = 0;
@@ -289,7 +289,7 @@ static int kp_obj_array(const json_t *arr, size_t *ret_n)
 
 int kp_obj_taints(const json_t *arr, struct kp_pack *p, struct kp_taints *ret)
 {
-    struct kp_taint *v, scratch;
+    struct kp_taint *v, scratch = {0};
     size_t n;
     int r;
 
@@ -315,7 +315,7 @@ int kp_obj_taints(const json_t *arr, struct kp_pack *p, struct kp_taints *ret)
 
 int kp_obj_tolerations(const json_t *arr, struct kp_pack *p, struct kp_tolerations *ret)
 {
-    struct kp_toleration *v, scratch;
+    struct kp_toleration *v, scratch = {0};
     size_t n;
     int r;
 
@@ -355,7 +355,7 @@ int kp_obj_tolerations(const json_t *arr, struct kp_pack *p, struct kp_toleratio
 
 int kp_obj_conditions(const json_t *arr, struct kp_pack *p, struct kp_conditions *ret)
 {
-    struct kp_condition *v, scratch;
+    struct kp_condition *v, scratch = {0};
     size_t n;
     int r;
 
@@ -389,7 +389,7 @@ int kp_obj_conditions(const json_t *arr, struct kp_pack *p, struct kp_conditions
 int kp_obj_strings(const json_t *arr, struct kp_pack *p, const char *const **ret_v, size_t *ret_n)
 {
     const char **v;
-    const char *scratch;
+    const char *scratch = NULL;
     size_t n;
     int r;
 
@@ -422,7 +422,7 @@ static void kp_obj_pack_selector(const struct kp_selector *sel, struct kp_pack *
                                  struct kp_reqs *ret)
 {
     size_t n = kp_selector_count(sel);
-    struct kp_requirement *v = kp_pack_array(p, n, sizeof(*v)), scratch;
+    struct kp_requirement *v = kp_pack_array(p, n, sizeof(*v)), scratch = {0};
 
     for (size_t i = 0; i < n; i++) {
         const struct kp_requirement *src = kp_selector_at(sel, i);
@@ -483,7 +483,7 @@ int kp_obj_meta(const json_t *obj, bool namespaced, struct kp_pack *p, struct kp
 {
     const char *name, *ns = NULL, *uid = NULL, *rv = NULL;
     json_t *meta, *arr, *labels;
-    struct kp_owner_ref *v, scratch;
+    struct kp_owner_ref *v, scratch = {0};
     size_t n;
     int r;
 

@@ -18,7 +18,7 @@ static int kp_node_fill(const json_t *obj, struct kp_pack *p, void *view)
     json_t *spec = NULL, *status = NULL, *x = NULL, *fin = NULL, *addrs = NULL;
     const char *pid = NULL, *ip = NULL, *host = NULL;
     const struct kp_condition *ready;
-    const char **av, *scratch;
+    const char **av, *scratch = NULL;
     size_t n;
     int r;
 

@@ -113,7 +113,7 @@ int kp_pod_spec_requests(const json_t *spec, struct kp_pack *p, struct kp_resour
 {
     struct kp_acc total = {0}, sidecars = {0}, init_max = {0};
     json_t *arr = NULL, *overhead = NULL, *req;
-    struct kp_res *v, scratch;
+    struct kp_res *v, scratch = {0};
     size_t n;
     int r;
 
@@ -192,7 +192,7 @@ static int kp_node_term(const json_t *term, struct kp_pack *p, struct kp_node_te
 static int kp_required_terms(const json_t *na, struct kp_pack *p, const struct kp_node_term **ret,
                              size_t *ret_n)
 {
-    struct kp_node_term *terms, scratch;
+    struct kp_node_term *terms, scratch = {0};
     json_t *req, *arr;
     size_t n;
     int r;
@@ -226,7 +226,7 @@ int kp_pod_spec_required_terms(const json_t *spec, struct kp_pack *p,
 
 static int kp_node_affinity(const json_t *na, struct kp_pack *p, struct kp_pod_view *v)
 {
-    struct kp_node_term *terms, scratch;
+    struct kp_node_term *terms, scratch = {0};
     json_t *pref;
     size_t n;
     int r;
@@ -279,7 +279,7 @@ static int kp_pod_terms(const json_t *arr, bool preferred, struct kp_pack *p,
                         const struct kp_pod_term **ret, size_t *ret_n)
 {
     size_t n = kp_json_array_size(arr);
-    struct kp_pod_term *terms = kp_pack_array(p, n, sizeof(*terms)), scratch;
+    struct kp_pod_term *terms = kp_pack_array(p, n, sizeof(*terms)), scratch = {0};
     int r;
 
     for (size_t i = 0; i < n; i++) {
@@ -319,7 +319,7 @@ static int kp_pod_affinity(const json_t *pa, struct kp_pack *p, const struct kp_
 static int kp_pod_spread(const json_t *arr, struct kp_pack *p, struct kp_pod_view *v)
 {
     size_t n = kp_json_array_size(arr);
-    struct kp_spread *s = kp_pack_array(p, n, sizeof(*s)), scratch;
+    struct kp_spread *s = kp_pack_array(p, n, sizeof(*s)), scratch = {0};
     int r;
 
     for (size_t i = 0; i < n; i++) {
@@ -356,7 +356,7 @@ static int kp_pod_spread(const json_t *arr, struct kp_pack *p, struct kp_pod_vie
 static int kp_pod_pvcs(const json_t *vols, struct kp_pack *p, struct kp_pod_view *v)
 {
     size_t n = 0, total = kp_json_array_size(vols), k = 0;
-    const char **names, *scratch;
+    const char **names, *scratch = NULL;
 
     for (size_t i = 0; i < total; i++)
         if (kp_json_pathv_str(kp_json_array_at(vols, i),

@@ -152,7 +152,7 @@ static void test_strjoin(void **state)
     kp_free(s);
 
     /* An empty list gives an empty string, not NULL. */
-    s = kp_strjoin((char *)NULL);
+    s = kp_strjoin((const char *)NULL, (char *)NULL);
     assert_non_null(s);
     assert_string_equal(s, "");
     kp_free(s);
@@ -730,7 +730,7 @@ static int torture_strjoin(void)
     b = kp_strjoin(a, "-", a, "-", "system", (char *)NULL);
     if (!b)
         goto out;
-    c = kp_strjoin((char *)NULL);
+    c = kp_strjoin((const char *)NULL, (char *)NULL);
     if (!c)
         goto out;
     /* A wrong result is a bug, not an allocation failure: report it as a positive value. */
