@@ -205,18 +205,20 @@ start_host() {
         die "sshd of host $i is not listening on $ip:22; see $H/logs/sshd.log"
 }
 
+# gone PID: the process no longer exists or is a zombie
+gone() { [[ ! -e /proc/$1 || $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]]; }
+
 stop_host() {
-    local i=$1 f p
-    f=$(host_pidfile "$i")
+    local i=$1 p ns
     p=$(host_init_pid "$i") || p=''
-    # unshare --kill-child: when it dies its child (the host's PID 1) gets
-    # SIGKILL, and the kernel kills everything in the host's PID namespace.
-    kill_pidfile "$f" 5
     if [[ -n $p ]]; then
+        # SIGKILL to the host's PID 1 makes the kernel kill every process in
+        # the host's PID namespace; unshare (its parent) then exits by itself.
         kill -KILL "$p" 2>/dev/null || true
-        wait_for 10 "host $i processes gone" bash -c "! kill -0 $p" || die "host $i PID 1 ($p) survived"
+        wait_for 10 "host $i PID 1 gone" gone "$p" || die "host $i PID 1 ($p) survived SIGKILL"
     fi
-    local ns
+    # unshare ignores TERM while it waits; after its child died it exits.
+    kill_pidfile "$(host_pidfile "$i")" 2
     ns=$(host_ns "$i")
     if [[ -e /var/run/netns/$ns ]]; then
         wait_for 10 "netns $ns empty" bash -c "[[ -z \$(ip netns pids $ns) ]]" ||
@@ -259,9 +261,10 @@ cmd_list() {
             st=stopped
             host_running "$HOST_INDEX" && st=running
             if [[ $st == running ]] && [[ $(ip -o link show "$HOST_VETH" 2>/dev/null) == *"state DOWN"* ]]; then st="cut"; fi
-            kl=inactive
-            p=$HOST_DIR/state/run/kubelet.service.pid
-            if [[ -s $p ]] && kill -0 "$(<"$p")" 2>/dev/null; then kl="active($(<"$p"))"; fi
+            kl=-
+            if [[ $st != stopped ]]; then
+                kl=$("$0" exec "$HOST_INDEX" systemctl is-active kubelet 2>/dev/null) || true
+            fi
             printf '%-4s %-10s %-14s %-8s %-4s %-8s %-8s %-8s %s\n' "$HOST_INDEX" "$HOST_NAME" "$HOST_IP" \
                 "$st" "$HOST_CPU" "$HOST_MEM_MIB" "$HOST_ARCH" "$HOST_USER" "$kl"
         )
