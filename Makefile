@@ -16,7 +16,8 @@ help:
 	@echo "make build       configure and build the $(PRESET) preset"
 	@echo "make test        deps, harness, build, then every test tier"
 	@echo "make unit|fault|integration|e2e|fuzz-replay|torture   one tier"
-	@echo "make check       format, banned functions, layering, cppcheck, clang-tidy, analyzer"
+	@echo "make check       format, banned functions, layering, shellcheck, cppcheck, clang-tidy,"
+	@echo "                 gcc -fanalyzer"
 	@echo "make fuzz        run each libFuzzer driver for FUZZ_SECONDS (default 60)"
 	@echo "make harness     build the pinned Kubernetes binaries for the test lab"
 
@@ -61,6 +62,7 @@ check: deps
 	scripts/check-format.sh
 	scripts/check-banned.sh
 	scripts/check-layers.sh
+	scripts/check-shell.sh
 	scripts/check-static.sh
 
 # What fits CI's budget: the same checks with clang-tidy limited to the layers STYLE.md names.
@@ -68,6 +70,7 @@ check-ci: deps
 	scripts/check-format.sh
 	scripts/check-banned.sh
 	scripts/check-layers.sh
+	scripts/check-shell.sh
 	KP_TIDY_SCOPE=ci scripts/check-static.sh
 
 format:

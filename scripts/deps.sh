@@ -17,6 +17,8 @@ packages=(
     # test lab: sshd hosts in network namespaces, PKI, helpers
     openssh-server openssh-client iproute2 openssl sudo jq util-linux procps psmisc curl
     ca-certificates
+    # profile manifests: gen-profiles.sh --check compares embedded scripts byte for byte
+    python3-yaml
 )
 
 missing=()
