@@ -11,3 +11,9 @@ if(KP_ANALYZE)
     endif()
     add_compile_options(-fanalyzer)
 endif()
+
+# Fuzzing: every library is instrumented for coverage, not just the drivers, or libFuzzer
+# learns nothing about the parsers it is meant to explore. Drivers link the fuzzer runtime.
+if(KP_FUZZ)
+    add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
