@@ -186,7 +186,7 @@ check "Node address $HOST_IP" jq -e "[.status.addresses[] | select(.type == \"In
 who=$("$lab/host.sh" exec 1 "$LAB_BIN/kubectl" --kubeconfig /etc/kubernetes/kubelet.conf auth whoami -o jsonpath='{.status.userInfo.username}') ||
     fail "kubectl auth whoami with the kubelet's kubeconfig inside host 1"
 check "kubelet authenticates as system:node:$node (client cert from the CSR)" test "$who" == "system:node:$node"
-check "node lease renewed by the kubelet" kc -n kube-node-lease get lease "$node"
+eventually 30 "node lease created by the kubelet" kc -n kube-node-lease get lease "$node"
 check "join wrote only the host's private files" bash -c \
     "[[ -s $H1/fs/etc-kubernetes/kubelet.conf && -s $H1/fs/etc-systemd-system/kubelet.service && ! -e /etc/kubernetes/kubelet.conf && ! -e /etc/systemd/system/kubelet.service ]]"
 check "systemctl is-active/is-enabled kubelet over ssh: active enabled" test "$(remote_state)" == "active enabled "
