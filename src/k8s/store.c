@@ -499,7 +499,7 @@ void *kp_pack_array(struct kp_pack *p, size_t n, size_t size)
 void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
                    const char *uid, const char *rv)
 {
-    size_t a, b;
+    size_t a, b = strlen(name); /* name is required (KP_NONNULL); measure it before use */
     char *k;
 
     if (!ns)
@@ -514,7 +514,6 @@ void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const 
         e->key = e->name; /* a cluster-scoped key is the name itself */
     } else {
         a = strlen(ns);
-        b = strlen(name);
         if (kp_pack_sizing(p)) {
             kp_pack_add(p, a + 1);
             kp_pack_add(p, b + 1);

@@ -126,7 +126,7 @@ int kp_pack_alloc(struct kp_pack *p, void *ret) KP_WUR;
  * refs = 1; rv is counted now and copied by kp_pack_finish. Counts in the sizing pass, fills e
  * in the copying pass. name must not be NULL. */
 void kp_pack_entry(struct kp_pack *p, struct kp_entry *e, const char *ns, const char *name,
-                   const char *uid, const char *rv);
+                   const char *uid, const char *rv) KP_NONNULL(1, 2, 4);
 /* Ends the copying pass: copies rv to the tail of the block and computes e->hash, a keyed
  * fingerprint of everything between the entry header and rv (pointers taken relative to the
  * block), so two projections of the same content hash equal whatever their resourceVersion.
