@@ -75,6 +75,7 @@ struct kp_transport_shared {
 struct kp_transport {
     struct kp_transport_shared *sh;
     CURL *easy;
+    uint64_t connections; /* CURLINFO_NUM_CONNECTS summed over transfers */
     /* libcurl writes its failure text here (its API takes a fixed CURL_ERROR_SIZE array). */
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -401,6 +402,11 @@ struct kp_transport *kp_transport_free(struct kp_transport *t)
 const char *kp_transport_last_error(const struct kp_transport *t)
 {
     return t->errbuf;
+}
+
+uint64_t kp_transport_connections(const struct kp_transport *t)
+{
+    return t->connections;
 }
 
 const char *kp_transport_server(const struct kp_transport *t)
@@ -790,6 +796,12 @@ static int perform(struct kp_transport *t, const struct kp_http_request *req, ui
             goto out;
         c = curl_easy_perform(t->easy);
         (void)curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &resp->status);
+        {
+            long n = 0;
+
+            if (curl_easy_getinfo(t->easy, CURLINFO_NUM_CONNECTS, &n) == CURLE_OK && n > 0)
+                t->connections += (uint64_t)n;
+        }
         if (x.err < 0) {
             /* Our callback stopped the transfer: libcurl's text would only say so. */
             r = x.err;

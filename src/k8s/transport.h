@@ -139,6 +139,10 @@ int kp_transport_stream(struct kp_transport *t, const struct kp_http_request *re
  * request on t. Never contains a token. */
 const char *kp_transport_last_error(const struct kp_transport *t);
 
+/* New connections t has opened so far (TCP + TLS handshakes); a kept-alive connection reused
+ * by a request does not count. For tests and metrics. Owner thread. */
+uint64_t kp_transport_connections(const struct kp_transport *t);
+
 /* The server URL the transport talks to (no trailing slash), as configured. */
 const char *kp_transport_server(const struct kp_transport *t);
 

@@ -645,7 +645,7 @@ static void test_pagination(void **state)
     struct kp_list_opts lo = {.label_selector = "set=paging", .limit = 100};
     struct pager *p;
     char *rv = NULL;
-    uint64_t t0 = kp_mono_usec();
+    uint64_t t0 = kp_mono_usec(), conns;
 
     (void)state;
     for (int i = 0; i < 2; i++) {
@@ -662,7 +662,13 @@ static void test_pagination(void **state)
 
     p = kp_calloc(1, sizeof(*p));
     assert_non_null(p);
+    conns = kp_transport_connections(kp_client_transport(lab.c));
     check(kp_client_list(lab.c, &KP_RES_CONFIGMAP, lab.ns, &lo, on_page, p, &rv, &e), &e, "list");
+    /* All pages over one kept-alive TLS connection (at most one new, had it gone idle). */
+    print_message(
+        "list: %llu new connection(s)\n",
+        (unsigned long long)(kp_transport_connections(kp_client_transport(lab.c)) - conns));
+    assert_true(kp_transport_connections(kp_client_transport(lab.c)) - conns <= 1);
     assert_int_equal(p->items, NOBJ);
     /* The server may end with an empty page when the previous one filled up exactly. */
     print_message("list: %zu pages\n", p->pages);
@@ -828,6 +834,67 @@ static void test_watch_order_and_resume(void **state)
     w = kp_watch_free(w);
     kp_buf_done(&x.log);
     kp_free(rv0);
+    kp_error_done(&e);
+}
+
+static int on_bookmark(const struct kp_watch_event *ev, void *userdata)
+{
+    unsigned *n = userdata;
+
+    if (ev->type == KP_WATCH_BOOKMARK)
+        (*n)++;
+    return 0;
+}
+
+/* Creates a ConfigMap after a second, from its own thread and client. */
+static void *create_later(void *arg)
+{
+    struct kp_client *c = arg;
+    json_t *cm = J("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                   "\"bm\"}}");
+    int r;
+
+    kp_sleep_usec(KP_USEC_PER_SEC);
+    r = kp_client_create(c, &KP_RES_CONFIGMAP, lab.ns, cm, NULL, NULL);
+    kp_json_unref(cm);
+    return r == 0 ? c : NULL;
+}
+
+/* Bookmarks: with allowWatchBookmarks the server sends one (kube-apiserver 1.36: once the
+ * resource changed while the watch was open, before it ends the stream at timeoutSeconds), and
+ * the watch's resourceVersion moves to it although the change itself was filtered out. */
+static void test_watch_bookmark(void **state)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_watch *w = NULL;
+    struct kp_client *other = NULL;
+    struct kp_watch_opts wo = {.timeout_seconds = 5, .field_selector = "metadata.name=none"};
+    unsigned bookmarks = 0;
+    size_t count = 0;
+    char *rv = NULL;
+    pthread_t th;
+    void *ok;
+    int r;
+
+    (void)state;
+    check(kp_client_list(lab.c, &KP_RES_CONFIGMAP, lab.ns, NULL, count_page, &count, &rv, &e), &e,
+          "list");
+    wo.resource_version = rv;
+    assert_int_equal(kp_watch_new(lab.c, &KP_RES_CONFIGMAP, lab.ns, &wo, &w), 0);
+    assert_int_equal(kp_client_clone(lab.c, &other), 0);
+    assert_int_equal(pthread_create(&th, NULL, create_later, other), 0);
+    r = kp_watch_once(w, on_bookmark, &bookmarks, NULL, &e);
+    pthread_join(th, &ok);
+    assert_non_null(ok);
+    print_message("watch with bookmarks for 5 s: %s, %u bookmark(s), resourceVersion %s -> %s\n",
+                  r < 0 ? kp_strerror(r) : "ended by the server", bookmarks, rv,
+                  kp_watch_resource_version(w));
+    assert_int_equal(r, 0);
+    assert_true(bookmarks >= 1);
+    assert_string_not_equal(kp_watch_resource_version(w), rv);
+    w = kp_watch_free(w);
+    kp_client_free(other);
+    kp_free(rv);
     kp_error_done(&e);
 }
 
@@ -1122,6 +1189,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watch_order_and_resume),
         cmocka_unit_test(test_pagination),
         cmocka_unit_test(test_watch_gone_relist),
+        cmocka_unit_test(test_watch_bookmark),
         cmocka_unit_test(test_eviction_pdb),
         cmocka_unit_test(test_forbidden),
         cmocka_unit_test(test_teardown),
