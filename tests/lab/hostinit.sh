@@ -16,6 +16,7 @@ hostname "$HOST_NAME"
 # $H/fs, never in the machine's real files.
 for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni \
     var/lib/kpssh etc/default etc/sudoers.d home; do
+    [[ -d /$d ]] || mkdir -p "/$d" # empty mount point in the real tree
     mount --bind "$H/fs/${d//\//-}" "/$d"
 done
 for f in etc/hosts etc/hostname etc/passwd etc/group etc/shadow; do
