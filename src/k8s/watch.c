@@ -424,7 +424,7 @@ int kp_watch_run(struct kp_watch *w, kp_watch_event_fn fn, void *userdata, struc
 {
     struct kp_error err = KP_ERROR_INIT;
     size_t events;
-    uint64_t delay;
+    uint64_t delay, started;
     int r;
 
     for (;;) {
@@ -433,12 +433,16 @@ int kp_watch_run(struct kp_watch *w, kp_watch_event_fn fn, void *userdata, struc
             break;
         }
         kp_error_done(&err);
+        started = kp_mono_usec();
         r = kp_watch_once(w, fn, userdata, &events, &err);
         if (events > 0)
             kp_backoff_reset(&w->backoff);
-        if (r == 0)
-            continue; /* the server-side timeout ended the stream: resume at once */
-        if (w->handler_failed || !retryable(r))
+        /* The server-side timeout ended the stream: resume at once. But a stream that ended
+         * within a second without an event is a server going away (or refusing quietly), and
+         * reconnecting at once would spin against it: back off as after an error. */
+        if (r == 0 && (events > 0 || kp_mono_usec() - started >= KP_USEC_PER_SEC))
+            continue;
+        if (r < 0 && (w->handler_failed || !retryable(r)))
             break;
         delay = kp_backoff_next(&w->backoff);
         if (err.retry_after_sec > 0)

@@ -129,7 +129,7 @@ int kp_watch_once(struct kp_watch *w, kp_watch_event_fn fn, void *userdata, size
                   struct kp_error *reterr) KP_WUR;
 
 /* Watches until something only the caller can handle: reconnects after the server closes the
- * stream (at once) and after retryable failures (connection errors, timeouts, idle deadline,
+ * stream (at once, unless it closed within a second without an event) and after retryable failures (connection errors, timeouts, idle deadline,
  * 429/5xx, a cut or oversized frame: jittered exponential backoff, honouring Retry-After).
  * Returns -KP_EEXPIRED (relist, set the resourceVersion, call again), -ECANCELED, fn's error,
  * or a failure that retrying cannot fix (-KP_EFORBIDDEN, -KP_EUNAUTHORIZED, -ENOENT, -EINVAL,

@@ -626,6 +626,46 @@ out:
     return r;
 }
 
+static atomic_bool empty_cancel;
+
+/* An empty watch stream, ended at once; the third one also cancels the watch. */
+static void respond_empty(struct server *s, int fd, unsigned nth)
+{
+    (void)s;
+    say(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    if (nth == 2)
+        atomic_store(&empty_cancel, true);
+}
+
+/* A server that ends every stream at once without an event must not be hammered: the watch
+ * backs off between such streams (each wait is at least half the 800 ms base). */
+static void test_watch_empty_streams_back_off(void **state)
+{
+    struct server s;
+    struct kp_transport_opts o;
+    struct kp_client *c = NULL;
+    struct kp_watch *w = NULL;
+    struct seen seen = {.log = KP_BUF_INIT(4096)};
+    struct kp_watch_opts wo = {.timeout_seconds = 30, .cancel = &empty_cancel};
+    uint64_t t0;
+    char url[64];
+
+    (void)state;
+    atomic_init(&empty_cancel, false);
+    server_start(&s, respond_empty);
+    opts_for(&s, url, sizeof(url), &o);
+    assert_int_equal(kp_client_new(&o, &c), 0);
+    assert_int_equal(kp_watch_new(c, &KP_RES_POD, NULL, &wo, &w), 0);
+    t0 = kp_mono_usec();
+    assert_int_equal(kp_watch_run(w, on_event, &seen, NULL), -ECANCELED);
+    assert_int_equal(s.count, 3);
+    assert_true(kp_mono_usec() - t0 >= 2 * KP_WATCH_BACKOFF_BASE_USEC / 2);
+    kp_buf_done(&seen.log);
+    w = kp_watch_free(w);
+    c = kp_client_free(c);
+    server_stop(&s);
+}
+
 static int teardown_all(void **state)
 {
     (void)state;
@@ -643,7 +683,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_connection_refused),
         cmocka_unit_test(test_watch_resume_and_expire),
         cmocka_unit_test(test_watch_idle_deadline),
-        cmocka_unit_test_teardown(test_watch_cancel, teardown_all),
+        cmocka_unit_test(test_watch_cancel),
+        cmocka_unit_test_teardown(test_watch_empty_streams_back_off, teardown_all),
     };
 
     const struct kp_torture_case cases[] = {
