@@ -241,8 +241,14 @@ void kp_log_redact_remove(const char *secret)
 void kp_log_redact_clear(void)
 {
     pthread_mutex_lock(&kp_log_lock);
-    while (kp_redact_n > 0)
-        kp_redact_drop_locked(kp_redact_n - 1);
+    for (size_t i = 0; i < kp_redact_n; i++) {
+        kp_wipe(kp_redact_v[i].s, kp_redact_v[i].len);
+        kp_free(kp_redact_v[i].s);
+    }
+    kp_free(kp_redact_v);
+    kp_redact_v = NULL;
+    kp_redact_n = 0;
+    kp_redact_cap = 0;
     pthread_mutex_unlock(&kp_log_lock);
 }
 
