@@ -626,6 +626,59 @@ out:
     return r;
 }
 
+struct hammer {
+    struct kp_transport *t;
+    int ok;
+};
+
+static void *hammer_main(void *arg)
+{
+    struct hammer *h = arg;
+    struct kp_http_request req = {.method = "GET", .path = "/x"};
+
+    for (int i = 0; i < 10; i++) {
+        struct kp_http_response resp;
+
+        if (kp_transport_request(h->t, &req, &resp) == 0 && resp.status == 200)
+            h->ok++;
+        kp_http_response_done(&resp);
+    }
+    /* The last reference to the shared configuration may be dropped on any thread. */
+    h->t = kp_transport_free(h->t);
+    return NULL;
+}
+
+/* Clones on four threads share one configuration and one token bucket (run under TSan by the
+ * tsan preset): every request succeeds and the originating transport may go first. */
+static void test_clones_share_limiter(void **state)
+{
+    struct server s;
+    struct kp_transport_opts o;
+    struct kp_transport *t = NULL;
+    struct hammer h[4];
+    pthread_t th[4];
+    char url[64];
+
+    (void)state;
+    server_start(&s, respond_ok);
+    opts_for(&s, url, sizeof(url), &o);
+    o.qps = 1000;
+    o.burst = 5;
+    assert_int_equal(kp_transport_new(&o, &t), 0);
+    for (int i = 0; i < 4; i++) {
+        h[i] = (struct hammer){.ok = 0};
+        assert_int_equal(kp_transport_clone(t, &h[i].t), 0);
+    }
+    t = kp_transport_free(t);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(h[i].ok, 10);
+    }
+    server_stop(&s);
+}
+
 static atomic_bool empty_cancel;
 
 /* An empty watch stream, ended at once; the third one also cancels the watch. */
@@ -684,6 +737,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_watch_resume_and_expire),
         cmocka_unit_test(test_watch_idle_deadline),
         cmocka_unit_test(test_watch_cancel),
+        cmocka_unit_test(test_clones_share_limiter),
         cmocka_unit_test_teardown(test_watch_empty_streams_back_off, teardown_all),
     };
 
