@@ -13,6 +13,9 @@ for v in JOIN_SERVER JOIN_CA_B64 JOIN_TOKEN JOIN_NODE_NAME JOIN_NODE_IP JOIN_PRO
     }
 done
 k=/etc/kubernetes
+# A fresh membership: never reuse credentials of an earlier join.
+systemctl stop kubelet || true
+rm -rf "$k/kubelet.conf" /var/lib/kubelet/pki
 install -d -m 0755 "$k/pki" /var/lib/kubelet /etc/systemd/system/kubelet.service.d
 printf '%s' "$JOIN_CA_B64" | base64 -d >"$k/pki/ca.crt"
 umask 077

@@ -14,7 +14,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 lab=$repo/tests/lab
-# shellcheck source=../lab/lib.sh
+# shellcheck source=../lab/lib.sh disable=SC1091
 source "$lab/lib.sh"
 
 passed=0

@@ -76,7 +76,7 @@ func main() {
 	fs.StringVar(&o.nodeIP, "node-ip", "", "node IP reported in status")
 	fs.StringVar(&o.providerID, "provider-id", "", "spec.providerID (default kubemark://<name>)")
 	fs.StringVar(&o.rootDir, "root-dir", "", "kubelet root directory (default: a fresh temporary directory)")
-	fs.StringVar(&o.arch, "arch", "", "GOARCH-style architecture to label the node with (amd64, arm64)")
+	fs.StringVar(&o.arch, "arch", "", "architecture label at registration (amd64, arm64); NOTE: the kubelet resets kubernetes.io/arch to the binary's GOARCH on its next status update")
 	fs.IntVar(&o.cpu, "cpu", 1, "CPU cores the node reports")
 	fs.Int64Var(&o.memMiB, "memory-mib", 3840, "memory the node reports, MiB")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "pod capacity")
