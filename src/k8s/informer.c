@@ -446,6 +446,8 @@ static void *kp_informer_main(void *arg)
     struct kp_watch_opts wo = {
         .label_selector = inf->opts.label_selector,
         .field_selector = inf->opts.field_selector,
+        .timeout_seconds = inf->opts.watch_timeout_seconds,
+        .idle_usec = inf->opts.watch_idle_usec,
         .cancel = &inf->cancel,
     };
     int r;

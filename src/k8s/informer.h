@@ -33,7 +33,9 @@ struct kp_informer_opts {
     const char *ns; /* NULL: all namespaces (or cluster-scoped) */
     const char *label_selector;
     const char *field_selector;
-    uint32_t page_size; /* 0: the client's default */
+    uint32_t page_size;             /* 0: the client's default */
+    uint32_t watch_timeout_seconds; /* 0: k8s/watch.h's randomised default */
+    uint64_t watch_idle_usec;       /* 0: k8s/watch.h's default (timeout + grace) */
 };
 
 /* Handlers; any may be NULL. Entries are borrowed for the call (take a reference to keep one). */
