@@ -24,6 +24,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/str.h"
+#include "k8s/obj-kpssh.h"
 #include "provider/ssh/profile.h"
 
 #define KP_PROFILE_MAX_ERROR 1024u
@@ -367,4 +368,55 @@ int kp_profile_marker(const struct kp_profile_spec *p, char **ret_marker)
         return -ENOMEM;
     *ret_marker = m;
     return 0;
+}
+
+/* --- the cached projection ------------------------------------------------------------------ */
+
+/* The phase enums of both headers must agree, as the copy below indexes one by the other. */
+_Static_assert((int)KP_SJP_INSTALL == (int)KP_PROFILE_INSTALL &&
+                   (int)KP_SJP_UNINSTALL == (int)KP_PROFILE_UNINSTALL &&
+                   (int)KP_SJP_PHASES == (int)KP_PROFILE_PHASES,
+               "SSHJoinProfile phases differ between k8s/obj-kpssh.h and profile.h");
+
+void kp_profile_spec_from_view(const struct kp_sshjoinprofile_view *v, struct kp_profile_spec *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->name = v->e.name;
+    ret->version = v->version;
+    for (size_t i = 0; i < KP_PROFILE_PHASES; i++) {
+        ret->scripts[i].data = v->scripts[i].data;
+        ret->scripts[i].len = v->scripts[i].len;
+        ret->signatures[i].data = v->signatures[i].data;
+        ret->signatures[i].len = v->signatures[i].len;
+    }
+    for (size_t i = 0; i < KP_PROFILE_UNINSTALL; i++) {
+        ret->timeouts[i].data = v->timeouts[i].data;
+        ret->timeouts[i].len = v->timeouts[i].len;
+    }
+}
+
+int kp_profile_validate_view(const struct kp_sshjoinprofile_view *v, struct kp_buf *msg)
+{
+    struct kp_profile_spec spec;
+    char *why = NULL;
+    int r;
+
+    kp_profile_spec_from_view(v, &spec);
+    r = kp_profile_validate(&spec, &why);
+    if (r == 0)
+        return 0;
+    if (r != -EINVAL)
+        goto out;
+    r = 1;
+    if (msg) {
+        int q = kp_buf_puts(msg, why ? why : "spec: invalid profile");
+
+        if (q == 0)
+            q = kp_buf_putc(msg, '\n');
+        if (q < 0)
+            r = q;
+    }
+out:
+    kp_free(why);
+    return r;
 }

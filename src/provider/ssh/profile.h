@@ -82,6 +82,25 @@ int kp_profile_parse_duration(const char *s, size_t n, uint32_t *ret_seconds) KP
 int kp_profile_timeout(const struct kp_profile_spec *p, enum kp_profile_phase phase,
                        uint32_t *ret_seconds) KP_NONNULL(1, 3) KP_WUR;
 
+/* --- the cached SSHJoinProfile (k8s/obj-kpssh.h) --------------------------------------------
+ * The profile checks live here, not in k8s/, because this module owns the contract and k8s/ may
+ * not include provider/ (STYLE.md section 2); the projection is adapted at this boundary. */
+struct kp_sshjoinprofile_view;
+struct kp_buf;
+
+/* Fills *ret with pointers borrowed from v (valid while the caller holds its entry reference).
+ * No allocation; cannot fail. */
+void kp_profile_spec_from_view(const struct kp_sshjoinprofile_view *v, struct kp_profile_spec *ret)
+    KP_NONNULL(1, 2);
+
+/* kp_profile_validate() over a projection, reported like the CRD validators of
+ * k8s/obj-karpenter.h: appends one line "<field>: <problem>
+" to msg (NULL: only count) and
+ * returns the number of problems (0 or 1: the first problem wins, see kp_profile_validate),
+ * -ENOMEM, or -KP_ELIMIT when msg's ceiling is crossed. */
+int kp_profile_validate_view(const struct kp_sshjoinprofile_view *v, struct kp_buf *msg)
+    KP_NONNULL(1) KP_WUR;
+
 /* The install-cache marker "<name>@<version>" (version "1" when unset), newly allocated.
  * 0, -ENOMEM, or -EINVAL when name is unset. */
 int kp_profile_marker(const struct kp_profile_spec *p, char **ret_marker) KP_NONNULL(1, 2) KP_WUR;
