@@ -467,12 +467,16 @@ static void *kp_informer_main(void *arg)
             r = kp_watch_set_resource_version(w, rv);
         kp_free(rv);
         if (r < 0) {
+            /* The server's Retry-After (429, 503) is a floor under our own backoff. */
+            uint64_t wait =
+                KP_MAX(kp_backoff_next(&backoff), err.retry_after_sec * (uint64_t)KP_USEC_PER_SEC);
+
             if (!atomic_load(&inf->cancel))
                 kp_log_warn_rl(inf->opts.res->resource, "list failed; retrying",
                                KP_LF("kind", inf->opts.res->kind),
                                KP_LF("error", err.message ? err.message : kp_strerror(r)));
             kp_error_done(&err);
-            kp_informer_sleep(inf, kp_backoff_next(&backoff));
+            kp_informer_sleep(inf, wait);
             continue;
         }
         kp_informer_set_synced(inf);
