@@ -1,0 +1,611 @@
+/* DESIGN: kpssh-controller's main (STYLE.md section 4: the main thread owns start-up, signals,
+ * the leader Lease and the orderly shutdown).
+ *
+ * Flow: options (table in options.c) -> logging -> effective configuration logged -> API
+ * configuration (--kubeconfig / $KUBECONFIG, else in-cluster with a rotating token file, else
+ * ~/.kube/config; exec credential plugins and token files as the kubeconfig says) -> clients ->
+ * metrics and readiness checks -> controller setup -> HTTP endpoints -> the main loop.
+ *
+ * The main loop is one poll(2) on a signalfd with a timeout of one Lease retry period. SIGTERM,
+ * SIGINT and SIGHUP are blocked in every thread (the mask is set before any thread exists, so
+ * libmicrohttpd's and libcurl's threads inherit it) and read from the signalfd: no code runs in
+ * a signal handler. SIGPIPE is ignored. Each tick makes one Lease attempt (kp_leader_try), so
+ * the loop itself is client-go's acquire-then-renew cycle:
+ *   - not leading: try; on success start the controllers (a failure releases the Lease, exit 1);
+ *   - leading: renew; another holder, or no successful renewal for the renew deadline, means
+ *     the Lease is lost: stop the controllers and exit 3 without touching the Lease;
+ *   - a signal: stop the controllers, release the Lease if held, exit 0.
+ * Shutdown is bounded: after the signal an alarm of --shutdown-timeout is armed, and SIGALRM's
+ * default action ends a process whose controllers do not stop in time.
+ *
+ * Exit codes (docs/operations.md): 0 clean shutdown; 1 start-up or runtime failure; 2 usage
+ * error (bad option or value); 3 leader Lease lost. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/secret.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "cmd/controller/controllers.h"
+#include "cmd/controller/options.h"
+#include "http/health.h"
+#include "http/metrics.h"
+#include "http/server.h"
+#include "k8s/client.h"
+#include "k8s/exec-credential.h"
+#include "k8s/incluster.h"
+#include "k8s/kubeconfig.h"
+#include "k8s/lease.h"
+#include "k8s/status.h"
+#include "yaml/yaml.h"
+
+enum {
+    KP_EXIT_OK = 0,
+    KP_EXIT_FAILURE = 1,
+    KP_EXIT_USAGE = 2,
+    KP_EXIT_LEASE_LOST = 3,
+};
+
+#define KP_IDENTITY_MAX 253
+#define KP_LEADER_TIMEOUT_MAX_USEC (5 * KP_USEC_PER_SEC)
+
+/* Where the API configuration came from and what must outlive every client. */
+struct api_config {
+    const char *source; /* "kubeconfig" or "in-cluster" */
+    struct kp_kubeconfig *kc;
+    struct kp_kubeconfig_rest *rest;
+    struct kp_incluster_config *ic;
+    struct kp_token_file *token_file;
+    struct kp_exec_credential *exec;
+    struct kp_transport_opts topts;
+};
+
+/* State the HTTP thread reads (readiness checks, collectors): atomics only. */
+struct shared {
+    atomic_bool api_ok;      /* the last API call of the main loop succeeded */
+    atomic_bool election_ok; /* leader election has completed a round (or is disabled) */
+    atomic_bool leading;     /* this replica holds the Lease (or election is disabled) */
+    struct kp_controller_set *controllers;
+    struct kp_series *is_leader; /* kpssh_leader_election_is_leader */
+    struct kp_series *log_dropped;
+    uint64_t log_dropped_seen; /* collector's last reading (renders are serialised) */
+};
+
+static int static_token_fn(void *userdata, bool refresh, struct kp_secret **ret_token)
+{
+    const struct kp_secret *s = userdata;
+
+    (void)refresh; /* a fixed token cannot be refreshed; the 401 stands */
+    return kp_secret_new(kp_secret_reveal(s), kp_secret_len(s), ret_token);
+}
+
+static void api_config_done(struct api_config *c)
+{
+    c->exec = kp_exec_credential_free(c->exec);
+    c->token_file = kp_token_file_free(c->token_file);
+    c->ic = kp_incluster_config_free(c->ic);
+    c->rest = kp_kubeconfig_rest_free(c->rest);
+    c->kc = kp_kubeconfig_free(c->kc);
+}
+
+/* Fills c from a kubeconfig (explicit path, $KUBECONFIG or home) or the in-cluster service
+ * account. Logs the reason of a failure (this is the decision point) and returns it. */
+static int api_config_load(const struct kp_controller_options *o, struct api_config *c)
+{
+    struct kp_yaml_error yerr = {0};
+    const char *env_kc = getenv("KUBECONFIG");
+    bool explicit = *o->kubeconfig || (env_kc && *env_kc) || *o->context;
+    int r;
+
+    memset(c, 0, sizeof(*c));
+    if (!explicit) {
+        r = kp_incluster_load_env(/* root= */ NULL, &c->ic, &yerr);
+        if (r == 0) {
+            c->source = "in-cluster";
+            c->topts.server = c->ic->server;
+            c->topts.ca_pem = c->ic->ca_pem;
+            c->topts.ca_pem_len = c->ic->ca_pem_len;
+            r = kp_token_file_new(c->ic->token_file, &c->token_file);
+            if (r < 0)
+                return kp_log_error_errno(r, "cannot read the service account token",
+                                          KP_LF("path", c->ic->token_file));
+            c->topts.token = kp_token_file_token_fn;
+            c->topts.token_userdata = c->token_file;
+            return 0;
+        }
+        if (r != -ENOENT)
+            return kp_log_error_errno(r, "in-cluster configuration is broken",
+                                      KP_LF("detail", yerr.text));
+        /* Not in a cluster: fall through to ~/.kube/config, as kubectl would. */
+    }
+    c->source = "kubeconfig";
+    r = kp_kubeconfig_load(*o->kubeconfig ? o->kubeconfig : NULL, env_kc, getenv("HOME"), &c->kc,
+                           &yerr);
+    if (r < 0)
+        return kp_log_error_errno(r, "cannot load a kubeconfig (and not running in a cluster)",
+                                  KP_LF("detail", yerr.text));
+    r = kp_kubeconfig_resolve(c->kc, *o->context ? o->context : NULL, 0, &c->rest, &yerr);
+    if (r < 0)
+        return kp_log_error_errno(r, "cannot use the kubeconfig", KP_LF("detail", yerr.text));
+    kp_transport_opts_from_kubeconfig(c->rest, &c->topts);
+    if (c->rest->token_file) {
+        if ((r = kp_token_file_new(c->rest->token_file, &c->token_file)) < 0)
+            return kp_log_error_errno(r, "cannot read the kubeconfig's token file",
+                                      KP_LF("path", c->rest->token_file));
+        c->topts.token = kp_token_file_token_fn;
+        c->topts.token_userdata = c->token_file;
+    } else if (c->rest->exec) {
+        struct kp_exec_credential_opts eo = {.interactive = false};
+
+        if ((r = kp_exec_credential_new(c->rest, &eo, &c->exec)) < 0)
+            return kp_log_error_errno(r, "cannot set up the exec credential plugin");
+        c->topts.token = kp_exec_credential_token_fn;
+        c->topts.token_userdata = c->exec;
+    } else if (c->rest->token) {
+        c->topts.token = static_token_fn;
+        c->topts.token_userdata = c->rest->token;
+    }
+    return 0;
+}
+
+/* "<POD_NAME or host name>_<8 hex digits>": unique even when two replicas share a name. */
+static int make_identity(char **ret)
+{
+    const char *pod = getenv("POD_NAME");
+    char host[256] = ""; /* HOST_NAME_MAX is 64 on Linux */
+    uint32_t rnd = 0;
+    struct kp_buf b = KP_BUF_INIT(KP_IDENTITY_MAX);
+    int r;
+
+    if (!pod || !*pod) {
+        if (gethostname(host, sizeof(host) - 1) == 0 && *host)
+            pod = host;
+        else
+            pod = "kpssh-controller";
+    }
+    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        rnd = (uint32_t)(kp_mono_usec() ^ (uint64_t)getpid());
+    r = kp_buf_printf(&b, "%.*s_%08x", 200, pod, rnd);
+    if (r == 0 && !(*ret = kp_buf_steal(&b, NULL)))
+        r = -ENOMEM;
+    kp_buf_done(&b);
+    return r;
+}
+
+static bool check_api(void *ctx)
+{
+    return atomic_load(&((struct shared *)ctx)->api_ok);
+}
+
+static bool check_election(void *ctx)
+{
+    return atomic_load(&((struct shared *)ctx)->election_ok);
+}
+
+/* Leading: every controller started and ready. Standby: nothing to wait for. */
+static bool check_controllers(void *ctx)
+{
+    struct shared *sh = ctx;
+
+    if (!atomic_load(&sh->leading))
+        return true;
+    return kp_controller_set_started(sh->controllers) && kp_controller_set_ready(sh->controllers);
+}
+
+static void collect_main(struct kp_metrics *m, void *ctx)
+{
+    struct shared *sh = ctx;
+    uint64_t dropped = kp_log_dropped();
+
+    (void)m;
+    kp_gauge_set(sh->is_leader, atomic_load(&sh->leading) ? 1 : 0);
+    kp_counter_add(sh->log_dropped, dropped - sh->log_dropped_seen);
+    sh->log_dropped_seen = dropped;
+}
+
+static int register_metrics(struct kp_metrics *m, struct shared *sh)
+{
+    struct kp_metric *f = NULL;
+    int r;
+
+    if ((r = kp_metrics_add_process(m)) < 0)
+        return r;
+    r = kp_metrics_register(
+        m,
+        &(struct kp_metric_opts){.name = "kpssh_build_info",
+                                 .help = "Always 1; the version label says which build runs.",
+                                 .type = KP_METRIC_GAUGE,
+                                 .labels = (const char *const[]){"version", NULL}},
+        &f);
+    if (r < 0)
+        return r;
+    kp_gauge_set(kp_metric_labels(f, KP_VERSION, NULL), 1);
+    r = kp_metrics_register(
+        m,
+        &(struct kp_metric_opts){.name = "kpssh_leader_election_is_leader",
+                                 .help = "1 while this replica holds the leader Lease, else 0.",
+                                 .type = KP_METRIC_GAUGE},
+        &f);
+    if (r < 0)
+        return r;
+    sh->is_leader = kp_metric_series(f);
+    r = kp_metrics_register(
+        m,
+        &(struct kp_metric_opts){.name = "kpssh_log_dropped_lines_total",
+                                 .help = "Log lines dropped by the rate limiter.",
+                                 .type = KP_METRIC_COUNTER},
+        &f);
+    if (r < 0)
+        return r;
+    sh->log_dropped = kp_metric_series(f);
+    return kp_metrics_add_collector(m, collect_main, sh);
+}
+
+static int start_http(const struct kp_controller_options *o, struct kp_metrics *m,
+                      struct kp_health *h, struct kp_http_server **ret_a,
+                      struct kp_http_server **ret_b)
+{
+    bool one = o->metrics_port == o->health_probe_port && o->metrics_port != 0;
+    struct kp_http_server_opts so = {.address = o->bind_address, .metrics = m, .health = h};
+    int r;
+
+    so.port = (uint16_t)o->metrics_port;
+    so.endpoints = KP_HTTP_METRICS | (one ? KP_HTTP_PROBES : 0);
+    if ((r = kp_http_server_start(&so, ret_a)) < 0)
+        return kp_log_error_errno(r, "cannot serve metrics", KP_LF("address", o->bind_address),
+                                  KP_LF("port", o->metrics_port));
+    kp_log_info("serving http", KP_LF("address", o->bind_address),
+                KP_LF("port", (unsigned)kp_http_server_port(*ret_a)),
+                KP_LF("endpoints", one ? "/metrics /healthz /readyz" : "/metrics"));
+    if (one)
+        return 0;
+    so.port = (uint16_t)o->health_probe_port;
+    so.endpoints = KP_HTTP_PROBES;
+    if ((r = kp_http_server_start(&so, ret_b)) < 0)
+        return kp_log_error_errno(r, "cannot serve health probes",
+                                  KP_LF("address", o->bind_address),
+                                  KP_LF("port", o->health_probe_port));
+    kp_log_info("serving http", KP_LF("address", o->bind_address),
+                KP_LF("port", (unsigned)kp_http_server_port(*ret_b)),
+                KP_LF("endpoints", "/healthz /readyz"));
+    return 0;
+}
+
+/* Blocks the shutdown signals in this thread (and every thread created later) and returns a
+ * signalfd that reads them. */
+static int setup_signals(void)
+{
+    struct sigaction sa = {.sa_handler = SIG_IGN};
+    sigset_t set;
+    int fd;
+
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGPIPE, &sa, NULL) < 0)
+        return -errno;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+        return -EINVAL;
+    fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Waits up to usec for a signal. The signal number, or 0 on timeout. */
+static int wait_signal(int sfd, uint64_t usec)
+{
+    struct pollfd p = {.fd = sfd, .events = POLLIN};
+    struct signalfd_siginfo si;
+    int n;
+
+    n = poll(&p, 1, kp_deadline_left_ms(kp_deadline_in(usec)));
+    if (n <= 0)
+        return 0; /* timeout or EINTR: the caller's next tick looks again */
+    if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+        return 0;
+    return (int)si.ssi_signo;
+}
+
+/* One API round-trip for controllers running without election: GET /version. */
+static bool api_ping(struct kp_client *c)
+{
+    struct kp_http_response resp;
+    struct kp_error err = KP_ERROR_INIT;
+    int r;
+
+    kp_http_response_init(&resp);
+    r = kp_client_request(c, "GET", "/version", NULL, NULL, 0, &resp, &err);
+    if (r < 0)
+        kp_log_warn_rl("api-ping", "API server not reachable",
+                       KP_LF("error", err.message ? err.message : kp_strerror(r)));
+    kp_http_response_done(&resp);
+    kp_error_done(&err);
+    return r == 0;
+}
+
+struct run {
+    const struct kp_controller_options *o;
+    struct shared *sh;
+    struct kp_client *client;
+    struct kp_leader *leader; /* NULL when election is disabled */
+    const char *lease_ns;
+    int sfd;
+};
+
+static int start_controllers(struct run *run)
+{
+    int r;
+
+    atomic_store(&run->sh->leading, true);
+    r = kp_controller_set_start(run->sh->controllers);
+    if (r < 0)
+        return kp_log_error_errno(r, "cannot start the controllers");
+    kp_log_info("controllers started", KP_LF("count", kp_controller_defs_count));
+    return 0;
+}
+
+/* The main loop; returns the exit code. */
+static int run_loop(struct run *run)
+{
+    const struct kp_controller_options *o = run->o;
+    struct kp_backoff jitter;
+    uint64_t last_renew = 0, wait = 0;
+    bool leading = false;
+    int sig, code = KP_EXIT_OK;
+
+    kp_backoff_init(&jitter, o->leader_election_retry_period, o->leader_election_retry_period);
+    if (!run->leader) {
+        atomic_store(&run->sh->election_ok, true);
+        if (start_controllers(run) < 0)
+            return KP_EXIT_FAILURE;
+        leading = true;
+    }
+    for (;;) {
+        struct kp_error err = KP_ERROR_INIT;
+        bool is_leader = false;
+        int r;
+
+        if ((sig = wait_signal(run->sfd, wait)) > 0)
+            break;
+        wait = o->leader_election_retry_period;
+        if (!run->leader) {
+            if (!atomic_load(&run->sh->api_ok))
+                atomic_store(&run->sh->api_ok, api_ping(run->client));
+            continue;
+        }
+        r = kp_leader_try(run->leader, &is_leader, &err);
+        atomic_store(&run->sh->api_ok, r == 0);
+        if (r == 0)
+            atomic_store(&run->sh->election_ok, true);
+        else
+            kp_log_warn_rl("lease", "cannot read or write the leader Lease",
+                           KP_LF("lease", o->leader_election_name),
+                           KP_LF("namespace", run->lease_ns),
+                           KP_LF("error", err.message ? err.message : kp_strerror(r)));
+        kp_error_done(&err);
+        if (leading) {
+            if (r == 0 && is_leader) {
+                last_renew = kp_mono_usec();
+                continue;
+            }
+            if (r == 0 || kp_mono_usec() - last_renew > o->leader_election_renew_deadline) {
+                const char *holder = kp_leader_observed_holder(run->leader);
+
+                kp_log_error("leader Lease lost; stopping", KP_LF("lease", o->leader_election_name),
+                             KP_LF("holder", holder ? holder : ""));
+                code = KP_EXIT_LEASE_LOST;
+                break;
+            }
+            continue;
+        }
+        if (r == 0 && is_leader) {
+            leading = true;
+            last_renew = kp_mono_usec();
+            kp_log_info("became leader", KP_LF("lease", o->leader_election_name),
+                        KP_LF("namespace", run->lease_ns),
+                        KP_LF("identity", o->leader_election_identity));
+            if (start_controllers(run) < 0) {
+                code = KP_EXIT_FAILURE;
+                break;
+            }
+            continue;
+        }
+        if (r == 0)
+            kp_log_debug("standing by", KP_LF("holder", kp_leader_observed_holder(run->leader)
+                                                            ? kp_leader_observed_holder(run->leader)
+                                                            : ""));
+        /* client-go jitters the retry period by up to 1.2x so candidates do not move in step. */
+        wait = o->leader_election_retry_period +
+               kp_rand_below(&jitter.rng, o->leader_election_retry_period / 5 + 1);
+    }
+
+    if (sig > 0)
+        kp_log_info("shutting down", KP_LF("signal", strsignal(sig)));
+    /* Bound the rest of the shutdown: SIGALRM's default action ends the process. */
+    alarm((unsigned)((o->shutdown_timeout + KP_USEC_PER_SEC - 1) / KP_USEC_PER_SEC));
+    kp_controller_set_stop(run->sh->controllers);
+    atomic_store(&run->sh->leading, false);
+    if (run->leader && leading && code != KP_EXIT_LEASE_LOST) {
+        int r = kp_leader_release(run->leader);
+
+        if (r < 0)
+            kp_log_warn_errno(r, "cannot release the leader Lease; it expires on its own",
+                              KP_LF("lease", o->leader_election_name));
+        else
+            kp_log_info("released the leader Lease", KP_LF("lease", o->leader_election_name));
+    }
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    struct kp_controller_options o;
+    struct kp_buf err = KP_BUF_INIT(4096), text = KP_BUF_INIT(1u << 20);
+    struct api_config api;
+    struct shared sh;
+    struct run run = {.o = &o, .sh = &sh, .sfd = -1};
+    struct kp_client *client = NULL, *lclient = NULL;
+    struct kp_leader *leader = NULL;
+    struct kp_metrics *metrics = NULL;
+    struct kp_health *health = NULL;
+    struct kp_http_server *http_a = NULL, *http_b = NULL;
+    struct kp_controller_env env;
+    enum kp_options_action action = KP_OPTIONS_RUN;
+    enum kp_log_level level = KP_LOG_INFO;
+    int code = KP_EXIT_FAILURE, r;
+
+    memset(&api, 0, sizeof(api));
+    memset(&sh, 0, sizeof(sh));
+    atomic_init(&sh.api_ok, false);
+    atomic_init(&sh.election_ok, false);
+    atomic_init(&sh.leading, false);
+    kp_options_init(&o);
+
+    /* Signals first: every thread created from here on inherits the blocked mask. */
+    run.sfd = setup_signals();
+    if (run.sfd < 0) {
+        (void)kp_log_error_errno(run.sfd, "cannot set up signal handling");
+        goto out;
+    }
+
+    r = kp_options_parse(&o, argc, argv, environ, &action, &err);
+    if (r < 0) {
+        fprintf(stderr, "kpssh-controller: %s\n",
+                r == -ENOMEM ? "out of memory" : kp_buf_str(&err));
+        code = r == -ENOMEM ? KP_EXIT_FAILURE : KP_EXIT_USAGE;
+        goto out;
+    }
+    if (action == KP_OPTIONS_HELP) {
+        if (kp_options_help("kpssh-controller", &text) == 0)
+            fputs(kp_buf_str(&text), stdout);
+        code = fflush(stdout) == 0 ? KP_EXIT_OK : KP_EXIT_FAILURE;
+        goto out;
+    }
+    if (action == KP_OPTIONS_VERSION) {
+        printf("kpssh-controller %s\n", KP_VERSION);
+        code = fflush(stdout) == 0 ? KP_EXIT_OK : KP_EXIT_FAILURE;
+        goto out;
+    }
+
+    if (kp_log_parse_level(o.log_level, &level) < 0)
+        level = KP_LOG_INFO; /* cannot happen: the table allows only parseable levels */
+    kp_log_set_level(level);
+    kp_log_set_format(strcmp(o.log_format, "text") == 0 ? KP_LOG_FORMAT_TEXT : KP_LOG_FORMAT_JSON);
+    if (!*o.leader_election_identity) {
+        char *id = NULL;
+
+        if ((r = make_identity(&id)) < 0) {
+            (void)kp_log_error_errno(r, "cannot make a leader-election identity");
+            goto out;
+        }
+        kp_free(o.leader_election_identity);
+        o.leader_election_identity = id;
+    }
+    run.lease_ns = *o.leader_election_namespace ? o.leader_election_namespace : o.pool_namespace;
+    kp_log_info("starting kpssh-controller", KP_LF("version", KP_VERSION),
+                KP_LF("identity", o.leader_election_identity));
+    if ((r = kp_options_log(&o)) < 0) {
+        (void)kp_log_error_errno(r, "cannot log the effective configuration");
+        goto out;
+    }
+
+    if (api_config_load(&o, &api) < 0)
+        goto out;
+    if (o.token) {
+        api.topts.token = static_token_fn;
+        api.topts.token_userdata = o.token;
+    }
+    api.topts.qps = o.kube_client_qps;
+    api.topts.burst = (unsigned)o.kube_client_burst;
+    if ((r = kp_client_new(&api.topts, &client)) < 0) {
+        (void)kp_log_error_errno(r, "cannot create the API client",
+                                 KP_LF("server", api.topts.server));
+        goto out;
+    }
+    kp_log_info("API client ready", KP_LF("server", api.topts.server), KP_LF("source", api.source));
+    run.client = client;
+
+    if (!o.disable_leader_election) {
+        /* The Lease gets a client of its own: no client-side rate limit (controllers' traffic
+         * must never delay a renewal) and a request deadline well inside the renew deadline,
+         * so a hung request cannot outlast the Lease. */
+        struct kp_transport_opts lo = api.topts;
+
+        lo.qps = 0;
+        lo.timeout_usec = KP_MIN(o.leader_election_renew_deadline / 2, KP_LEADER_TIMEOUT_MAX_USEC);
+        if ((r = kp_client_new(&lo, &lclient)) < 0) {
+            (void)kp_log_error_errno(r, "cannot create the leader-election client");
+            goto out;
+        }
+        r = kp_leader_new(lclient,
+                          &(struct kp_leader_opts){
+                              .ns = run.lease_ns,
+                              .name = o.leader_election_name,
+                              .identity = o.leader_election_identity,
+                              .lease_usec = o.leader_election_lease_duration,
+                              .renew_deadline_usec = o.leader_election_renew_deadline,
+                              .retry_usec = o.leader_election_retry_period,
+                          },
+                          &leader);
+        if (r < 0) {
+            (void)kp_log_error_errno(r, "cannot set up leader election");
+            goto out;
+        }
+        run.leader = leader;
+    }
+
+    if ((r = kp_metrics_new(&metrics)) < 0 || (r = register_metrics(metrics, &sh)) < 0) {
+        (void)kp_log_error_errno(r, "cannot set up metrics");
+        goto out;
+    }
+    env = (struct kp_controller_env){
+        .client = client, .metrics = metrics, .opts = &o, .identity = o.leader_election_identity};
+    if (kp_controller_set_new(kp_controller_defs, kp_controller_defs_count, &env, &sh.controllers) <
+        0)
+        goto out; /* logged by the set with the controller's name */
+    if ((r = kp_health_new(&health)) < 0 ||
+        (r = kp_health_add_check(health, "apiserver", check_api, &sh)) < 0 ||
+        (r = kp_health_add_check(health, "leader-election", check_election, &sh)) < 0 ||
+        (r = kp_health_add_check(health, "controllers", check_controllers, &sh)) < 0) {
+        (void)kp_log_error_errno(r, "cannot set up readiness checks");
+        goto out;
+    }
+    if (start_http(&o, metrics, health, &http_a, &http_b) < 0)
+        goto out;
+
+    code = run_loop(&run);
+    kp_log_info("exiting", KP_LF("code", code));
+
+out:
+    /* Order: the HTTP threads read the shared state, the set and the registry, so they stop
+     * first; then the controllers' states, the Lease, the clients and what they borrowed. */
+    http_b = kp_http_server_free(http_b);
+    http_a = kp_http_server_free(http_a);
+    health = kp_health_free(health);
+    sh.controllers = kp_controller_set_free(sh.controllers);
+    metrics = kp_metrics_free(metrics);
+    leader = kp_leader_free(leader);
+    lclient = kp_client_free(lclient);
+    client = kp_client_free(client);
+    api_config_done(&api);
+    kp_options_done(&o);
+    kp_buf_done(&err);
+    kp_buf_done(&text);
+    if (run.sfd >= 0)
+        close(run.sfd);
+    return code;
+}
