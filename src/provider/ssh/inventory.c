@@ -1,0 +1,299 @@
+/* provider/ssh/inventory.c: instance types from host classes (inventory.h).
+ *
+ * DESIGN: the core asks for instance types on every scheduling pass, so this is a pure function
+ * of one node class and a snapshot of the SSHHost store: no API calls, no caching of its own.
+ * Classes are gathered in one pass over the hosts (a small array of class names with their
+ * running minimum capacity, arch and availability), then each class becomes one
+ * struct kp_instance_type. The numbers follow reference/original-system.md section 6, with one
+ * deliberate difference: an offering is available only for a host the claim path would take
+ * (no maintenance annotation), so the core never launches for a host it cannot get.
+ * Pure; any thread. */
+#include "provider/ssh/inventory.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+#include "core/provider.h"
+#include "k8s/obj-karpenter.h"
+#include "k8s/obj-kpssh.h"
+
+bool kp_inventory_member(const struct kp_sshnodeclass_view *nc, const char *pool_ns,
+                         const struct kp_sshhost_view *h)
+{
+    return kp_streq(h->e.ns, pool_ns) && kp_sshnodeclass_selects(nc, &h->meta.labels);
+}
+
+bool kp_inventory_claimable(const struct kp_sshhost_view *h)
+{
+    return h->state == KP_HOST_AVAILABLE && !h->claim_name && !h->maintenance;
+}
+
+const char *kp_inventory_arch(const char *observed)
+{
+    if (!observed)
+        return NULL;
+    if (kp_streq(observed, "amd64") || kp_streq(observed, "x86_64"))
+        return "amd64";
+    if (kp_streq(observed, "arm64") || kp_streq(observed, "aarch64"))
+        return "arm64";
+    return NULL;
+}
+
+/* One class while gathering: borrowed pointers into the host views. */
+struct klass {
+    const char *name;
+    const struct kp_sshhost_view *first; /* the first member: its resource names are the set */
+    size_t members;
+    const char *arch; /* normalised; NULL until a probed member is seen */
+    const char *bad_arch;
+    bool mixed;
+    bool available;
+};
+
+static int klass_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct klass *)a)->name, ((const struct klass *)b)->name);
+}
+
+static bool host_usable(const struct kp_sshhost_view *h)
+{
+    return kp_resources_get(&h->capacity, "cpu", NULL) > 0 &&
+           kp_resources_get(&h->capacity, "memory", NULL) > 0;
+}
+
+static int skip(struct kp_strv *skipped, const char *cls, const char *why, const char *what)
+{
+    char *line;
+    int r;
+
+    if (!skipped)
+        return 0;
+    line = kp_strjoin(cls, ": ", why, what ? what : "", (const char *)NULL);
+    if (!line)
+        return -ENOMEM;
+    r = kp_strv_consume(skipped, line);
+    return r;
+}
+
+/* Builds the type of class k over the hosts. 0, -ENOMEM. */
+static int build_type(const struct kp_sshnodeclass_view *nc, const char *pool_ns,
+                      const struct kp_sshhost_view *const *hosts, size_t n_hosts,
+                      const struct klass *k, struct kp_instance_type *it)
+{
+    const struct kp_resources *first = &k->first->capacity;
+    int64_t cpu = 0;
+    int r;
+
+    memset(it, 0, sizeof(*it));
+    it->name = kp_strdup(k->name);
+    if (!it->name)
+        return -ENOMEM;
+    for (size_t i = 0; i < first->n; i++) {
+        const char *res = first->v[i].name;
+        int64_t min = first->v[i].milli;
+        bool everywhere = true;
+
+        if (kp_streq(res, "pods"))
+            continue; /* below */
+        for (size_t j = 0; j < n_hosts && everywhere; j++) {
+            const struct kp_sshhost_view *h = hosts[j];
+            bool found;
+            int64_t v;
+
+            if (!kp_inventory_member(nc, pool_ns, h) || !host_usable(h) ||
+                !kp_streq(kp_sshhost_class(h), k->name))
+                continue;
+            v = kp_resources_get(&h->capacity, res, &found);
+            if (!found)
+                everywhere = false;
+            else if (v < min)
+                min = v;
+        }
+        if (!everywhere)
+            continue;
+        if (kp_streq(res, "cpu"))
+            cpu = min;
+        if ((r = kp_provider_res_add(&it->capacity, &it->n_capacity, res, min)) < 0)
+            return r;
+    }
+    {
+        int64_t pods = KP_SSHNODECLASS_MAX_PODS_DEFAULT * 1000LL;
+        bool all_pods = true;
+        int64_t min_pods = INT64_MAX;
+
+        if (nc->max_pods > 0)
+            pods = (int64_t)nc->max_pods * 1000;
+        else {
+            for (size_t j = 0; j < n_hosts; j++) {
+                const struct kp_sshhost_view *h = hosts[j];
+                bool found;
+                int64_t v;
+
+                if (!kp_inventory_member(nc, pool_ns, h) || !host_usable(h) ||
+                    !kp_streq(kp_sshhost_class(h), k->name))
+                    continue;
+                v = kp_resources_get(&h->capacity, "pods", &found);
+                if (!found)
+                    all_pods = false;
+                else if (v < min_pods)
+                    min_pods = v;
+            }
+            if (all_pods && min_pods != INT64_MAX)
+                pods = min_pods;
+        }
+        if ((r = kp_provider_res_add(&it->capacity, &it->n_capacity, "pods", pods)) < 0)
+            return r;
+    }
+    if (nc->kube_reserved.n == 0) {
+        if ((r = kp_provider_res_add(&it->overhead, &it->n_overhead, "cpu",
+                                     KP_INVENTORY_KUBE_RESERVED_CPU_MILLI)) < 0 ||
+            (r = kp_provider_res_add(&it->overhead, &it->n_overhead, "memory",
+                                     KP_INVENTORY_KUBE_RESERVED_MEM_MILLI)) < 0)
+            return r;
+    } else {
+        for (size_t i = 0; i < nc->kube_reserved.n; i++)
+            if ((r = kp_provider_res_add(&it->overhead, &it->n_overhead,
+                                         nc->kube_reserved.v[i].name,
+                                         nc->kube_reserved.v[i].milli)) < 0)
+                return r;
+    }
+    if ((r = kp_provider_kv_add(&it->labels, &it->n_labels, KP_LABEL_INSTANCE_TYPE, k->name)) < 0 ||
+        (r = kp_provider_kv_add(&it->labels, &it->n_labels, KP_LABEL_ARCH, k->arch)) < 0 ||
+        (r = kp_provider_kv_add(&it->labels, &it->n_labels, KP_LABEL_OS, KP_INVENTORY_OS)) < 0 ||
+        (r = kp_provider_kv_add(&it->labels, &it->n_labels, KP_LABEL_ZONE, KP_INVENTORY_ZONE)) <
+            0 ||
+        (r = kp_provider_kv_add(&it->labels, &it->n_labels, KP_LABEL_CAPACITY_TYPE,
+                                KP_CAPACITY_TYPE_ON_DEMAND)) < 0)
+        return r;
+    it->offerings = kp_calloc(1, sizeof(*it->offerings));
+    if (!it->offerings)
+        return -ENOMEM;
+    it->n_offerings = 1;
+    it->offerings[0].zone = kp_strdup(KP_INVENTORY_ZONE);
+    it->offerings[0].capacity_type = kp_strdup(KP_CAPACITY_TYPE_ON_DEMAND);
+    if (!it->offerings[0].zone || !it->offerings[0].capacity_type)
+        return -ENOMEM;
+    /* micro-USD per vCPU-hour x milli-vCPU / 1000; cpu and price are small (the CRD bounds the
+     * price's text to 32 characters, a host's cpu to what a machine has). */
+    it->offerings[0].price_micro_usd = nc->price_micro_usd * cpu / 1000;
+    it->offerings[0].available = k->available;
+    return 0;
+}
+
+int kp_inventory_instance_types(const struct kp_sshnodeclass_view *nc, const char *pool_ns,
+                                const struct kp_sshhost_view *const *hosts, size_t n_hosts,
+                                struct kp_instance_types *ret, struct kp_strv *ret_skipped)
+{
+    struct kp_instance_types out = {0};
+    struct kp_strv skipped = KP_STRV_INIT;
+    struct klass *cls = NULL;
+    size_t ncls = 0;
+    int r;
+
+    if (nc->price_micro_usd < 0)
+        return -EINVAL;
+    cls = kp_calloc(n_hosts ? n_hosts : 1, sizeof(*cls));
+    if (!cls)
+        return -ENOMEM;
+    for (size_t i = 0; i < n_hosts; i++) {
+        const struct kp_sshhost_view *h = hosts[i];
+        const char *name, *arch;
+        struct klass *k = NULL;
+
+        if (!kp_inventory_member(nc, pool_ns, h) || !host_usable(h))
+            continue;
+        name = kp_sshhost_class(h);
+        for (size_t j = 0; j < ncls && !k; j++)
+            if (kp_streq(cls[j].name, name))
+                k = &cls[j];
+        if (!k) {
+            k = &cls[ncls++];
+            k->name = name;
+            k->first = h;
+        }
+        k->members++;
+        if (kp_inventory_claimable(h))
+            k->available = true;
+        if (!h->observed_arch || !*h->observed_arch)
+            continue; /* not probed yet: says nothing about the arch */
+        arch = kp_inventory_arch(h->observed_arch);
+        if (!arch)
+            k->bad_arch = h->observed_arch;
+        else if (k->arch && !kp_streq(k->arch, arch))
+            k->mixed = true;
+        else
+            k->arch = arch;
+    }
+    qsort(cls, ncls, sizeof(*cls), klass_cmp);
+
+    out.v = kp_calloc(ncls ? ncls : 1, sizeof(*out.v));
+    if (!out.v) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < ncls; i++) {
+        const struct klass *k = &cls[i];
+
+        if (k->bad_arch) {
+            if ((r = skip(&skipped, k->name, "unsupported arch ", k->bad_arch)) < 0)
+                goto out;
+            continue;
+        }
+        if (k->mixed) {
+            if ((r = skip(&skipped, k->name, "hosts of mixed arch", NULL)) < 0)
+                goto out;
+            continue;
+        }
+        if (!k->arch) {
+            if ((r = skip(&skipped, k->name, "no host probed yet (arch unknown)", NULL)) < 0)
+                goto out;
+            continue;
+        }
+        r = build_type(nc, pool_ns, hosts, n_hosts, k, &out.v[out.n]);
+        out.n++; /* counted even when half built, so _done frees it */
+        if (r < 0)
+            goto out;
+    }
+    *ret = out;
+    out = (struct kp_instance_types){0};
+    if (ret_skipped) {
+        kp_strv_done(ret_skipped);
+        *ret_skipped = skipped;
+        skipped = (struct kp_strv)KP_STRV_INIT;
+    }
+    r = 0;
+out:
+    kp_instance_types_done(&out);
+    kp_strv_done(&skipped);
+    kp_free(cls);
+    return r;
+}
+
+bool kp_inventory_fits(const struct kp_instance_type *it, const struct kp_nodeclaim_view *nc)
+{
+    const struct kp_reqs *reqs = &nc->spec.requirements;
+
+    if (nc->spec.reqs_error)
+        return false;
+    for (size_t i = 0; i < reqs->n; i++) {
+        const char *v = kp_provider_kv_get(it->labels, it->n_labels, reqs->v[i].key);
+        struct kp_label l;
+
+        if (!v)
+            continue; /* a label the core owns (karpenter.sh/nodepool, ...) */
+        l.key = reqs->v[i].key;
+        l.value = v;
+        if (!kp_requirements_match(&reqs->v[i], 1, &l, 1))
+            return false;
+    }
+    for (size_t i = 0; i < nc->requests.n; i++) {
+        const struct kp_res *rq = &nc->requests.v[i];
+
+        if (rq->milli > 0 && rq->milli > kp_instance_type_allocatable(it, rq->name))
+            return false;
+    }
+    return true;
+}
