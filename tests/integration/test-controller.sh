@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Integration test of the kpssh-controller process against the lab's real kube-apiserver.
+#
+#   1. --help lists every option with its KPSSH_ variable; --version; bad values and unknown
+#      options fail with a message naming the option and exit code 2
+#   2. instance A (admin kubeconfig, bearer token from KPSSH_TOKEN, metrics and probes on two
+#      ports): /healthz 200, /readyz 200 once it leads, /metrics carries the kpssh_ and process_
+#      families in the 0.0.4 text format, 404 elsewhere; the Lease names A's identity; the
+#      effective-configuration log line shows the token as [REDACTED] and no line carries it
+#   3. instance B (one port for everything) stands by: ready, not leader, Lease still A's
+#   4. SIGTERM to A: exit 0, Lease released, B leads within a few seconds
+#   5. the Lease taken away from B behind its back: B stops and exits 3
+#
+# Both instances run with a short Lease (4s/3s/500ms) in a namespace of their own, removed at
+# the end. Ports: 31000 + 10 * lab ID + 0..2. Prints "N passed, M failed".
+set -euo pipefail
+
+: "${KPSSH_LAB_DIR:?run under ctest (label integration), which brings the lab up}"
+# shellcheck source=/dev/null
+. "$KPSSH_LAB_DIR/env.sh"
+BIN="${KPSSH_CONTROLLER_BIN:-$PWD/../src/kpssh-controller}"
+[ -x "$BIN" ] || {
+    echo "kpssh-controller not found at $BIN (set KPSSH_CONTROLLER_BIN)" >&2
+    exit 1
+}
+KUBECTL=("$KPSSH_LAB_KUBECTL" --kubeconfig "$KUBECONFIG" --request-timeout=30s)
+NS=kpssh-ctl-it
+LEASE=kpssh-ctl-it
+BASE=$((31000 + 10 * ${KPSSH_LAB_ID:-0}))
+A_METRICS=$BASE
+A_HEALTH=$((BASE + 1))
+B_PORT=$((BASE + 2))
+
+work="$(mktemp -d)"
+pass=0
+fail=0
+pid_a=""
+pid_b=""
+
+ok() {
+    pass=$((pass + 1))
+    echo "ok $((pass + fail)) - $*"
+}
+not_ok() {
+    fail=$((fail + 1))
+    echo "not ok $((pass + fail)) - $*"
+}
+check() { # check "<description>" command...
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+kc() { "${KUBECTL[@]}" "$@"; }
+
+cleanup() {
+    set +e
+    # Only the processes this test started, by PID.
+    [ -n "$pid_a" ] && kill -KILL "$pid_a" 2>/dev/null
+    [ -n "$pid_b" ] && kill -KILL "$pid_b" 2>/dev/null
+    kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# HTTP status of a GET (000 when nothing answers).
+code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1" || true; }
+body() { curl -s --max-time 5 "$1" || true; }
+holder() { kc get lease -n "$NS" "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
+# wait_until <seconds> command...: polls every 0.2 s.
+wait_until() {
+    local deadline=$((SECONDS + $1))
+    shift
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        "$@" && return 0
+        sleep 0.2
+    done
+    "$@"
+}
+is_code() { [ "$(code "$2")" = "$1" ]; }
+holder_is() { [ "$(holder)" = "$1" ]; }
+dead() { ! kill -0 "$1" 2>/dev/null; }
+matches() { [[ "$1" =~ $2 ]]; }
+starts_with() { [[ "$1" == "$2"* ]]; }
+not_in_file() { ! grep -qF -- "$1" "$2"; }
+url_has() { curl -s --max-time 5 "$1" | grep -q -- "$2"; }
+version_ok() { "$BIN" --version | grep -q '^kpssh-controller [0-9]'; }
+# exit status of a child that has ended (wait reaps it)
+status_of() {
+    local rc=0
+    wait "$1" || rc=$?
+    echo "$rc"
+}
+
+common=(--kubeconfig "$KUBECONFIG" --leader-election-namespace "$NS"
+    --leader-election-name "$LEASE" --leader-election-lease-duration 4s
+    --leader-election-renew-deadline 3s --leader-election-retry-period 500ms
+    --bind-address 127.0.0.1 --shutdown-timeout 10s)
+
+# --- 1. options --------------------------------------------------------------------------------
+rc=0
+"$BIN" --help >"$work/help" 2>&1 || rc=$?
+check "--help exits 0" test "$rc" = 0
+want_opts=(kubeconfig context token kube-client-qps kube-client-burst disable-leader-election
+    leader-election-name leader-election-namespace leader-election-identity
+    leader-election-lease-duration leader-election-renew-deadline leader-election-retry-period
+    bind-address metrics-port health-probe-port log-level log-format pool-namespace workers
+    probe-interval probe-timeout probe-concurrency batch-max-duration batch-idle-duration
+    memory-limit cpu-requests shutdown-timeout)
+missing=""
+for o in "${want_opts[@]}"; do
+    env_name="KPSSH_$(tr 'a-z-' 'A-Z_' <<<"$o")"
+    grep -q -- "^  --$o\b" "$work/help" || missing+=" --$o"
+    grep -q -- "env $env_name\b" "$work/help" || missing+=" $env_name"
+done
+check "--help lists every option and its variable${missing:+ (missing:$missing)}" test -z "$missing"
+listed=$(grep -c '^  --' "$work/help")
+check "--help lists nothing unexpected ($listed entries)" test "$listed" = $((${#want_opts[@]} + 2))
+check "--version prints the version" version_ok
+
+usage_case() { # usage_case <description> <expected message> <env...> -- <args...>
+    local what=$1 msg=$2 envs=() rc=0
+    shift 2
+    while [ "$1" != -- ]; do
+        envs+=("$1")
+        shift
+    done
+    shift
+    env "${envs[@]}" "$BIN" "$@" >"$work/usage.out" 2>&1 || rc=$?
+    if [ "$rc" = 2 ] && grep -qF -- "$msg" "$work/usage.out"; then
+        ok "$what"
+    else
+        not_ok "$what (exit $rc): $(head -c 300 "$work/usage.out")"
+    fi
+}
+usage_case "workers out of range" 'kpssh-controller: --workers="0": must be between 1 and 64' -- --workers=0
+usage_case "not a number" '--metrics-port="http": expected an unsigned integer' -- --metrics-port http
+usage_case "port out of range" '--health-probe-port="70000": must be between 0 and 65535' -- --health-probe-port=70000
+usage_case "bad duration from env" 'KPSSH_PROBE_INTERVAL="soon": expected a duration' KPSSH_PROBE_INTERVAL=soon --
+usage_case "bad choice" '--log-level="loud": expected one of debug, info, warn, error' -- --log-level=loud
+usage_case "bad boolean" '--disable-leader-election="maybe": expected true or false' -- --disable-leader-election=maybe
+usage_case "unknown option" 'unknown option --wrokers' -- --wrokers=3
+usage_case "missing value" '--pool-namespace needs a value' -- --pool-namespace
+usage_case "positional argument" 'unexpected argument "run"' -- run
+usage_case "inconsistent lease timings" 'renew-deadline must be shorter than' -- --leader-election-renew-deadline=20s
+usage_case "flag wins over env" '--workers="65"' KPSSH_WORKERS=3 -- --workers=65
+
+# --- 2. instance A -----------------------------------------------------------------------------
+kc create namespace "$NS" >/dev/null
+token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
+KPSSH_TOKEN="$token" POD_NAME=ctl-a KPSSH_LOG_LEVEL=debug "$BIN" "${common[@]}" \
+    --metrics-port "$A_METRICS" --health-probe-port "$A_HEALTH" 2>"$work/a.log" &
+pid_a=$!
+
+check "A: /healthz answers 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/healthz"
+check "A: /readyz becomes 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/readyz"
+id_a=$(jq -r 'select(.msg == "starting kpssh-controller") | .identity' "$work/a.log" | head -1)
+check "A: identity is POD_NAME plus a random suffix ($id_a)" \
+    matches "$id_a" '^ctl-a_[0-9a-f]{8}$'
+check "A: the Lease names A" wait_until 10 holder_is "$id_a"
+metrics=$(body "http://127.0.0.1:$A_METRICS/metrics")
+has() { grep -qE "$1" <<<"$metrics"; }
+check "A: /metrics has kpssh_build_info" has '^kpssh_build_info\{version="[0-9.]+"\} 1$'
+check "A: /metrics says A leads" has '^kpssh_leader_election_is_leader 1$'
+check "A: /metrics has HELP and TYPE lines" has '^# TYPE kpssh_log_dropped_lines_total counter$'
+check "A: /metrics has process metrics" has '^process_resident_memory_bytes [1-9]'
+check "A: /metrics has process_cpu_seconds_total" has '^process_cpu_seconds_total [0-9]'
+check "A: /metrics has process_open_fds" has '^process_open_fds [1-9]'
+ctype=$(curl -s -o /dev/null -w '%{content_type}' "http://127.0.0.1:$A_METRICS/metrics")
+check "A: /metrics content type is text 0.0.4 ($ctype)" \
+    starts_with "$ctype" "text/plain; version=0.0.4"
+check "A: /healthz is not on the metrics port" is_code 404 "http://127.0.0.1:$A_METRICS/healthz"
+check "A: unknown path 404" is_code 404 "http://127.0.0.1:$A_HEALTH/nope"
+check "A: every log line is JSON" jq -e . "$work/a.log" >/dev/null
+eff=$(jq -c 'select(.msg == "effective configuration")' "$work/a.log")
+check "A: effective configuration logged" test -n "$eff"
+check "A: token shown as [REDACTED]" test "$(jq -r .token <<<"$eff")" = "[REDACTED]"
+shown=$(jq -r '[.leader_election_name, .metrics_port, .probe_interval, .workers] | join(" ")' <<<"$eff")
+check "A: effective configuration shows the values ($shown)" \
+    test "$shown" = "$LEASE $A_METRICS 2m0s 4"
+check "A: the token appears in no log line" not_in_file "$token" "$work/a.log"
+
+# --- 3. instance B stands by -------------------------------------------------------------------
+"$BIN" "${common[@]}" --leader-election-identity ctl-b --metrics-port "$B_PORT" \
+    --health-probe-port "$B_PORT" 2>"$work/b.log" &
+pid_b=$!
+check "B: /readyz 200 on the shared port (standby is ready)" \
+    wait_until 20 is_code 200 "http://127.0.0.1:$B_PORT/readyz"
+check "B: /metrics on the shared port" is_code 200 "http://127.0.0.1:$B_PORT/metrics"
+sleep 2 # several retry periods
+check "B: stays not leader" url_has "http://127.0.0.1:$B_PORT/metrics" \
+    '^kpssh_leader_election_is_leader 0$'
+check "B: the Lease still names A" holder_is "$id_a"
+check "B: never logged becoming leader" not_in_file '"became leader"' "$work/b.log"
+
+# --- 4. SIGTERM to A ---------------------------------------------------------------------------
+t0=$SECONDS
+kill -TERM "$pid_a"
+check "A: ends after SIGTERM" wait_until 15 dead "$pid_a"
+rc_a=$(status_of "$pid_a")
+pid_a=""
+check "A: exit code 0 (got $rc_a)" test "$rc_a" = 0
+check "A: logged the Lease release" grep -q '"released the leader Lease"' "$work/a.log"
+check "B: takes the Lease over" wait_until 10 holder_is ctl-b
+took=$((SECONDS - t0))
+check "B: took over within 5 s (took ${took}s)" test "$took" -le 5
+check "B: /metrics says B leads" wait_until 5 url_has "http://127.0.0.1:$B_PORT/metrics" \
+    '^kpssh_leader_election_is_leader 1$'
+check "B: /readyz 200 while leading" is_code 200 "http://127.0.0.1:$B_PORT/readyz"
+
+# --- 5. the Lease taken from B -----------------------------------------------------------------
+kc patch lease -n "$NS" "$LEASE" --type merge \
+    -p '{"spec":{"holderIdentity":"intruder","leaseDurationSeconds":60}}' >/dev/null
+check "B: stops after losing the Lease" wait_until 15 dead "$pid_b"
+rc_b=$(status_of "$pid_b")
+pid_b=""
+check "B: exit code 3 (got $rc_b)" test "$rc_b" = 3
+check "B: logged the loss" grep -q '"leader Lease lost; stopping"' "$work/b.log"
+check "B: did not release the Lease it lost" holder_is intruder
+
+if [ "$fail" -ne 0 ]; then
+    for f in a b; do
+        echo "# --- $f.log (tail)"
+        tail -n 20 "$work/$f.log" 2>/dev/null | sed 's/^/#   /'
+    done
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
