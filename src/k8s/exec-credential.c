@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -197,30 +198,6 @@ static int json_str(struct kp_buf *b, const char *s, size_t n)
     return r < 0 ? r : kp_buf_putc(b, '"');
 }
 
-/* XXX: switch to base/base64 once it lands (it is listed in STYLE.md, not yet in base/). */
-static int b64_encode(struct kp_buf *b, const char *p, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *u = (const unsigned char *)p;
-    int r = 0;
-
-    for (size_t i = 0; r >= 0 && i < n; i += 3) {
-        uint32_t v = (uint32_t)u[i] << 16;
-        char q[4];
-
-        if (i + 1 < n)
-            v |= (uint32_t)u[i + 1] << 8;
-        if (i + 2 < n)
-            v |= u[i + 2];
-        q[0] = tab[(v >> 18) & 63];
-        q[1] = tab[(v >> 12) & 63];
-        q[2] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        q[3] = i + 2 < n ? tab[v & 63] : '=';
-        r = kp_buf_append(b, q, 4);
-    }
-    return r;
-}
-
 static int build_exec_info(const struct kp_kubeconfig_rest *rest, bool interactive, char **ret)
 {
     struct kp_buf b = KP_BUF_INIT(4 * KP_MAX_PEM_FILE);
@@ -245,7 +222,7 @@ static int build_exec_info(const struct kp_kubeconfig_rest *rest, bool interacti
             (r = kp_buf_puts(&b, ",\"insecure-skip-tls-verify\":true")) < 0)
             goto out;
         if (rest->ca_pem && ((r = kp_buf_puts(&b, ",\"certificate-authority-data\":\"")) < 0 ||
-                             (r = b64_encode(&b, rest->ca_pem, rest->ca_pem_len)) < 0 ||
+                             (r = kp_base64_encode(rest->ca_pem, rest->ca_pem_len, 0, &b)) < 0 ||
                              (r = kp_buf_putc(&b, '"')) < 0))
             goto out;
         if (rest->proxy_url && ((r = kp_buf_puts(&b, ",\"proxy-url\":")) < 0 ||

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/map.h"
@@ -404,64 +405,24 @@ out:
 
 /* --- resolution --------------------------------------------------------------------------- */
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Standard base64 with optional padding; CR and LF are skipped as Go's decoder does.
- * XXX: switch to base/base64 once it lands (STYLE.md lists it; it is not in base/ yet). */
+/* Standard base64 with optional padding; CR and LF are skipped as Go's decoder does. The
+ * data may be a private key: a failed decode wipes what it produced. */
 static int b64_decode(const char *s, size_t n, char **ret, size_t *ret_len)
 {
+    struct kp_buf b = KP_BUF_INIT(n / 4 * 3 + 3);
     char *out;
-    size_t o = 0, i, pad = 0;
-    uint32_t acc = 0;
-    unsigned bits = 0;
+    int r;
 
-    out = kp_malloc(n / 4 * 3 + 4);
+    r = kp_base64_decode(s, n, KP_BASE64_SKIP_NEWLINES, &b);
+    if (r < 0) {
+        kp_buf_wipe(&b);
+        return r == -KP_ELIMIT ? -KP_EPARSE : r;
+    }
+    out = kp_buf_steal(&b, ret_len);
     if (!out)
         return -ENOMEM;
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        int v;
-
-        if (c == '\r' || c == '\n')
-            continue;
-        if (c == '=') {
-            pad++;
-            continue;
-        }
-        v = b64_value(c);
-        if (v < 0 || pad > 0)
-            goto bad;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    /* Leftover bits must be zero padding of a partial group, and padding must complete it. */
-    if (bits >= 6 || (acc & ((1u << bits) - 1)) != 0 || pad > 2 || (pad && (bits / 2 != pad)))
-        goto bad;
-    out[o] = '\0';
     *ret = out;
-    *ret_len = o;
     return 0;
-bad:
-    kp_wipe(out, n / 4 * 3 + 4);
-    kp_free(out);
-    return -KP_EPARSE;
 }
 
 /* The directory of the kubeconfig that holds node n, joined with path (if path is relative). */

@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/base64.h"
+#include "base/err.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/secret.h"
@@ -202,39 +204,19 @@ static int cmp_redact(const void *a, const void *b)
 
 /* --- base64 ------------------------------------------------------------------------------ */
 
-/* XXX: base/ is planned to carry base64 (STYLE.md section 2) but has none yet; this encoder is
- * the only one kpssh needs so far and moves there when base64.c lands. */
+/* The base64 of n bytes at p as a new string no longer than an env value may be. */
 static int b64_encode(const void *p, size_t n, char **ret)
 {
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const unsigned char *s = p;
-    size_t groups, outlen, i, o = 0;
+    struct kp_buf b = KP_BUF_INIT(KP_ENV_MAX_VALUE - 1);
     char *out;
+    int r;
 
-    groups = n / 3 + (n % 3 != 0);
-    if (kp_mul_overflow(groups, (size_t)4, &outlen) || outlen >= KP_ENV_MAX_VALUE)
-        return -E2BIG;
-    out = kp_malloc(outlen + 1);
+    r = kp_base64_encode(p, n, 0, &b);
+    if (r < 0)
+        return r == -KP_ELIMIT ? -E2BIG : r;
+    out = kp_buf_steal(&b, NULL);
     if (!out)
         return -ENOMEM;
-    for (i = 0; i + 2 < n; i += 3) {
-        out[o++] = abc[s[i] >> 2];
-        out[o++] = abc[((s[i] & 0x03) << 4) | (s[i + 1] >> 4)];
-        out[o++] = abc[((s[i + 1] & 0x0f) << 2) | (s[i + 2] >> 6)];
-        out[o++] = abc[s[i + 2] & 0x3f];
-    }
-    if (n - i == 1) {
-        out[o++] = abc[s[i] >> 2];
-        out[o++] = abc[(s[i] & 0x03) << 4];
-        out[o++] = '=';
-        out[o++] = '=';
-    } else if (n - i == 2) {
-        out[o++] = abc[s[i] >> 2];
-        out[o++] = abc[((s[i] & 0x03) << 4) | (s[i + 1] >> 4)];
-        out[o++] = abc[(s[i + 1] & 0x0f) << 2];
-        out[o++] = '=';
-    }
-    out[o] = '\0';
     *ret = out;
     return 0;
 }

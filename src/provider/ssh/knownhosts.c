@@ -16,7 +16,7 @@
  *
  * Base64 is decoded by a small strict decoder here: OpenSSL's EVP_DecodeBlock accepts
  * whitespace and does not report padding, and a fingerprint must be canonical to compare.
- * XXX: move it to base/ once base grows its planned base64 module.
+ * base64 comes from base/base64.h.
  *
  * Threads: pure functions, no globals; any thread. Invariant: everything written to a
  * struct kp_knownhosts is canonical (fixed length, our alphabet), never outside bytes. */
@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -32,6 +33,7 @@
 #include <openssl/hmac.h>
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/err.h"
 
@@ -55,91 +57,30 @@ static const struct kh_keytype kh_keytypes[] = {
     {"ssh-rsa", "rsa-sha2-512,rsa-sha2-256"},
 };
 
-static const char kh_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int kh_b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Strict base64: the standard alphabet, '=' padding optional but then complete, no whitespace,
- * unused trailing bits zero. Writes at most cap bytes to out. 0 or -KP_EPARSE. */
+/* Strict base64 (base/base64.h) of a non-empty key blob into out[cap]. 0 or -KP_EPARSE. */
 static int kh_b64_decode(const char *p, size_t n, unsigned char *out, size_t cap, size_t *ret_len)
 {
-    size_t pad = 0, len = 0, i;
-    uint32_t acc = 0;
-    unsigned bits = 0;
+    struct kp_buf b = KP_BUF_INIT(cap);
+    int r;
 
-    while (pad < 2 && n > 0 && p[n - 1] == '=') {
-        n--;
-        pad++;
-    }
-    if (n == 0 || n % 4 == 1 || (pad > 0 && (n + pad) % 4 != 0))
+    if (n == 0)
         return -KP_EPARSE;
-    for (i = 0; i < n; i++) {
-        int v = kh_b64_value((unsigned char)p[i]);
-
-        if (v < 0)
-            return -KP_EPARSE;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (len >= cap)
-                return -KP_EPARSE;
-            out[len++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    if (acc != 0) /* non-canonical: leftover bits must be zero */
-        return -KP_EPARSE;
-    *ret_len = len;
-    return 0;
-}
-
-/* Unpadded base64 of n bytes into out (room for 4 * ceil(n / 3) + 1). */
-static void kh_b64_encode_unpadded(const unsigned char *p, size_t n, char *out)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i + 2 < n; i += 3) {
-        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
-
-        out[o++] = kh_b64[(v >> 18) & 63];
-        out[o++] = kh_b64[(v >> 12) & 63];
-        out[o++] = kh_b64[(v >> 6) & 63];
-        out[o++] = kh_b64[v & 63];
-    }
-    if (n - i == 1) {
-        uint32_t v = (uint32_t)p[i] << 16;
-
-        out[o++] = kh_b64[(v >> 18) & 63];
-        out[o++] = kh_b64[(v >> 12) & 63];
-    } else if (n - i == 2) {
-        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
-
-        out[o++] = kh_b64[(v >> 18) & 63];
-        out[o++] = kh_b64[(v >> 12) & 63];
-        out[o++] = kh_b64[(v >> 6) & 63];
-    }
-    out[o] = '\0';
+    r = kp_base64_decode(p, n, 0, &b);
+    if (r == 0 && b.len > 0)
+        memcpy(out, b.data, b.len);
+    if (r == 0)
+        *ret_len = b.len;
+    kp_buf_done(&b);
+    return r == -ENOMEM ? r : (r < 0 ? -KP_EPARSE : 0);
 }
 
 static void kh_fp_from_digest(const unsigned char digest[KH_SHA256_LEN],
                               char ret_fp[KP_SSH_FP_SIZE])
 {
     memcpy(ret_fp, "SHA256:", 7);
-    kh_b64_encode_unpadded(digest, KH_SHA256_LEN, ret_fp + 7);
+    if (kp_base64_encode_to(digest, KH_SHA256_LEN, KP_BASE64_NOPAD, ret_fp + 7,
+                            KP_SSH_FP_SIZE - 7) < 0)
+        abort(); /* KP_SSH_FP_SIZE is sized for a SHA-256 digest */
 }
 
 int kp_ssh_fingerprint(const void *blob, size_t len, char ret_fp[KP_SSH_FP_SIZE])
