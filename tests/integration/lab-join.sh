@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hand-written join script used by lab-smoke.sh: written for a real systemd
+# Hand-written join script used by test-lab-smoke.sh: written for a real systemd
 # host (a packaged kubelet.service, a kubeadm-style drop-in that resets
 # ExecStart and reads an EnvironmentFile), run as root over plain ssh.
 # Inputs (environment): JOIN_SERVER JOIN_CA_B64 JOIN_TOKEN JOIN_NODE_NAME
