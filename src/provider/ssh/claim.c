@@ -1,0 +1,268 @@
+/* provider/ssh/claim.c: the SSHHost claim lock (claim.h).
+ *
+ * DESIGN: every write to an SSHHost's status by the provider goes through kp_claim_patch(), a
+ * JSON merge patch that carries metadata.resourceVersion, sent to the status subresource. That
+ * makes each write a compare-and-swap without caching whole documents (STYLE.md section 3):
+ * fields we do not model (conditions, observed capacity written by the probe) are never dropped,
+ * and a write based on an old read is refused instead of silently undoing someone else's.
+ *
+ *   claim       Available, no claimRef --CAS--> Claimed + claimRef{name, uid}
+ *               Conflict: lost the race; go to the next candidate, never back to this host.
+ *   holder      Claimed/InUse/Leaving, claimRef ours --CAS--> same claim, more facts
+ *               Conflict: re-read; retry only while claimRef is still ours (name + uid).
+ *   release     claimRef ours --CAS--> Available|Unhealthy, claimRef/providerID/token id null
+ *
+ * The API-backed reader and writer are small functions behind struct kp_claim_io so that the
+ * candidate loop and the retry rules are unit-tested without a server (tests/unit/test-claim.c)
+ * and exercised against the real one in tests/integration/test-provider.c.
+ * Threads: the caller's; the io's client must be the caller's own. */
+#include "provider/ssh/claim.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/str.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/status.h"
+#include "provider/ssh/inventory.h"
+
+bool kp_claim_held_by(const struct kp_sshhost_view *h, const char *name, const char *uid)
+{
+    if (!h->claim_name || !kp_streq(h->claim_name, name))
+        return false;
+    if (h->claim_uid && *h->claim_uid && uid && *uid && !kp_streq(h->claim_uid, uid))
+        return false;
+    return true;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct kp_sshhost_view *x = *(const struct kp_sshhost_view *const *)a;
+    const struct kp_sshhost_view *y = *(const struct kp_sshhost_view *const *)b;
+
+    if (x->meta.creation_usec != y->meta.creation_usec)
+        return x->meta.creation_usec < y->meta.creation_usec ? -1 : 1;
+    return strcmp(x->e.name, y->e.name);
+}
+
+int kp_claim_candidates(const struct kp_sshnodeclass_view *nc, const char *pool_ns, const char *cls,
+                        const struct kp_sshhost_view *const *hosts, size_t n_hosts,
+                        const struct kp_sshhost_view ***ret_v, size_t *ret_n)
+{
+    const struct kp_sshhost_view **v = NULL;
+    size_t n = 0;
+
+    if (n_hosts) {
+        v = kp_calloc(n_hosts, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < n_hosts; i++) {
+        const struct kp_sshhost_view *h = hosts[i];
+
+        if (kp_inventory_member(nc, pool_ns, h) && kp_inventory_claimable(h) &&
+            kp_streq(kp_sshhost_class(h), cls))
+            v[n++] = h;
+    }
+    if (n == 0) {
+        kp_free(v);
+        v = NULL;
+    } else
+        qsort(v, n, sizeof(*v), cand_cmp);
+    *ret_v = v;
+    *ret_n = n;
+    return 0;
+}
+
+#define ST(...) KP_JSON_PATH("status", __VA_ARGS__)
+
+int kp_claim_patch(const char *rv, const struct kp_claim_status *st, json_t **ret)
+{
+    json_t *p = NULL;
+    int r;
+
+    if (!rv || !*rv)
+        return -EINVAL;
+    if ((r = kp_json_patch_new(&p)) < 0)
+        return r;
+    if ((r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "resourceVersion"), rv)) < 0)
+        goto out;
+    if (st->set_state &&
+        (r = kp_json_patch_set_str(p, ST("state"), kp_host_state_name(st->state))) < 0)
+        goto out;
+    if (st->claim_name) {
+        if ((r = kp_json_patch_set_str(p, ST("claimRef", "name"), st->claim_name)) < 0)
+            goto out;
+        if (st->claim_uid && *st->claim_uid &&
+            (r = kp_json_patch_set_str(p, ST("claimRef", "uid"), st->claim_uid)) < 0)
+            goto out;
+    }
+    if (st->clear_claim) {
+        if ((r = kp_json_patch_set_null(p, ST("claimRef"))) < 0 ||
+            (r = kp_json_patch_set_null(p, ST("providerID"))) < 0)
+            goto out;
+    }
+    if ((st->clear_claim || st->clear_bootstrap_token_id) &&
+        (r = kp_json_patch_set_null(p, ST("bootstrapTokenID"))) < 0)
+        goto out;
+    if (st->installed_profile &&
+        (r = kp_json_patch_set_str(p, ST("installedProfile"), st->installed_profile)) < 0)
+        goto out;
+    if (st->bootstrap_token_id &&
+        (r = kp_json_patch_set_str(p, ST("bootstrapTokenID"), st->bootstrap_token_id)) < 0)
+        goto out;
+    if (st->provider_id && (r = kp_json_patch_set_str(p, ST("providerID"), st->provider_id)) < 0)
+        goto out;
+    if (st->host_key_fingerprint &&
+        (r = kp_json_patch_set_str(p, ST("hostKeyFingerprint"), st->host_key_fingerprint)) < 0)
+        goto out;
+    if (st->last_probe_error) {
+        if (*st->last_probe_error)
+            r = kp_json_patch_set_str(p, ST("lastProbeError"), st->last_probe_error);
+        else
+            r = kp_json_patch_set_null(p, ST("lastProbeError"));
+        if (r < 0)
+            goto out;
+    }
+    *ret = p;
+    p = NULL;
+    r = 0;
+out:
+    kp_json_unref(p);
+    return r;
+}
+
+int kp_claim_write_api(void *ctx, const struct kp_sshhost_view *h, const json_t *patch,
+                       struct kp_entry **ret_host, struct kp_error *reterr)
+{
+    struct kp_client *c = ctx;
+    json_t *obj = NULL;
+    int r;
+
+    r = kp_client_patch(c, &KP_RES_SSHHOST, h->e.ns, h->e.name, "status", KP_PATCH_MERGE, patch,
+                        &obj, reterr);
+    if (r < 0)
+        return r;
+    r = kp_sshhost_project(obj, ret_host);
+    kp_json_unref(obj);
+    return r;
+}
+
+int kp_claim_read_api(void *ctx, const char *ns, const char *name, struct kp_entry **ret_host,
+                      struct kp_error *reterr)
+{
+    struct kp_client *c = ctx;
+    json_t *obj = NULL;
+    int r;
+
+    r = kp_client_get(c, &KP_RES_SSHHOST, ns, name, &obj, reterr);
+    if (r < 0)
+        return r;
+    r = kp_sshhost_project(obj, ret_host);
+    kp_json_unref(obj);
+    return r;
+}
+
+struct kp_claim_io kp_claim_io_api(struct kp_client *c)
+{
+    return (struct kp_claim_io){.write = kp_claim_write_api, .read = kp_claim_read_api, .ctx = c};
+}
+
+int kp_claim_first(const struct kp_claim_io *io, const struct kp_sshhost_view *const *cands,
+                   size_t n, const char *name, const char *uid, struct kp_entry **ret_host,
+                   size_t *ret_lost, struct kp_error *reterr)
+{
+    struct kp_claim_status st = {
+        .state = KP_HOST_CLAIMED,
+        .set_state = true,
+        .claim_name = name,
+        .claim_uid = uid,
+        .last_probe_error = "",
+    };
+    size_t lost = 0;
+    int r = -ENOSPC;
+
+    for (size_t i = 0; i < n; i++) {
+        json_t *patch = NULL;
+        struct kp_entry *got = NULL;
+
+        if ((r = kp_claim_patch(cands[i]->e.rv, &st, &patch)) < 0)
+            break;
+        r = io->write(io->ctx, cands[i], patch, &got, reterr);
+        kp_json_unref(patch);
+        if (r == -KP_ECONFLICT || r == -ENOENT) {
+            /* Lost the race (or the host went away): someone else changed this host since
+             * our snapshot. Move on; never retry the same host. */
+            lost++;
+            r = -ENOSPC;
+            continue;
+        }
+        if (r < 0)
+            break;
+        *ret_host = got;
+        break;
+    }
+    if (ret_lost)
+        *ret_lost = lost;
+    return r;
+}
+
+int kp_claim_update(const struct kp_claim_io *io, const struct kp_sshhost_view *host,
+                    const char *name, const char *uid, const struct kp_claim_status *st,
+                    struct kp_entry **ret_host, struct kp_error *reterr)
+{
+    struct kp_entry *fresh = NULL;
+    const struct kp_sshhost_view *h = host;
+    int r = -KP_ECONFLICT;
+
+    for (unsigned try = 0; try < KP_CLAIM_WRITE_TRIES; try++) {
+        json_t *patch = NULL;
+        struct kp_entry *got = NULL;
+
+        if (!kp_claim_held_by(h, name, uid)) {
+            r = -ESTALE;
+            break;
+        }
+        if ((r = kp_claim_patch(h->e.rv, st, &patch)) < 0)
+            break;
+        r = io->write(io->ctx, h, patch, &got, reterr);
+        kp_json_unref(patch);
+        if (r == 0) {
+            if (ret_host)
+                *ret_host = got;
+            else
+                kp_entry_unref(got);
+            break;
+        }
+        if (r != -KP_ECONFLICT)
+            break;
+        /* Someone wrote the host since our read (the probe, the token collector): read it again
+         * and re-check that the claim is still ours before trying once more. */
+        fresh = kp_entry_unref(fresh);
+        if ((r = io->read(io->ctx, host->e.ns, host->e.name, &fresh, reterr)) < 0)
+            break;
+        h = kp_sshhost_view(fresh);
+        r = -KP_ECONFLICT;
+    }
+    kp_entry_unref(fresh);
+    return r;
+}
+
+int kp_claim_release(const struct kp_claim_io *io, const struct kp_sshhost_view *host,
+                     const char *name, const char *uid, bool healthy, const char *reason,
+                     struct kp_entry **ret_host, struct kp_error *reterr)
+{
+    struct kp_claim_status st = {
+        .state = healthy ? KP_HOST_AVAILABLE : KP_HOST_UNHEALTHY,
+        .set_state = true,
+        .clear_claim = true,
+        .last_probe_error = healthy ? "" : (reason && *reason ? reason : "released unhealthy"),
+    };
+
+    return kp_claim_update(io, host, name, uid, &st, ret_host, reterr);
+}
