@@ -584,7 +584,7 @@ static void check_label_key(struct kp_valid *c, const char *path, const char *ke
         kp_valid_add(c, "%s: key \"%.63s\": %s", path, key, why);
     else if (strcmp(key, "kubernetes.io/hostname") == 0 ||
              (!claim && strcmp(key, "karpenter.sh/nodepool") == 0))
-        kp_valid_add(c, "%s: label \"%s\" is restricted: Karpenter sets it on each node", path,
+        kp_valid_add(c, "%s: label \"%s\" is restricted (Karpenter sets it on each node)", path,
                      key);
     else if (in_karpenter_domain(key) && !karpenter_key_allowed(key, claim))
         kp_valid_add(c,
@@ -645,8 +645,10 @@ static void check_requirements(struct kp_valid *c, const char *path,
         if ((q->op == KP_SEL_GT || q->op == KP_SEL_LT || q->op == KP_SEL_GTE ||
              q->op == KP_SEL_LTE) &&
             q->bound < 0)
-            kp_valid_add(c, "%s: key \"%s\": operator %s needs a single non-negative integer value",
-                         path, q->key, op_name(q->op));
+            kp_valid_add(c,
+                         "%s: key \"%s\": requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must "
+                         "have a single positive integer value (%s has %lld)",
+                         path, q->key, op_name(q->op), (long long)q->bound);
         for (size_t j = 0; j < q->n_values; j++) {
             const char *val = q->values[j];
 
@@ -814,12 +816,12 @@ int kp_nodepool_validate(const struct kp_nodepool_view *v, struct kp_buf *msg)
         kp_valid_add(&c, "spec.replicas: must not be negative");
     if (v->replicas >= 0) {
         if (v->weight != 0)
-            kp_valid_add(&c, "spec.weight: 'weight' cannot be set on a static NodePool "
+            kp_valid_add(&c, "spec.weight: 'weight' is not supported on static NodePools "
                              "(spec.replicas)");
         for (size_t i = 0; i < v->limits.n; i++)
             if (strcmp(v->limits.v[i].name, "nodes") != 0) {
-                kp_valid_add(&c, "spec.limits: only 'limits.nodes' is supported on a static "
-                                 "NodePool (spec.replicas)");
+                kp_valid_add(&c, "spec.limits: only 'limits.nodes' is supported on static "
+                                 "NodePools (spec.replicas)");
                 break;
             }
     }

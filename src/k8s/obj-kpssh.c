@@ -200,6 +200,76 @@ const char *kp_sshhost_node_ip(const struct kp_sshhost_view *v)
     return v->node_address ? v->node_address : v->address;
 }
 
+/* ^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*\.?$ */
+static bool valid_dns_name(const char *s)
+{
+    size_t label = 0;
+    char prev = 0;
+
+    for (; *s; prev = *s++) {
+        if (*s == '.') {
+            if (label == 0 || prev == '-')
+                return false;
+            label = 0;
+        } else if ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+                   (*s >= '0' && *s <= '9') || (*s == '-' && label > 0)) {
+            label++;
+        } else {
+            return false;
+        }
+    }
+    /* A trailing dot ends the name (label 0 after it); otherwise the last label must not end
+     * with '-'. */
+    return prev != 0 && prev != '-';
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static bool is_b64(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
+
+/* (^|\s)(<key type>)\s+AAAA[A-Za-z0-9+/]+=*(\s|$): a key type word, then the base64 blob. */
+static bool valid_signer_line(const char *s)
+{
+    static const char *const types[] = {"ssh-ed25519",
+                                        "ssh-rsa",
+                                        "ecdsa-sha2-nistp256",
+                                        "ecdsa-sha2-nistp384",
+                                        "ecdsa-sha2-nistp521",
+                                        "sk-ssh-ed25519@openssh.com",
+                                        "sk-ecdsa-sha2-nistp256@openssh.com"};
+
+    for (const char *at = s; *at; at++) {
+        if (at != s && !is_space(at[-1]))
+            continue;
+        for (size_t i = 0; i < KP_ARRAY_SIZE(types); i++) {
+            const char *q = kp_startswith(at, types[i]);
+            size_t n = 0;
+
+            if (!q || !is_space(*q))
+                continue;
+            while (is_space(*q))
+                q++;
+            if (!kp_startswith(q, "AAAA"))
+                continue;
+            q += 4;
+            while (is_b64(q[n]))
+                n++;
+            while (q[n] == '=')
+                n++;
+            if (n > 0 && is_b64(q[0]) && (!q[n] || is_space(q[n])))
+                return true;
+        }
+    }
+    return false;
+}
+
 int kp_sshhost_validate(const struct kp_sshhost_view *v, struct kp_buf *msg)
 {
     struct kp_valid c;
@@ -207,42 +277,63 @@ int kp_sshhost_validate(const struct kp_sshhost_view *v, struct kp_buf *msg)
 
     kp_valid_init(&c, msg);
     if (empty(v->address))
-        kp_valid_add(&c, "spec.address: required: the host's IP address or DNS name");
+        kp_valid_add(&c, "spec.address: required: the IP address or DNS name kpssh dials");
     else if (strlen(v->address) > 253)
         kp_valid_add(&c, "spec.address: must be at most 253 characters");
+    else if (!kp_valid_ip(v->address) && !valid_dns_name(v->address))
+        kp_valid_add(&c,
+                     "spec.address: \"%.63s\": address must be a bare IP address or DNS name, "
+                     "without scheme, user, port or path (put the port in spec.port and the "
+                     "login in spec.user)",
+                     v->address);
     if (v->port < 1 || v->port > 65535)
         kp_valid_add(&c, "spec.port: %d must be between 1 and 65535 (omit it for 22)",
                      (int)v->port);
     if (strlen(v->user) > 32)
         kp_valid_add(&c, "spec.user: must be at most 32 characters");
     if (empty(v->key_secret))
-        kp_valid_add(&c, "spec.sshKeySecretRef.name: required: the Secret in this namespace "
-                         "holding the private key under data key privateKey");
+        kp_valid_add(&c, "spec.sshKeySecretRef.name: sshKeySecretRef.name must name a Secret in "
+                         "this namespace that holds the SSH private key under data key "
+                         "privateKey");
     if (v->node_address) {
-        if (strlen(v->node_address) > 45)
-            kp_valid_add(&c, "spec.nodeAddress: must be at most 45 characters");
-        else if (!kp_valid_ip(v->node_address))
+        if (strlen(v->node_address) > 45 || !kp_valid_ip(v->node_address))
             kp_valid_add(&c,
-                         "spec.nodeAddress: \"%.45s\" must be an IP address: kubelet's "
-                         "--node-ip does not accept names",
+                         "spec.nodeAddress: \"%.45s\": nodeAddress must be an IP address literal "
+                         "such as 10.0.0.21 or fd00::21 (kubelet --node-ip does not accept DNS "
+                         "names); leave it unset to use address",
                          v->node_address);
     }
     (void)kp_resources_get(&v->capacity, "cpu", &found);
     if (!found)
-        kp_valid_add(&c, "spec.capacity: must include cpu (for example cpu: \"4\")");
+        kp_valid_add(&c, "spec.capacity: capacity must include cpu, the number of CPUs the host "
+                         "offers (e.g. cpu: \"2\")");
     (void)kp_resources_get(&v->capacity, "memory", &found);
     if (!found)
-        kp_valid_add(&c, "spec.capacity: must include memory (for example memory: 8Gi)");
+        kp_valid_add(&c, "spec.capacity: capacity must include memory, the memory the host "
+                         "offers (e.g. memory: 4Gi)");
     if (v->exec_mode == KP_EXEC_UNKNOWN)
         kp_valid_add(&c, "spec.execMode: must be Raw or Verified");
     if (v->n_trusted_signers > 16)
         kp_valid_add(&c, "spec.trustedSigners: must have at most 16 entries, has %zu",
                      v->n_trusted_signers);
+    for (size_t i = 0; i < v->n_trusted_signers; i++) {
+        const char *t = v->trusted_signers[i];
+
+        if (strlen(t) > 16384 || !valid_signer_line(t))
+            kp_valid_add(&c,
+                         "spec.trustedSigners[%zu]: each trustedSigners entry must be an OpenSSH "
+                         "public key line such as 'ssh-ed25519 AAAAC3Nza... signer@example' "
+                         "(the contents of a .pub file)",
+                         i);
+    }
     if (v->exec_mode == KP_EXEC_VERIFIED && v->n_trusted_signers == 0)
         kp_valid_add(&c, "spec.trustedSigners: execMode Verified requires at least one "
-                         "trustedSigners entry (an OpenSSH public key line)");
+                         "trustedSigners entry");
     if (v->shim_command && strlen(v->shim_command) > 1024)
         kp_valid_add(&c, "spec.shimCommand: must be at most 1024 characters");
+    else if (v->shim_command && v->shim_command[0] != '/')
+        kp_valid_add(&c, "spec.shimCommand: shimCommand must start with an absolute path, e.g. "
+                         "/opt/kpssh/kpssh-shim");
 
     if (v->state == KP_HOST_STATE_UNKNOWN)
         kp_valid_add(&c, "status.state: must be one of Pending, Available, Claimed, InUse, "
@@ -495,18 +586,23 @@ static void check_gates(struct kp_valid *c, const struct kp_sshnodeclass_view *v
                          "key: use an optional DNS prefix and '/', then up to 63 of "
                          "A-Z a-z 0-9 - _ .",
                          i, g->taint_key);
+        else if (kp_startswith(g->taint_key, "karpenter.sh/"))
+            kp_valid_add(c,
+                         "spec.startupTaintGates[%zu].taintKey: \"%.63s\": taintKey may not be a "
+                         "karpenter.sh taint: Karpenter removes those itself",
+                         i, g->taint_key);
         for (size_t j = 0; j < i && !empty(g->taint_key); j++)
             if (kp_streq(v->gates[j].taint_key, g->taint_key)) {
                 kp_valid_add(c,
-                             "spec.startupTaintGates[%zu].taintKey: \"%.63s\" is already gated "
-                             "by entry %zu: taintKey must be unique",
+                             "spec.startupTaintGates[%zu].taintKey: \"%.63s\": each "
+                             "startupTaintGates taintKey may appear only once (also in entry %zu)",
                              i, g->taint_key, j);
                 break;
             }
         if (g->kind == KP_GATE_NONE || g->kind == KP_GATE_BOTH)
             kp_valid_add(c,
-                         "spec.startupTaintGates[%zu].removeWhen: exactly one of podsReady, "
-                         "nodeCondition must be set",
+                         "spec.startupTaintGates[%zu].removeWhen: removeWhen must set exactly "
+                         "one of podsReady or nodeCondition",
                          i);
         if (g->kind == KP_GATE_PODS_READY || g->kind == KP_GATE_BOTH) {
             if (empty(g->pods_namespace) || strlen(g->pods_namespace) > 63)
@@ -518,9 +614,9 @@ static void check_gates(struct kp_valid *c, const struct kp_sshnodeclass_view *v
                 kp_valid_add(c, "%s", g->pods_selector_error);
             else if (g->pods_selector.n == 0)
                 kp_valid_add(c,
-                             "spec.startupTaintGates[%zu].removeWhen.podsReady.selector: must "
-                             "not be empty: set matchLabels or matchExpressions (a valid "
-                             "selector)",
+                             "spec.startupTaintGates[%zu].removeWhen.podsReady.selector: "
+                             "podsReady.selector must not be empty (it would match every pod "
+                             "in the namespace): set matchLabels or matchExpressions",
                              i);
             if (g->min_ready < 1)
                 kp_valid_add(c,
@@ -552,7 +648,8 @@ int kp_sshnodeclass_validate(const struct kp_sshnodeclass_view *v, struct kp_buf
     if (v->host_selector_error)
         kp_valid_add(&c, "%s", v->host_selector_error);
     if (empty(v->join_profile))
-        kp_valid_add(&c, "spec.joinProfileRef.name: required: the SSHJoinProfile to join with");
+        kp_valid_add(&c, "spec.joinProfileRef.name: joinProfileRef.name must name an "
+                         "SSHJoinProfile (e.g. tls-bootstrap)");
     if (v->vars.n > 64)
         kp_valid_add(&c, "spec.vars: must have at most 64 entries, has %zu", v->vars.n);
     for (size_t i = 0; i < v->vars.n; i++) {
@@ -560,20 +657,22 @@ int kp_sshnodeclass_validate(const struct kp_sshnodeclass_view *v, struct kp_buf
 
         if (!valid_var_key(k))
             kp_valid_add(&c,
-                         "spec.vars[\"%.63s\"]: keys must match ^[A-Za-z_][A-Za-z0-9_]*$ "
-                         "(they become KPSSH_VAR_<key>)",
+                         "spec.vars: vars key \"%.63s\" cannot be an environment variable "
+                         "name: use letters, digits and _ only, not starting with a digit (e.g. "
+                         "k8sMinor)",
                          k);
         if (strlen(v->vars.v[i].value) > 2048)
             kp_valid_add(&c, "spec.vars[\"%.63s\"]: value must be at most 2048 characters", k);
     }
     if (v->join_secret_set && empty(v->join_secret))
-        kp_valid_add(&c, "spec.joinSecretRef.name: must not be empty (or omit joinSecretRef)");
+        kp_valid_add(&c, "spec.joinSecretRef.name: joinSecretRef.name must name a Secret in the "
+                         "pool namespace; remove joinSecretRef when the profile needs none");
     if (v->provider_id_source == KP_PROVIDER_ID_UNKNOWN)
         kp_valid_add(&c, "spec.providerIDSource: must be Static or Adopt");
-    if (v->price_micro_usd < 0)
+    if (v->price_micro_usd < 0 || strlen(v->price_per_cpu_hour) > 32)
         kp_valid_add(&c,
-                     "spec.pricePerCPUHour: \"%.63s\" must be a decimal number of US dollars "
-                     "per vCPU-hour such as \"0.02\"",
+                     "spec.pricePerCPUHour: \"%.32s\": pricePerCPUHour must be a plain decimal "
+                     "number such as \"0.02\" (no sign, unit or exponent)",
                      v->price_per_cpu_hour);
     for (size_t i = 0; i < v->kube_reserved.n; i++) {
         const char *k = v->kube_reserved.v[i].name;
@@ -581,8 +680,8 @@ int kp_sshnodeclass_validate(const struct kp_sshnodeclass_view *v, struct kp_buf
         if (strcmp(k, "cpu") != 0 && strcmp(k, "memory") != 0 &&
             strcmp(k, "ephemeral-storage") != 0)
             kp_valid_add(&c,
-                         "spec.kubeReserved: \"%.63s\" is not allowed: only cpu, memory and "
-                         "ephemeral-storage",
+                         "spec.kubeReserved: kubeReserved may only list cpu, memory and "
+                         "ephemeral-storage, not \"%.63s\"",
                          k);
     }
     if (v->max_pods != 0 && (v->max_pods < 1 || v->max_pods > 65535))
@@ -591,10 +690,11 @@ int kp_sshnodeclass_validate(const struct kp_sshnodeclass_view *v, struct kp_buf
         const char *ep = v->cluster_endpoint;
 
         if (empty(ep))
-            kp_valid_add(&c, "spec.cluster.endpoint: required when cluster is set");
+            kp_valid_add(&c, "spec.cluster.endpoint: required when cluster is set: the https:// "
+                             "URL of the API server");
         else if (strlen(ep) > 253 || !kp_startswith(ep, "https://") || !ep[8])
-            kp_valid_add(&c, "spec.cluster.endpoint: must be an https:// URL of at most 253 "
-                             "characters");
+            kp_valid_add(&c, "spec.cluster.endpoint: cluster.endpoint must be an https:// URL "
+                             "of the API server, e.g. https://10.0.0.1:6443");
         if (v->cluster_ca_bundle) {
             if (strlen(v->cluster_ca_bundle) > 65536)
                 kp_valid_add(&c, "spec.cluster.caBundle: must be at most 65536 characters");

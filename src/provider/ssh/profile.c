@@ -220,6 +220,31 @@ int kp_profile_timeout(const struct kp_profile_spec *p, enum kp_profile_phase ph
 
 /* --- validation -------------------------------------------------------------------------- */
 
+/* The CRD's maxLength for a timeout. */
+#define KP_MAX_PROFILE_TIMEOUT 32u
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* The CRD's rule: the trimmed text starts and ends with the SSHSIG armour lines. Whether the
+ * signature verifies is the runner's check (sshsig), at dial time. */
+static bool armored(const char *p, size_t n)
+{
+    static const char begin[] = "-----BEGIN SSH SIGNATURE-----";
+    static const char end[] = "-----END SSH SIGNATURE-----";
+
+    while (n && is_space(*p)) {
+        p++;
+        n--;
+    }
+    while (n && is_space(p[n - 1]))
+        n--;
+    return n >= sizeof(begin) - 1 + sizeof(end) - 1 && memcmp(p, begin, sizeof(begin) - 1) == 0 &&
+           memcmp(p + n - (sizeof(end) - 1), end, sizeof(end) - 1) == 0;
+}
+
 static bool version_ok(const char *v)
 {
     size_t n = strlen(v), i;
@@ -395,27 +420,67 @@ void kp_profile_spec_from_view(const struct kp_sshjoinprofile_view *v, struct kp
     }
 }
 
+/* A line of the view report. 0 or the kp_buf error. */
+static int view_line(struct kp_buf *msg, const char *line)
+{
+    int r;
+
+    if (!msg)
+        return 0;
+    r = kp_buf_puts(msg, line);
+    if (r == 0)
+        r = kp_buf_putc(msg, '\n');
+    return r;
+}
+
 int kp_profile_validate_view(const struct kp_sshjoinprofile_view *v, struct kp_buf *msg)
 {
+    static const char *const sig_paths[KP_PROFILE_PHASES] = {
+        "spec.signatures.install", "spec.signatures.join", "spec.signatures.leave",
+        "spec.signatures.uninstall"};
     struct kp_profile_spec spec;
     char *why = NULL;
-    int r;
+    int r, q = 0, count = 0;
 
     kp_profile_spec_from_view(v, &spec);
     r = kp_profile_validate(&spec, &why);
-    if (r == 0)
-        return 0;
-    if (r != -EINVAL)
+    if (r < 0 && r != -EINVAL)
         goto out;
-    r = 1;
-    if (msg) {
-        int q = kp_buf_puts(msg, why ? why : "spec: invalid profile");
-
-        if (q == 0)
-            q = kp_buf_putc(msg, '\n');
-        if (q < 0)
-            r = q;
+    if (r == -EINVAL) {
+        count++;
+        q = view_line(msg, why ? why : "spec: invalid profile");
     }
+    /* The CRD's syntax rules that the runner's contract check leaves alone: the runner verifies
+     * signatures itself (sshsig) when a Verified host needs them, so an unarmoured signature
+     * fails there too, but the report should name it now. */
+    for (size_t i = 0; i < KP_PROFILE_PHASES && q == 0; i++) {
+        const struct kp_profile_text *sig = &spec.signatures[i];
+
+        if (!sig->data || sig->len > KP_MAX_PROFILE_SIGNATURE || armored(sig->data, sig->len))
+            continue;
+        count++;
+        if (msg && (q = kp_buf_printf(msg,
+                                      "%s: signatures must be armored SSHSIG text from "
+                                      "ssh-keygen -Y sign -n kpssh, from -----BEGIN SSH "
+                                      "SIGNATURE----- to -----END SSH SIGNATURE-----\n",
+                                      sig_paths[i])) < 0)
+            break;
+    }
+    if (q == 0 && spec.signatures[KP_PROFILE_UNINSTALL].data &&
+        !spec.scripts[KP_PROFILE_UNINSTALL].data) {
+        count++;
+        q = view_line(msg, "spec.signatures.uninstall: signatures.uninstall is set but "
+                           "scripts.uninstall is not; remove the signature or add the script");
+    }
+    for (size_t i = 0; i < KP_PROFILE_UNINSTALL && q == 0; i++) {
+        if (!spec.timeouts[i].data || spec.timeouts[i].len <= KP_MAX_PROFILE_TIMEOUT)
+            continue;
+        count++;
+        if (msg)
+            q = kp_buf_printf(msg, "spec.timeouts.%s: must be at most %u characters\n",
+                              phase_names[i], KP_MAX_PROFILE_TIMEOUT);
+    }
+    r = q < 0 ? q : count;
 out:
     kp_free(why);
     return r;

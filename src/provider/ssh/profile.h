@@ -93,11 +93,12 @@ struct kp_buf;
 void kp_profile_spec_from_view(const struct kp_sshjoinprofile_view *v, struct kp_profile_spec *ret)
     KP_NONNULL(1, 2);
 
-/* kp_profile_validate() over a projection, reported like the CRD validators of
- * k8s/obj-karpenter.h: appends one line "<field>: <problem>
-" to msg (NULL: only count) and
- * returns the number of problems (0 or 1: the first problem wins, see kp_profile_validate),
- * -ENOMEM, or -KP_ELIMIT when msg's ceiling is crossed. */
+/* kp_profile_validate() over a projection plus the CRD's remaining syntax rules (signatures are
+ * SSHSIG armour, no uninstall signature without an uninstall script, timeouts of at most 32
+ * characters), reported like the CRD validators of k8s/obj-karpenter.h: appends one line
+ * "<field>: <problem>" per problem to msg (NULL: only count; kp_profile_validate contributes its
+ * first problem only) and returns the number of problems, -ENOMEM, or -KP_ELIMIT when msg's
+ * ceiling is crossed. */
 int kp_profile_validate_view(const struct kp_sshjoinprofile_view *v, struct kp_buf *msg)
     KP_NONNULL(1) KP_WUR;
 
