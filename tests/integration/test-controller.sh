@@ -83,6 +83,7 @@ matches() { [[ "$1" =~ $2 ]]; }
 starts_with() { [[ "$1" == "$2"* ]]; }
 not_in_file() { ! grep -qF -- "$1" "$2"; }
 url_has() { curl -s --max-time 5 "$1" | grep -q -- "$2"; }
+all_json() { jq -e . "$1" >/dev/null; }
 version_ok() { "$BIN" --version | grep -q '^kpssh-controller [0-9]'; }
 # exit status of a child that has ended (wait reaps it)
 status_of() {
@@ -170,7 +171,7 @@ check "A: /metrics content type is text 0.0.4 ($ctype)" \
     starts_with "$ctype" "text/plain; version=0.0.4"
 check "A: /healthz is not on the metrics port" is_code 404 "http://127.0.0.1:$A_METRICS/healthz"
 check "A: unknown path 404" is_code 404 "http://127.0.0.1:$A_HEALTH/nope"
-check "A: every log line is JSON" jq -e . "$work/a.log" >/dev/null
+check "A: every log line is JSON" all_json "$work/a.log"
 eff=$(jq -c 'select(.msg == "effective configuration")' "$work/a.log")
 check "A: effective configuration logged" test -n "$eff"
 check "A: token shown as [REDACTED]" test "$(jq -r .token <<<"$eff")" = "[REDACTED]"

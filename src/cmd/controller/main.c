@@ -482,7 +482,8 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    r = kp_options_parse(&o, argc, argv, environ, &action, &err);
+    r = kp_options_parse(&o, argc, (const char *const *)argv, (const char *const *)environ, &action,
+                         &err);
     if (r < 0) {
         fprintf(stderr, "kpssh-controller: %s\n",
                 r == -ENOMEM ? "out of memory" : kp_buf_str(&err));

@@ -351,7 +351,7 @@ static const struct kp_option *find_option(const char *name, size_t len)
     return NULL;
 }
 
-static int apply_env(struct kp_controller_options *o, char *const *envp, struct kp_buf *err)
+static int apply_env(struct kp_controller_options *o, const char *const *envp, struct kp_buf *err)
 {
     struct kp_buf name = KP_BUF_INIT(KP_OPT_NAME_MAX + sizeof(KP_OPT_ENV_PREFIX));
     size_t i, j;
@@ -390,8 +390,9 @@ static int check_relations(const struct kp_controller_options *o, struct kp_buf 
     return r < 0 ? r : -EINVAL;
 }
 
-int kp_options_parse(struct kp_controller_options *o, int argc, char *const *argv,
-                     char *const *envp, enum kp_options_action *ret_action, struct kp_buf *err)
+int kp_options_parse(struct kp_controller_options *o, int argc, const char *const *argv,
+                     const char *const *envp, enum kp_options_action *ret_action,
+                     struct kp_buf *err)
 {
     enum kp_options_action action = KP_OPTIONS_RUN;
     size_t i;

@@ -110,8 +110,8 @@ void kp_options_done(struct kp_controller_options *o);
  * (usage error: unknown option, bad value, missing value, positional argument) or -ENOMEM, with
  * one line saying which option and why appended to err (a SENSITIVE value is never repeated).
  * o must be freshly initialised; on failure it holds partial values for kp_options_done(). */
-int kp_options_parse(struct kp_controller_options *o, int argc, char *const *argv,
-                     char *const *envp, enum kp_options_action *ret_action,
+int kp_options_parse(struct kp_controller_options *o, int argc, const char *const *argv,
+                     const char *const *envp, enum kp_options_action *ret_action,
                      struct kp_buf *err) KP_WUR KP_NONNULL(1, 5, 6);
 
 /* Appends the --help text: usage, then every option with its type, default, bounds, choices,
