@@ -141,6 +141,15 @@ fi
 y2j "$work/default.yaml" >"$work/default.json"
 y2j "$work/custom.yaml" >"$work/custom.json"
 
+# A packaged chart carries the CRD files themselves (helm package follows the link).
+packaged_crds() {
+    helm_ package "$CHART" -d "$work/pkg" >/dev/null &&
+        helm_ template "$REL" "$work"/pkg/kpssh-*.tgz -n "$NS" | y2j |
+        jq -r '[.[] | select(.kind == "CustomResourceDefinition") | .metadata.name] | sort | join(" ")'
+}
+check_eq "helm package: the packaged chart renders every CRD" \
+    "$(echo "$own_crds $karp_crds" | xargs -n1 | sort | xargs)" "$(packaged_crds)"
+
 kinds() { jq -r '[.[].kind] | sort | unique | join(",")' "$1"; }
 check_eq "default render: object kinds" \
     "ClusterRole,ClusterRoleBinding,CustomResourceDefinition,Deployment,Role,RoleBinding,ServiceAccount,ValidatingAdmissionPolicy,ValidatingAdmissionPolicyBinding" \
