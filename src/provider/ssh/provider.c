@@ -1,0 +1,1506 @@
+/* provider/ssh/provider.c: the SSH provider (provider.h).
+ *
+ * DESIGN
+ *
+ * What: the machine half of a NodeClaim's life on an SSH pool. The core calls Create when it
+ * launches a NodeClaim and Delete when it terminates one; everything else in the vtable reads.
+ *
+ * Host state machine as this file drives it (the probe and the zombie guard add their own edges,
+ * reference/original-system.md section 2); every arrow is one CAS on the SSHHost's status
+ * (claim.h) carrying the resourceVersion we last saw, so a lost race never overwrites:
+ *
+ *   Available --claim--> Claimed{claimRef=name,uid}                          (Create)
+ *   Claimed   --install ok--> Claimed{installedProfile=<p>@<v>}              (cold host only)
+ *   Claimed   --token minted--> Claimed{bootstrapTokenID}                    (before join)
+ *   Claimed   --Node registered--> InUse{providerID, bootstrapTokenID=null}  (SPEC 2.6)
+ *   Claimed   --config error--> Available (claim cleared; NodeClaim gets ConfigurationError)
+ *   Claimed   --script/registration failure--> Unhealthy{lastProbeError}     (claim cleared)
+ *   InUse|Claimed --Delete, fence ok--> Leaving{claimRef kept}                (Delete)
+ *   Leaving   --leave ok--> Available (warm)   --leave failed--> Unhealthy
+ *
+ * While claimRef is set the host is its holder's, whatever its state: the probe leaves it alone
+ * (it only checks that the NodeClaim still exists) and only the holder writes it.
+ *
+ * Why this way: the claim is the lock, so Create is resumable — after a crash the next Create
+ * for the same NodeClaim finds its host by claimRef (name + uid) and re-runs install-if-needed
+ * and join, whose scripts are idempotent by contract. Delete is fenced: it re-reads the host and
+ * proceeds only while the claim is this NodeClaim's (name and uid), moving to Leaving by CAS so
+ * the check and the state change are one atomic step; a late Delete for a dead NodeClaim answers
+ * NotFound and touches nothing, not even a successor's node. The token id is recorded before
+ * join so a crash never loses track of a live token; it is deleted once the Node exists.
+ *
+ * Reads come from the informer stores (possibly stale: a stale read only costs a Conflict);
+ * the Delete fence and every retry after a Conflict read the host fresh from the API server.
+ *
+ * Threads: each op runs on the calling worker's thread with that worker's client; SSH sessions
+ * are per phase and per call. Nothing here is mutable after kp_ssh_provider_new().
+ * Logging: this file is the decision point for host transitions and logs them once. */
+#include "provider/ssh/provider.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/secret.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/events.h"
+#include "k8s/obj-karpenter.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/obj-node.h"
+#include "k8s/status.h"
+#include "k8s/store.h"
+#include "provider/ssh/claim.h"
+#include "provider/ssh/env.h"
+#include "provider/ssh/inventory.h"
+#include "provider/ssh/profile.h"
+#include "provider/ssh/runner.h"
+#include "provider/ssh/session.h"
+#include "provider/ssh/token.h"
+
+/* Ceiling of a decoded Secret value (a private key, a CA bundle, a join secret). */
+#define KP_MAX_SECRET_VALUE (256u * 1024u)
+#define KP_MAX_JOIN_SECRETS 64
+
+struct kp_ssh_provider {
+    char *pool_ns;
+    struct kp_store *hosts, *nodeclasses, *profiles;
+    struct kp_events *events;
+    uint64_t reg_timeout, reg_poll;
+};
+
+int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_provider **ret)
+{
+    struct kp_ssh_provider *p;
+
+    if (!opts->pool_namespace || !*opts->pool_namespace || !opts->hosts || !opts->nodeclasses ||
+        !opts->profiles)
+        return -EINVAL;
+    p = kp_calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->pool_ns = kp_strdup(opts->pool_namespace);
+    if (!p->pool_ns) {
+        kp_free(p);
+        return -ENOMEM;
+    }
+    p->hosts = opts->hosts;
+    p->nodeclasses = opts->nodeclasses;
+    p->profiles = opts->profiles;
+    p->events = opts->events;
+    p->reg_timeout = opts->registration_timeout_usec ? opts->registration_timeout_usec
+                                                     : KP_SSH_REGISTRATION_TIMEOUT_USEC;
+    p->reg_poll =
+        opts->registration_poll_usec ? opts->registration_poll_usec : KP_SSH_REGISTRATION_POLL_USEC;
+    *ret = p;
+    return 0;
+}
+
+struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
+{
+    if (!p)
+        return NULL;
+    kp_free(p->pool_ns);
+    kp_free(p);
+    return NULL;
+}
+
+/* --- small helpers ---------------------------------------------------------------------------- */
+
+static void host_event(struct kp_ssh_provider *p, const struct kp_sshhost_view *h, bool warning,
+                       const char *reason, const char *action, const char *note)
+{
+    struct kp_event_ref ref = {
+        .kind = "SSHHost",
+        .api_version = KP_KPSSH_GROUP "/" KP_KPSSH_VERSION,
+        .ns = h->e.ns,
+        .name = h->e.name,
+        .uid = h->e.uid,
+    };
+
+    if (!p->events)
+        return;
+    /* Dropped events are counted by the recorder; nothing to decide here. */
+    (void)kp_events_emit(p->events, &ref, warning ? KP_EVENT_WARNING : KP_EVENT_NORMAL, reason,
+                         action, note);
+}
+
+static char *provider_id_static(const char *ns, const char *host)
+{
+    return kp_strjoin(KP_SSH_PROVIDER_ID_SCHEME, ns, "/", host, (const char *)NULL);
+}
+
+/* Base64 (standard alphabet, padded) to bytes, as a secret. 0, -KP_EPARSE, -KP_ELIMIT, -ENOMEM. */
+static int b64_decode_secret(const char *s, struct kp_secret **ret)
+{
+    size_t n = strlen(s), pad = 0;
+    unsigned char *out;
+    int len, r;
+
+    if (n > KP_MAX_SECRET_VALUE * 4 / 3 + 4)
+        return -KP_ELIMIT;
+    if (n % 4 != 0)
+        return -KP_EPARSE;
+    out = kp_malloc(n / 4 * 3 + 1);
+    if (!out)
+        return -ENOMEM;
+    len = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
+    if (len < 0) {
+        kp_free(out);
+        return -KP_EPARSE;
+    }
+    if (n >= 1 && s[n - 1] == '=')
+        pad++;
+    if (n >= 2 && s[n - 2] == '=')
+        pad++;
+    r = kp_secret_new(out, (size_t)len - pad, ret);
+    kp_wipe(out, n / 4 * 3 + 1);
+    kp_free(out);
+    return r;
+}
+
+/* GETs Secret ns/name; *ret_obj holds it. */
+static int get_secret(struct kp_client *c, const char *ns, const char *name, json_t **ret_obj,
+                      struct kp_error *err)
+{
+    return kp_client_get(c, &KP_RES_SECRET, ns, name, ret_obj, err);
+}
+
+/* The data key of a Secret object, decoded; -ENOENT when absent. */
+static int secret_value(const json_t *obj, const char *key, struct kp_secret **ret)
+{
+    const char *b64 = NULL;
+    int r = kp_json_pathv_str(obj, KP_JSON_PATH("data", key), &b64);
+
+    if (r < 0)
+        return r;
+    return b64_decode_secret(b64, ret);
+}
+
+/* --- the pieces a phase needs ----------------------------------------------------------------- */
+
+/* Everything needed to dial a host: its key, its pre-pin. */
+struct creds {
+    struct kp_secret *key;
+    struct kp_secret *known_host; /* optional */
+};
+
+static void creds_done(struct creds *cr)
+{
+    cr->key = kp_secret_free(cr->key);
+    cr->known_host = kp_secret_free(cr->known_host);
+}
+
+/* -EINVAL with *ret_msg for configuration errors (the user can fix them), others transient. */
+static int load_creds(struct kp_client *c, const struct kp_sshhost_view *h, struct creds *cr,
+                      char **ret_msg)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *obj = NULL;
+    int r;
+
+    if (!h->key_secret || !*h->key_secret) {
+        *ret_msg =
+            kp_strjoin("SSHHost ", h->e.name, " has no spec.sshKeySecretRef", (const char *)NULL);
+        return -EINVAL;
+    }
+    r = get_secret(c, h->e.ns, h->key_secret, &obj, &e);
+    if (r == -ENOENT || r == -KP_EFORBIDDEN) {
+        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret, ": ", kp_strerror(r),
+                              (const char *)NULL);
+        r = -EINVAL;
+        goto out;
+    }
+    if (r < 0)
+        goto out;
+    r = secret_value(obj, "privateKey", &cr->key);
+    if (r < 0) {
+        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
+                              ": data.privateKey is missing or not base64", (const char *)NULL);
+        r = -EINVAL;
+        goto out;
+    }
+    r = secret_value(obj, "knownHost", &cr->known_host);
+    if (r == -ENOENT)
+        r = 0;
+    else if (r < 0) {
+        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
+                              ": data.knownHost is not base64", (const char *)NULL);
+        r = -EINVAL;
+    }
+out:
+    kp_error_done(&e);
+    kp_json_unref(obj);
+    return r;
+}
+
+/* The join Secret's data: keys borrowed from the tree (kept in *ret_obj), values decoded. */
+struct join_secret {
+    json_t *obj;
+    struct kp_env_secret_pair pairs[KP_MAX_JOIN_SECRETS];
+    struct kp_secret *vals[KP_MAX_JOIN_SECRETS];
+    size_t n;
+};
+
+static void join_secret_done(struct join_secret *js)
+{
+    for (size_t i = 0; i < js->n; i++)
+        js->vals[i] = kp_secret_free(js->vals[i]);
+    js->n = 0;
+    js->obj = kp_json_unref(js->obj);
+}
+
+static int load_join_secret(struct kp_client *c, const char *ns,
+                            const struct kp_sshnodeclass_view *ncl, struct join_secret *js,
+                            char **ret_msg)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_json_iter it = KP_JSON_ITER_INIT;
+    json_t *data = NULL, *v;
+    const char *k;
+    int r;
+
+    if (!ncl->join_secret_set)
+        return 0;
+    r = get_secret(c, ns, ncl->join_secret ? ncl->join_secret : "", &js->obj, &e);
+    kp_error_done(&e);
+    if (r == -ENOENT || r == -KP_EFORBIDDEN || r == -EINVAL) {
+        *ret_msg = kp_strjoin("join Secret ", ns, "/", ncl->join_secret ? ncl->join_secret : "",
+                              " (spec.joinSecretRef): ", kp_strerror(r), (const char *)NULL);
+        return -EINVAL;
+    }
+    if (r < 0)
+        return r;
+    if (kp_json_pathv(js->obj, KP_JSON_PATH("data"), &data) < 0)
+        return 0;
+    while (kp_json_object_next(data, &it, &k, &v)) {
+        const char *b64;
+
+        if (js->n == KP_MAX_JOIN_SECRETS) {
+            *ret_msg = kp_strdup("join Secret has more than 64 keys");
+            return -EINVAL;
+        }
+        if (kp_json_as_str(v, &b64) < 0 || b64_decode_secret(b64, &js->vals[js->n]) < 0) {
+            *ret_msg = kp_strjoin("join Secret key ", k, " is not base64", (const char *)NULL);
+            return -EINVAL;
+        }
+        js->pairs[js->n].key = k;
+        js->pairs[js->n].value = js->vals[js->n];
+        js->n++;
+    }
+    return 0;
+}
+
+/* Cluster endpoint and CA from the node class.
+ * XXX: the fallback to kube-public/cluster-info (the reference's default) is not implemented
+ * yet; until it is, a node class without spec.cluster is a configuration error that says so. */
+static int load_cluster(const struct kp_sshnodeclass_view *ncl, struct kp_secret **ret_ca,
+                        char **ret_msg)
+{
+    if (!ncl->cluster_endpoint || !*ncl->cluster_endpoint) {
+        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.endpoint is not set (the cluster-info "
+                             "fallback is not implemented yet): set spec.cluster");
+        return -EINVAL;
+    }
+    if (!ncl->cluster_ca_bundle || !*ncl->cluster_ca_bundle) {
+        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not set");
+        return -EINVAL;
+    }
+    if (b64_decode_secret(ncl->cluster_ca_bundle, ret_ca) < 0) {
+        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not base64");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static const char *effect_name(enum kp_taint_effect e)
+{
+    switch (e) {
+    case KP_TAINT_NO_SCHEDULE:
+        return "NoSchedule";
+    case KP_TAINT_PREFER_NO_SCHEDULE:
+        return "PreferNoSchedule";
+    case KP_TAINT_NO_EXECUTE:
+        return "NoExecute";
+    case KP_TAINT_ANY:
+        break;
+    }
+    return "";
+}
+
+/* What an install or join knows beyond the host. */
+struct join_ctx {
+    const struct kp_nodeclaim_view *nc;
+    const struct kp_sshnodeclass_view *ncl;
+    const struct kp_instance_type *it; /* labels to add, or NULL */
+    const struct kp_secret *ca;
+    const struct kp_secret *token; /* join only */
+    const struct join_secret *js;
+};
+
+static int build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase,
+                     const struct join_ctx *jc, struct kp_env **ret, char **ret_msg)
+{
+    struct kp_env_input in = {
+        .phase = phase,
+        .host_address = h->address,
+        .node_address = h->node_address,
+        .host_name = h->e.name,
+        .pool_namespace = h->e.ns,
+    };
+    struct kp_env_pair *labels = NULL, *vars = NULL;
+    struct kp_env_taint *taints = NULL;
+    size_t nl = 0, nt = 0;
+    int r = -ENOMEM;
+
+    if (jc) {
+        const struct kp_nodeclaim_view *nc = jc->nc;
+        size_t cap_l = nc->meta.labels.n + (jc->it ? jc->it->n_labels : 0);
+        size_t cap_t = nc->spec.taints.n + nc->spec.startup_taints.n;
+
+        in.cluster_endpoint = jc->ncl->cluster_endpoint;
+        in.cluster_ca = kp_secret_reveal(jc->ca);
+        in.cluster_ca_len = kp_secret_len(jc->ca);
+        in.bootstrap_token = phase == KP_ENV_JOIN ? jc->token : NULL;
+        in.node_name = nc->e.name;
+        in.provider_id_source = jc->ncl->provider_id_source == KP_PROVIDER_ID_ADOPT
+                                    ? KP_ENV_PROVIDER_ID_ADOPT
+                                    : KP_ENV_PROVIDER_ID_STATIC;
+        labels = kp_calloc(cap_l ? cap_l : 1, sizeof(*labels));
+        taints = kp_calloc(cap_t ? cap_t : 1, sizeof(*taints));
+        vars = kp_calloc(jc->ncl->vars.n ? jc->ncl->vars.n : 1, sizeof(*vars));
+        if (!labels || !taints || !vars)
+            goto out;
+        for (size_t i = 0; i < nc->meta.labels.n; i++) {
+            labels[nl].key = nc->meta.labels.v[i].key;
+            labels[nl++].value = nc->meta.labels.v[i].value;
+        }
+        for (size_t i = 0; jc->it && i < jc->it->n_labels; i++) {
+            if (kp_labels_get(&nc->meta.labels, jc->it->labels[i].key))
+                continue;
+            labels[nl].key = jc->it->labels[i].key;
+            labels[nl++].value = jc->it->labels[i].value;
+        }
+        for (size_t i = 0; i < nc->spec.taints.n; i++) {
+            taints[nt].key = nc->spec.taints.v[i].key;
+            taints[nt].value = nc->spec.taints.v[i].value;
+            taints[nt++].effect = effect_name(nc->spec.taints.v[i].effect);
+        }
+        for (size_t i = 0; i < nc->spec.startup_taints.n; i++) {
+            taints[nt].key = nc->spec.startup_taints.v[i].key;
+            taints[nt].value = nc->spec.startup_taints.v[i].value;
+            taints[nt++].effect = effect_name(nc->spec.startup_taints.v[i].effect);
+        }
+        for (size_t i = 0; i < jc->ncl->vars.n; i++) {
+            vars[i].key = jc->ncl->vars.v[i].key;
+            vars[i].value = jc->ncl->vars.v[i].value;
+        }
+        in.labels = labels;
+        in.nlabels = nl;
+        in.taints = taints;
+        in.ntaints = nt;
+        in.vars = vars;
+        in.nvars = jc->ncl->vars.n;
+        in.secrets = jc->js->pairs;
+        in.nsecrets = jc->js->n;
+    }
+    r = kp_env_build(&in, ret, ret_msg);
+out:
+    kp_free(labels);
+    kp_free(taints);
+    kp_free(vars);
+    return r;
+}
+
+/* Runs one phase of profile pr on host h. 0, or the runner's errors with *ret_msg (redacted).
+ * ret_fp (optional, KP_SSH_FP_SIZE): the fingerprint seen when no pin existed yet (TOFU). */
+static int run_phase(const struct kp_sshhost_view *h, const struct creds *cr,
+                     const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
+                     const struct kp_env *env, char **ret_msg, char *ret_fp)
+{
+    struct kp_profile_spec spec;
+    struct kp_ssh_capture cap;
+    struct kp_ssh_target t = {
+        .host = h->address,
+        .port = (uint16_t)(h->port > 0 && h->port <= 65535 ? h->port : 22),
+        .user = h->user,
+        .private_key = cr->key,
+        .known_host = cr->known_host ? kp_secret_reveal(cr->known_host) : NULL,
+        .tofu_fingerprint = h->host_key_fingerprint,
+    };
+    struct kp_ssh_var *vars = NULL;
+    struct kp_ssh_phase ph = {0};
+    size_t n = kp_env_size(env);
+    uint32_t secs = 0;
+    int r;
+
+    kp_profile_spec_from_view(pr, &spec);
+    if ((r = kp_profile_timeout(&spec, phase, &secs)) < 0) {
+        *ret_msg = kp_strdup("profile timeout does not parse");
+        return r;
+    }
+    vars = kp_calloc(n ? n : 1, sizeof(*vars));
+    if (!vars)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        vars[i].name = kp_env_name(env, i);
+        vars[i].value = kp_env_value(env, i);
+        vars[i].secret = kp_env_secret(env, i);
+    }
+    ph.name = kp_profile_phase_name(phase);
+    ph.script = spec.scripts[phase].data;
+    ph.script_len = spec.scripts[phase].len;
+    ph.vars = vars;
+    ph.nvars = n;
+    ph.secrets = kp_env_redact_array(env);
+    ph.nsecrets = kp_env_redact_size(env);
+    ph.deadline = kp_deadline_in((uint64_t)secs * KP_USEC_PER_SEC);
+    kp_ssh_capture_init(&cap);
+    r = kp_ssh_run_phase(&t, &ph, &cap, ret_msg);
+    if (ret_fp && cap.pin == KP_SSH_PIN_NONE && cap.fp[0] && !h->host_key_fingerprint)
+        memcpy(ret_fp, cap.fp, KP_SSH_FP_SIZE);
+    kp_ssh_capture_done(&cap);
+    kp_free(vars);
+    return r;
+}
+
+/* --- node class, profile and instance types --------------------------------------------------- */
+
+int kp_ssh_nodeclass_hash(const struct kp_sshnodeclass_view *nc, char ret[17])
+{
+    static const char hex[] = "0123456789abcdef";
+    struct kp_buf b = KP_BUF_INIT(1u << 20);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    json_t *o = NULL;
+    int r;
+
+    if ((r = kp_json_patch_new(&o)) < 0)
+        return r;
+    for (size_t i = 0; i < nc->vars.n; i++)
+        if ((r = kp_json_patch_set_str(o, KP_JSON_PATH("vars", nc->vars.v[i].key),
+                                       nc->vars.v[i].value)) < 0)
+            goto out;
+    if (nc->join_secret_set &&
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("joinSecretRef", "name"),
+                                   nc->join_secret ? nc->join_secret : "")) < 0)
+        goto out;
+    if ((r = kp_json_patch_set_str(o, KP_JSON_PATH("providerIDSource"),
+                                   nc->provider_id_source == KP_PROVIDER_ID_ADOPT ? "Adopt"
+                                                                                  : "Static")) < 0)
+        goto out;
+    if (nc->cluster_endpoint && (r = kp_json_patch_set_str(o, KP_JSON_PATH("cluster", "endpoint"),
+                                                           nc->cluster_endpoint)) < 0)
+        goto out;
+    if (nc->cluster_ca_bundle && (r = kp_json_patch_set_str(o, KP_JSON_PATH("cluster", "caBundle"),
+                                                            nc->cluster_ca_bundle)) < 0)
+        goto out;
+    if ((r = kp_json_dump(o, KP_JSON_SORT_KEYS, &b)) < 0)
+        goto out;
+    if (!EVP_Digest(b.data, b.len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8) {
+        r = -EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < 8; i++) {
+        ret[2 * i] = hex[md[i] >> 4];
+        ret[2 * i + 1] = hex[md[i] & 15];
+    }
+    ret[16] = '\0';
+    r = 0;
+out:
+    kp_buf_done(&b);
+    kp_json_unref(o);
+    return r;
+}
+
+/* A snapshot of the pool's hosts as an array of views (references kept in *ret_list). */
+static int hosts_snapshot(struct kp_ssh_provider *p, struct kp_store_list *ret_list,
+                          const struct kp_sshhost_view ***ret_v)
+{
+    const struct kp_sshhost_view **v;
+    int r;
+
+    if ((r = kp_store_list(p->hosts, ret_list)) < 0)
+        return r;
+    v = kp_calloc(ret_list->n ? ret_list->n : 1, sizeof(*v));
+    if (!v) {
+        kp_store_list_free(ret_list);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < ret_list->n; i++)
+        v[i] = kp_sshhost_view(ret_list->v[i]);
+    *ret_v = v;
+    return 0;
+}
+
+static int types_for(struct kp_ssh_provider *p, const struct kp_sshnodeclass_view *ncl,
+                     struct kp_instance_types *ret)
+{
+    struct kp_store_list l = {0};
+    const struct kp_sshhost_view **v = NULL;
+    struct kp_strv skipped = KP_STRV_INIT;
+    int r;
+
+    if ((r = hosts_snapshot(p, &l, &v)) < 0)
+        return r;
+    r = kp_inventory_instance_types(ncl, p->pool_ns, v, l.n, ret, &skipped);
+    for (size_t i = 0; r == 0 && i < skipped.n; i++)
+        kp_log_debug("host class not advertised", KP_LF("nodeclass", ncl->e.name),
+                     KP_LF("detail", skipped.v[i]));
+    kp_strv_done(&skipped);
+    kp_free(v);
+    kp_store_list_free(&l);
+    return r;
+}
+
+/* Fills ret from the host and its instance type (it may be NULL: the host's own capacity). */
+static int instance_fill(const struct kp_sshhost_view *h, const char *nodeclaim,
+                         const char *provider_id, const struct kp_instance_type *it,
+                         const char *hash, struct kp_provider_instance *ret)
+{
+    struct kp_provider_instance in = {0};
+    int r = -ENOMEM;
+
+    in.nodeclaim = kp_strdup(nodeclaim);
+    in.provider_id = kp_strdup(provider_id ? provider_id : "");
+    in.instance_type = kp_strdup(it ? it->name : kp_sshhost_class(h));
+    in.backing = kp_strjoin(h->e.ns, "/", h->e.name, (const char *)NULL);
+    in.creation_usec = h->meta.creation_usec;
+    if (!in.nodeclaim || !in.provider_id || !in.instance_type || !in.backing)
+        goto out;
+    if (it) {
+        for (size_t i = 0; i < it->n_labels; i++)
+            if ((r = kp_provider_kv_add(&in.labels, &in.n_labels, it->labels[i].key,
+                                        it->labels[i].value)) < 0)
+                goto out;
+        for (size_t i = 0; i < it->n_capacity; i++)
+            if ((r = kp_provider_res_add(&in.capacity, &in.n_capacity, it->capacity[i].name,
+                                         it->capacity[i].milli)) < 0 ||
+                (r = kp_provider_res_add(&in.allocatable, &in.n_allocatable, it->capacity[i].name,
+                                         kp_instance_type_allocatable(it, it->capacity[i].name))) <
+                    0)
+                goto out;
+    } else {
+        if ((r = kp_provider_kv_add(&in.labels, &in.n_labels, KP_LABEL_INSTANCE_TYPE,
+                                    kp_sshhost_class(h))) < 0)
+            goto out;
+        for (size_t i = 0; i < h->capacity.n; i++)
+            if ((r = kp_provider_res_add(&in.capacity, &in.n_capacity, h->capacity.v[i].name,
+                                         h->capacity.v[i].milli)) < 0)
+                goto out;
+    }
+    if (hash && ((r = kp_provider_kv_add(&in.annotations, &in.n_annotations,
+                                         KP_SSH_ANNOTATION_NODECLASS_HASH, hash)) < 0 ||
+                 (r = kp_provider_kv_add(&in.annotations, &in.n_annotations,
+                                         KP_SSH_ANNOTATION_NODECLASS_HASH_VERSION,
+                                         KP_SSH_NODECLASS_HASH_VERSION)) < 0))
+        goto out;
+    *ret = in;
+    memset(&in, 0, sizeof(in));
+    r = 0;
+out:
+    kp_provider_instance_done(&in);
+    return r;
+}
+
+/* The node class of nc from the store, with the readiness rules of the reference:
+ * NotFound -> insufficient capacity; Ready=False -> not ready; Ready=Unknown (set by the node
+ * class controller) -> NodeClassReadinessUnknown; no condition yet -> checked here. */
+static int nodeclass_for(struct kp_ssh_provider *p, const struct kp_nodeclaim_view *nc,
+                         struct kp_entry **ret, struct kp_provider_err *err)
+{
+    const char *name = nc->spec.node_class_ref.name;
+    const struct kp_condition *ready;
+    struct kp_entry *e = NULL;
+    int r;
+
+    if (!kp_nodeclaim_is_ours(nc))
+        return kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG,
+                                   "NodeClaim %s does not reference an SSHNodeClass", nc->e.name);
+    r = kp_store_get(p->nodeclasses, name ? name : "", &e);
+    if (r == -ENOENT)
+        return kp_provider_err_set(err, -ENOSPC, KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY, NULL,
+                                   "SSHNodeClass %s not found", name ? name : "");
+    if (r < 0)
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "node class lookup");
+    ready = kp_conditions_get(&kp_sshnodeclass_view(e)->conditions, "Ready");
+    if (ready && ready->status == KP_COND_FALSE) {
+        r = kp_provider_err_set(err, -KP_ENOTREADY, KP_PROVIDER_ERR_NODECLASS_NOT_READY,
+                                ready->reason ? ready->reason : KP_PROVIDER_REASON_NOT_READY,
+                                "SSHNodeClass %s is not ready", name);
+        kp_entry_unref(e);
+        return r;
+    }
+    if (ready && ready->status == KP_COND_UNKNOWN) {
+        r = kp_provider_err_set(err, -KP_ENOTREADY, KP_PROVIDER_ERR_CREATE,
+                                KP_PROVIDER_REASON_READINESS_UNKNOWN,
+                                "SSHNodeClass %s readiness is unknown", name);
+        kp_entry_unref(e);
+        return r;
+    }
+    *ret = e;
+    return 0;
+}
+
+/* The node class's profile, validated, and its install marker. */
+static int profile_for(struct kp_ssh_provider *p, const struct kp_sshnodeclass_view *ncl,
+                       struct kp_entry **ret, char **ret_marker, struct kp_provider_err *err)
+{
+    struct kp_profile_spec spec;
+    struct kp_entry *e = NULL;
+    char *msg = NULL;
+    int r;
+
+    r = kp_store_get(p->profiles, ncl->join_profile ? ncl->join_profile : "", &e);
+    if (r == -ENOENT)
+        return kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_CREATE, "ProfileNotFound",
+                                   "SSHJoinProfile \"%s\" not found",
+                                   ncl->join_profile ? ncl->join_profile : "");
+    if (r < 0)
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "profile lookup");
+    kp_profile_spec_from_view(kp_sshjoinprofile_view(e), &spec);
+    if ((r = kp_profile_validate(&spec, &msg)) < 0) {
+        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROFILE_REASON_INVALID,
+                                "SSHJoinProfile %s: %s", e->name, msg ? msg : kp_strerror(r));
+        goto out;
+    }
+    if ((r = kp_profile_marker(&spec, ret_marker)) < 0) {
+        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "profile marker");
+        goto out;
+    }
+    *ret = e;
+    e = NULL;
+out:
+    kp_free(msg);
+    kp_entry_unref(e);
+    return r;
+}
+
+/* Looks in the store for the host nc holds (resume), then reads it fresh. -ENOENT: none. */
+static int find_held(struct kp_ssh_provider *p, struct kp_client *c, const char *name,
+                     const char *uid, struct kp_entry **ret)
+{
+    struct kp_store_list l = {0};
+    struct kp_error e = KP_ERROR_INIT;
+    int r;
+
+    if ((r = kp_store_list(p->hosts, &l)) < 0)
+        return r;
+    r = -ENOENT;
+    for (size_t i = 0; i < l.n; i++) {
+        const struct kp_sshhost_view *h = kp_sshhost_view(l.v[i]);
+        struct kp_entry *fresh = NULL;
+
+        if (!kp_streq(h->e.ns, p->pool_ns) || !kp_claim_held_by(h, name, uid))
+            continue;
+        r = kp_claim_read_api(c, h->e.ns, h->e.name, &fresh, &e);
+        if (r == 0 && !kp_claim_held_by(kp_sshhost_view(fresh), name, uid)) {
+            fresh = kp_entry_unref(fresh);
+            r = -ENOENT;
+        }
+        if (r != -ENOENT) {
+            if (r == 0)
+                *ret = fresh;
+            break;
+        }
+    }
+    kp_error_done(&e);
+    kp_store_list_free(&l);
+    return r;
+}
+
+static int64_t type_price(const struct kp_instance_type *it)
+{
+    int64_t pr = kp_instance_type_price(it);
+
+    return pr < 0 ? INT64_MAX : pr;
+}
+
+static int type_cmp(const void *a, const void *b)
+{
+    const struct kp_instance_type *x = *(const struct kp_instance_type *const *)a;
+    const struct kp_instance_type *y = *(const struct kp_instance_type *const *)b;
+    int64_t px = type_price(x), py = type_price(y);
+
+    if (px != py)
+        return px < py ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Claims a host of the cheapest fitting class. -ENOSPC when none. *ret_type: index in types. */
+static int claim_new(struct kp_ssh_provider *p, struct kp_client *c,
+                     const struct kp_nodeclaim_view *nc, const struct kp_sshnodeclass_view *ncl,
+                     const struct kp_instance_types *types, struct kp_entry **ret_host,
+                     size_t *ret_lost, struct kp_error *e)
+{
+    const struct kp_instance_type **fit = NULL;
+    const struct kp_sshhost_view **v = NULL;
+    struct kp_store_list l = {0};
+    struct kp_claim_io io = kp_claim_io_api(c);
+    size_t nfit = 0, lost_total = 0;
+    int r;
+
+    fit = kp_calloc(types->n ? types->n : 1, sizeof(*fit));
+    if (!fit)
+        return -ENOMEM;
+    for (size_t i = 0; i < types->n; i++)
+        if (kp_inventory_fits(&types->v[i], nc) && kp_instance_type_price(&types->v[i]) >= 0)
+            fit[nfit++] = &types->v[i];
+    /* Cheapest first; types are already sorted by name, so ties stay stable. */
+    qsort(fit, nfit, sizeof(*fit), type_cmp);
+    if ((r = hosts_snapshot(p, &l, &v)) < 0)
+        goto out;
+    r = -ENOSPC;
+    for (size_t i = 0; i < nfit && r == -ENOSPC; i++) {
+        const struct kp_sshhost_view **cands = NULL;
+        size_t ncands = 0, lost = 0;
+
+        if ((r = kp_claim_candidates(ncl, p->pool_ns, fit[i]->name, v, l.n, &cands, &ncands)) < 0)
+            break;
+        r = kp_claim_first(&io, cands, ncands, nc->e.name, nc->e.uid, ret_host, &lost, e);
+        lost_total += lost;
+        kp_free(cands);
+    }
+out:
+    *ret_lost = lost_total;
+    kp_free(v);
+    kp_store_list_free(&l);
+    kp_free(fit);
+    return r;
+}
+
+/* Waits for the Node that registers for this join. Static: the Node named after the NodeClaim
+ * carrying our providerID. Adopt: the Node whose InternalIP is the host's node address and
+ * that has a providerID, which we adopt. *ret_pid: the providerID. -ETIMEDOUT. */
+struct adopt_scan {
+    const char *ip;
+    char *pid;
+};
+
+static int adopt_page(const struct kp_list_page *page, void *userdata)
+{
+    struct adopt_scan *s = userdata;
+
+    for (size_t i = 0; i < kp_json_array_size(page->items) && !s->pid; i++) {
+        struct kp_entry *e = NULL;
+        const struct kp_node_view *nv;
+
+        if (kp_node_project(kp_json_array_at(page->items, i), &e) < 0)
+            continue;
+        nv = kp_node_view(e);
+        for (size_t j = 0; j < nv->n_addresses; j++)
+            if (kp_streq(nv->addresses[j], s->ip) && nv->provider_id && *nv->provider_id) {
+                s->pid = kp_strdup(nv->provider_id);
+                if (!s->pid) {
+                    kp_entry_unref(e);
+                    return -ENOMEM;
+                }
+                break;
+            }
+        kp_entry_unref(e);
+    }
+    return 0;
+}
+
+static int wait_registered(struct kp_ssh_provider *p, struct kp_client *c,
+                           const struct kp_sshhost_view *h, const char *node_name,
+                           const char *static_pid, bool adopt, char **ret_pid)
+{
+    struct kp_deadline dl = kp_deadline_in(p->reg_timeout);
+
+    for (;;) {
+        struct kp_error e = KP_ERROR_INIT;
+        int r;
+
+        if (adopt) {
+            struct adopt_scan s = {.ip = kp_sshhost_node_ip(h), .pid = NULL};
+
+            r = kp_client_list(c, &KP_RES_NODE, NULL, NULL, adopt_page, &s, NULL, &e);
+            if (r == 0 && s.pid) {
+                kp_error_done(&e);
+                *ret_pid = s.pid;
+                return 0;
+            }
+            kp_free(s.pid);
+        } else {
+            json_t *obj = NULL;
+            struct kp_entry *ne = NULL;
+
+            r = kp_client_get(c, &KP_RES_NODE, NULL, node_name, &obj, &e);
+            if (r == 0 && kp_node_project(obj, &ne) == 0 &&
+                kp_streq(kp_node_view(ne)->provider_id, static_pid)) {
+                kp_entry_unref(ne);
+                kp_json_unref(obj);
+                kp_error_done(&e);
+                *ret_pid = kp_strdup(static_pid);
+                return *ret_pid ? 0 : -ENOMEM;
+            }
+            kp_entry_unref(ne);
+            kp_json_unref(obj);
+        }
+        /* List and get errors are not a verdict: the API server may be restarting. */
+        kp_error_done(&e);
+        if (kp_deadline_expired(dl))
+            return -ETIMEDOUT;
+        kp_sleep_usec(p->reg_poll);
+    }
+}
+
+/* --- Create ------------------------------------------------------------------------------------ */
+
+/* Releases the claim after a failure and logs the decision once. */
+static void release_after(struct kp_ssh_provider *p, struct kp_client *c,
+                          const struct kp_nodeclaim_view *nc, struct kp_entry *host, bool healthy,
+                          const char *why)
+{
+    struct kp_claim_io io = kp_claim_io_api(c);
+    struct kp_error e = KP_ERROR_INIT;
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    int r;
+
+    if (h->bootstrap_token_id && kp_token_delete(c, h->bootstrap_token_id, &e) < 0)
+        kp_log_warn("bootstrap token not deleted; the probe collects it", KP_LF("host", h->e.name),
+                    KP_LF("token_id", h->bootstrap_token_id));
+    kp_error_done(&e);
+    r = kp_claim_release(&io, h, nc->e.name, nc->e.uid, healthy, why, NULL, &e);
+    if (r < 0)
+        kp_log_warn_errno(r, "host release failed; stale-claim release will recover it",
+                          KP_LF("host", h->e.name), KP_LF("nodeclaim", nc->e.name));
+    else
+        kp_log_info("host released", KP_LF("host", h->e.name), KP_LF("nodeclaim", nc->e.name),
+                    KP_LF("state", healthy ? "Available" : "Unhealthy"), KP_LF("reason", why));
+    host_event(p, h, !healthy, healthy ? "Released" : "JoinFailed", "Release", why);
+    kp_error_done(&e);
+}
+
+/* Replaces *host by the result of a holder write (claim.h); maps the errors for Create. */
+static int holder_write(struct kp_client *c, const struct kp_nodeclaim_view *nc,
+                        struct kp_entry **host, const struct kp_claim_status *st,
+                        struct kp_provider_err *err)
+{
+    struct kp_claim_io io = kp_claim_io_api(c);
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *got = NULL;
+    int r;
+
+    r = kp_claim_update(&io, kp_sshhost_view(*host), nc->e.name, nc->e.uid, st, &got, &e);
+    if (r == 0) {
+        kp_entry_unref(*host);
+        *host = got;
+    } else if (r == -ESTALE || r == -ENOENT)
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                            "host %s: claim changed while writing status",
+                            kp_sshhost_view(*host)->e.name);
+    else
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "host %s status write: %s",
+                            kp_sshhost_view(*host)->e.name, e.message ? e.message : kp_strerror(r));
+    kp_error_done(&e);
+    return r;
+}
+
+int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
+                           const struct kp_nodeclaim_view *nc, struct kp_provider_instance *ret,
+                           struct kp_ssh_create_report *report, struct kp_provider_err *err)
+{
+    struct kp_ssh_create_report rep = {0};
+    struct kp_entry *ncl_e = NULL, *pr_e = NULL, *host = NULL;
+    struct kp_instance_types types = {0};
+    const struct kp_instance_type *it = NULL;
+    const struct kp_sshnodeclass_view *ncl;
+    struct creds cr = {0};
+    struct join_secret js = {0};
+    struct kp_secret *ca = NULL, *token = NULL;
+    struct kp_env *env = NULL;
+    struct kp_error e = KP_ERROR_INIT;
+    char *marker = NULL, *msg = NULL, *static_pid = NULL, *pid = NULL;
+    char fp[KP_SSH_FP_SIZE] = "", hash[17];
+    char tok_id[KP_TOKEN_ID_SIZE];
+    uint64_t t0 = kp_mono_usec(), t;
+    bool adopt;
+    int r;
+
+    if ((r = nodeclass_for(p, nc, &ncl_e, err)) < 0)
+        goto out;
+    ncl = kp_sshnodeclass_view(ncl_e);
+    adopt = ncl->provider_id_source == KP_PROVIDER_ID_ADOPT;
+    if ((r = profile_for(p, ncl, &pr_e, &marker, err)) < 0)
+        goto out;
+    if ((r = kp_ssh_nodeclass_hash(ncl, hash)) < 0 || (r = types_for(p, ncl, &types)) < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "instance types");
+        goto out;
+    }
+
+    /* Resume or claim. */
+    r = find_held(p, c, nc->e.name, nc->e.uid, &host);
+    if (r == 0)
+        rep.resumed = true;
+    else if (r == -ENOENT) {
+        r = claim_new(p, c, nc, ncl, &types, &host, &rep.races_lost, &e);
+        if (r == -ENOSPC) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY, NULL,
+                                "no Available SSHHost for NodeClaim %s", nc->e.name);
+            goto out;
+        }
+    }
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "claim: %s",
+                            e.message ? e.message : kp_strerror(r));
+        goto out;
+    }
+    {
+        const struct kp_sshhost_view *h = kp_sshhost_view(host);
+
+        if (kp_strscpy(rep.host, sizeof(rep.host), h->e.name) < 0) /* names are <= 253 */
+            rep.host[0] = '\0';
+        for (size_t i = 0; i < types.n; i++)
+            if (kp_streq(types.v[i].name, kp_sshhost_class(h)))
+                it = &types.v[i];
+        if (!rep.resumed) {
+            kp_log_info("host claimed", KP_LF("host", h->e.name), KP_LF("nodeclaim", nc->e.name),
+                        KP_LF("class", kp_sshhost_class(h)),
+                        KP_LF("races_lost", (uint64_t)rep.races_lost));
+            host_event(p, h, false, "Claimed", "Claim", nc->e.name);
+        }
+        static_pid = provider_id_static(h->e.ns, h->e.name);
+        if (!static_pid) {
+            r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+            goto out;
+        }
+        /* A resumed Create whose Node already registered is done. */
+        if (rep.resumed && h->state == KP_HOST_IN_USE && h->provider_id && *h->provider_id) {
+            rep.claim_usec = kp_mono_usec() - t0;
+            r = instance_fill(h, nc->e.name, h->provider_id, it, hash, ret);
+            if (r < 0)
+                kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+            goto out;
+        }
+    }
+    rep.claim_usec = kp_mono_usec() - t0;
+
+    /* Configuration: errors here are the user's to fix and release the host Available. */
+    if ((r = load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
+        (r = load_cluster(ncl, &ca, &msg)) < 0 ||
+        (r = load_join_secret(c, kp_sshhost_view(host)->e.ns, ncl, &js, &msg)) < 0) {
+        if (r == -EINVAL) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
+                                msg ? msg : "configuration error");
+            release_after(p, c, nc, host, true, msg ? msg : "configuration error");
+        } else
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "reading Secrets: %s",
+                                kp_strerror(r));
+        goto out;
+    }
+
+    /* Install once per <profile>@<version>. */
+    t = kp_mono_usec();
+    if (!kp_streq(kp_sshhost_view(host)->installed_profile, marker)) {
+        struct join_ctx jc = {.nc = nc, .ncl = ncl, .it = it, .ca = ca, .js = &js};
+        struct kp_claim_status st = {.installed_profile = marker};
+
+        if ((r = build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &env, &msg)) < 0) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
+                                msg ? msg : kp_strerror(r));
+            release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
+            goto out;
+        }
+        r = run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e), KP_PROFILE_INSTALL,
+                      env, &msg, fp);
+        env = kp_env_free(env);
+        if (r < 0) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED,
+                                "%s", msg ? msg : kp_strerror(r));
+            release_after(p, c, nc, host, false, err ? err->message : "install phase failed");
+            goto out;
+        }
+        if (fp[0])
+            st.host_key_fingerprint = fp;
+        if ((r = holder_write(c, nc, &host, &st, err)) < 0)
+            goto out;
+        rep.installed = true;
+        rep.install_usec = kp_mono_usec() - t;
+    }
+
+    /* Token: collect an earlier attempt's, mint, record the id before join. */
+    t = kp_mono_usec();
+    if (kp_sshhost_view(host)->bootstrap_token_id &&
+        kp_token_delete(c, kp_sshhost_view(host)->bootstrap_token_id, &e) < 0)
+        kp_log_warn("old bootstrap token not deleted", KP_LF("host", rep.host));
+    kp_error_done(&e);
+    if ((r = kp_token_mint(c, nc->e.name, tok_id, &token, &e)) < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "minting bootstrap token: %s",
+                            e.message ? e.message : kp_strerror(r));
+        goto out;
+    }
+    {
+        struct kp_claim_status st = {.bootstrap_token_id = tok_id};
+
+        if (!rep.installed && fp[0])
+            st.host_key_fingerprint = fp;
+        if ((r = holder_write(c, nc, &host, &st, err)) < 0) {
+            /* Not recorded: delete it now, or nobody will. */
+            if (kp_token_delete(c, tok_id, &e) < 0)
+                kp_log_warn("unrecorded bootstrap token not deleted", KP_LF("token_id", tok_id));
+            goto out;
+        }
+    }
+    rep.token_usec = kp_mono_usec() - t;
+
+    /* Join. */
+    t = kp_mono_usec();
+    {
+        struct join_ctx jc = {.nc = nc, .ncl = ncl, .it = it, .ca = ca, .token = token, .js = &js};
+
+        if ((r = build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &env, &msg)) < 0) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
+                                msg ? msg : kp_strerror(r));
+            release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
+            goto out;
+        }
+    }
+    r = run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e), KP_PROFILE_JOIN, env,
+                  &msg, NULL);
+    env = kp_env_free(env);
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED, "%s",
+                            msg ? msg : kp_strerror(r));
+        kp_log_warn_errno(r, "join failed", KP_LF("host", rep.host),
+                          KP_LF("nodeclaim", nc->e.name));
+        release_after(p, c, nc, host, false, err ? err->message : "join phase failed");
+        goto out;
+    }
+    rep.join_usec = kp_mono_usec() - t;
+
+    /* Registration (SPEC 2.6: InUse means registered). */
+    t = kp_mono_usec();
+    r = wait_registered(p, c, kp_sshhost_view(host), nc->e.name, static_pid, adopt, &pid);
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE,
+                            adopt ? KP_PROVIDER_REASON_ADOPT_FAILED
+                                  : KP_PROVIDER_REASON_JOIN_FAILED,
+                            "%s: no Node registered within %llus",
+                            adopt ? "providerID adoption failed" : "registration failed",
+                            (unsigned long long)(p->reg_timeout / KP_USEC_PER_SEC));
+        release_after(p, c, nc, host, false, err ? err->message : "registration failed");
+        goto out;
+    }
+    /* The Node exists, so the token has done its work. */
+    if (kp_token_delete(c, tok_id, &e) < 0)
+        kp_log_warn("bootstrap token not deleted; the probe collects it", KP_LF("host", rep.host));
+    kp_error_done(&e);
+    {
+        struct kp_claim_status st = {.state = KP_HOST_IN_USE,
+                                     .set_state = true,
+                                     .provider_id = pid,
+                                     .clear_bootstrap_token_id = true};
+
+        if ((r = holder_write(c, nc, &host, &st, err)) < 0)
+            goto out;
+    }
+    rep.registration_usec = kp_mono_usec() - t;
+    kp_log_info("host joined", KP_LF("host", rep.host), KP_LF("nodeclaim", nc->e.name),
+                KP_LF("provider_id", pid), KP_LF("install_ms", rep.install_usec / 1000),
+                KP_LF("join_ms", rep.join_usec / 1000),
+                KP_LF("registration_ms", rep.registration_usec / 1000));
+    host_event(p, kp_sshhost_view(host), false, "Joined", "Join", nc->e.name);
+    if ((r = instance_fill(kp_sshhost_view(host), nc->e.name, pid, it, hash, ret)) < 0)
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+out:
+    if (report) {
+        *report = rep;
+        if (!rep.host[0] && host &&
+            kp_strscpy(report->host, sizeof(report->host), kp_sshhost_view(host)->e.name) < 0)
+            report->host[0] = '\0';
+    }
+    kp_env_free(env);
+    kp_secret_free(token);
+    kp_secret_free(ca);
+    join_secret_done(&js);
+    creds_done(&cr);
+    kp_error_done(&e);
+    kp_free(marker);
+    kp_free(msg);
+    kp_free(static_pid);
+    kp_free(pid);
+    kp_instance_types_done(&types);
+    kp_entry_unref(host);
+    kp_entry_unref(pr_e);
+    kp_entry_unref(ncl_e);
+    return r;
+}
+
+/* --- Delete, Get, List ------------------------------------------------------------------------- */
+
+/* The host behind a providerID (fresh from the API server), or behind a claim when the
+ * NodeClaim never got one. -ENOENT when none. */
+static int resolve_host(struct kp_ssh_provider *p, struct kp_client *c, const char *provider_id,
+                        const char *claim_name, const char *claim_uid, struct kp_entry **ret)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_store_list l = {0};
+    int r;
+
+    if (provider_id && *provider_id) {
+        const char *rest = kp_startswith(provider_id, KP_SSH_PROVIDER_ID_SCHEME);
+
+        if (rest) {
+            const char *slash = strchr(rest, '/');
+            char *ns;
+
+            if (!slash || slash == rest || !slash[1] || strchr(slash + 1, '/'))
+                return -ENOENT;
+            ns = kp_strndup(rest, (size_t)(slash - rest));
+            if (!ns)
+                return -ENOMEM;
+            r = kp_claim_read_api(c, ns, slash + 1, ret, &e);
+            kp_free(ns);
+            kp_error_done(&e);
+            return r;
+        }
+    } else if (!claim_name)
+        return -ENOENT;
+    if ((r = kp_store_list(p->hosts, &l)) < 0)
+        return r;
+    r = -ENOENT;
+    for (size_t i = 0; i < l.n && r == -ENOENT; i++) {
+        const struct kp_sshhost_view *h = kp_sshhost_view(l.v[i]);
+
+        if (!kp_streq(h->e.ns, p->pool_ns))
+            continue;
+        if (provider_id && *provider_id ? kp_streq(h->provider_id, provider_id)
+                                        : kp_claim_held_by(h, claim_name, claim_uid))
+            r = kp_claim_read_api(c, h->e.ns, h->e.name, ret, &e);
+    }
+    kp_error_done(&e);
+    kp_store_list_free(&l);
+    return r;
+}
+
+/* Runs leave on h with the profile named by its install marker. 0 or an error with *ret_msg. */
+static int leave(struct kp_ssh_provider *p, struct kp_client *c, const struct kp_sshhost_view *h,
+                 char **ret_msg)
+{
+    const char *marker = h->installed_profile, *at;
+    struct kp_entry *pr = NULL;
+    struct kp_env *env = NULL;
+    struct creds cr = {0};
+    char *name = NULL;
+    int r;
+
+    at = marker ? strrchr(marker, '@') : NULL;
+    name = at ? kp_strndup(marker, (size_t)(at - marker)) : NULL;
+    if (!name) {
+        *ret_msg = kp_strdup("no install marker: nothing to leave with");
+        return -ENOENT;
+    }
+    if ((r = kp_store_get(p->profiles, name, &pr)) < 0) {
+        *ret_msg = kp_strjoin("SSHJoinProfile ", name, " not found", (const char *)NULL);
+        goto out;
+    }
+    if ((r = load_creds(c, h, &cr, ret_msg)) < 0 ||
+        (r = build_env(h, KP_ENV_LEAVE, NULL, &env, ret_msg)) < 0)
+        goto out;
+    r = run_phase(h, &cr, kp_sshjoinprofile_view(pr), KP_PROFILE_LEAVE, env, ret_msg, NULL);
+out:
+    kp_env_free(env);
+    creds_done(&cr);
+    kp_entry_unref(pr);
+    kp_free(name);
+    return r;
+}
+
+static int op_delete(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
+                     struct kp_provider_err *err)
+{
+    struct kp_ssh_provider *p = ctx;
+    struct kp_claim_io io = kp_claim_io_api(c);
+    struct kp_claim_status st = {.state = KP_HOST_LEAVING, .set_state = true};
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *host = NULL, *got = NULL;
+    char *msg = NULL;
+    bool healthy;
+    int r;
+
+    r = resolve_host(p, c, nc->provider_id, nc->e.name, nc->e.uid, &host);
+    if (r == -ENOENT) {
+        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                                "no SSHHost backs NodeClaim %s", nc->e.name);
+        goto out;
+    }
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "resolving host: %s",
+                            kp_strerror(r));
+        goto out;
+    }
+    /* The fence: the claim must still be this NodeClaim's, and Leaving is entered by CAS on the
+     * version we just checked, so nobody can take the host between check and leave. */
+    r = kp_claim_update(&io, kp_sshhost_view(host), nc->e.name, nc->e.uid, &st, &got, &e);
+    if (r == -ESTALE || r == -ENOENT) {
+        kp_log_info("stale delete fenced off", KP_LF("host", host->name),
+                    KP_LF("nodeclaim", nc->e.name));
+        r = kp_provider_err_set(err, -ENOENT, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                                "SSHHost %s is not claimed by NodeClaim %s", host->name,
+                                nc->e.name);
+        goto out;
+    }
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "host %s: %s", host->name,
+                            kp_strerror(r));
+        goto out;
+    }
+    kp_entry_unref(host);
+    host = got;
+    got = NULL;
+
+    r = leave(p, c, kp_sshhost_view(host), &msg);
+    healthy = r == 0;
+    if (!healthy) {
+        kp_log_warn_errno(r, "leave failed; releasing host Unhealthy", KP_LF("host", host->name),
+                          KP_LF("detail", msg ? msg : ""));
+        host_event(p, kp_sshhost_view(host), true, "LeaveFailed", "Leave",
+                   msg ? msg : kp_strerror(r));
+    }
+    if (kp_sshhost_view(host)->bootstrap_token_id &&
+        (r = kp_token_delete(c, kp_sshhost_view(host)->bootstrap_token_id, &e)) < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "deleting bootstrap token");
+        goto out;
+    }
+    {
+        char *why = healthy ? NULL
+                            : kp_strjoin("leave phase did not complete cleanly: ", msg ? msg : "",
+                                         (const char *)NULL);
+
+        r = kp_claim_release(&io, kp_sshhost_view(host), nc->e.name, nc->e.uid, healthy,
+                             why ? why : "leave phase did not complete cleanly", NULL, &e);
+        kp_free(why);
+    }
+    if (r == -ESTALE || r == -ENOENT)
+        r = 0; /* someone else released it meanwhile: it is gone from this NodeClaim */
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "releasing host %s: %s",
+                            host->name, kp_strerror(r));
+        goto out;
+    }
+    kp_log_info("host left", KP_LF("host", host->name), KP_LF("nodeclaim", nc->e.name),
+                KP_LF("state", healthy ? "Available" : "Unhealthy"));
+    if (healthy)
+        host_event(p, kp_sshhost_view(host), false, "Left", "Leave", nc->e.name);
+out:
+    kp_error_done(&e);
+    kp_free(msg);
+    kp_entry_unref(got);
+    kp_entry_unref(host);
+    return r;
+}
+
+/* The instance type of h's class under its node class now (NULL when not advertised). */
+static int instance_of(struct kp_ssh_provider *p, const struct kp_sshhost_view *h,
+                       struct kp_provider_instance *ret)
+{
+    struct kp_store_list l = {0};
+    int r;
+
+    if ((r = kp_store_list(p->nodeclasses, &l)) < 0)
+        return r;
+    r = -ENOENT;
+    for (size_t i = 0; i < l.n && r == -ENOENT; i++) {
+        const struct kp_sshnodeclass_view *ncl = kp_sshnodeclass_view(l.v[i]);
+        struct kp_instance_types types = {0};
+        const struct kp_instance_type *it = NULL;
+
+        if (!kp_inventory_member(ncl, p->pool_ns, h))
+            continue;
+        if ((r = types_for(p, ncl, &types)) < 0)
+            break;
+        for (size_t j = 0; j < types.n; j++)
+            if (kp_streq(types.v[j].name, kp_sshhost_class(h)))
+                it = &types.v[j];
+        r = instance_fill(h, h->claim_name, h->provider_id, it, NULL, ret);
+        kp_instance_types_done(&types);
+    }
+    if (r == -ENOENT)
+        r = instance_fill(h, h->claim_name, h->provider_id, NULL, NULL, ret);
+    kp_store_list_free(&l);
+    return r;
+}
+
+static int op_get(void *ctx, struct kp_client *c, const char *provider_id,
+                  struct kp_provider_instance *ret, struct kp_provider_err *err)
+{
+    struct kp_ssh_provider *p = ctx;
+    struct kp_entry *host = NULL;
+    int r;
+
+    if (!provider_id || !*provider_id)
+        return kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                   "empty providerID");
+    r = resolve_host(p, c, provider_id, NULL, NULL, &host);
+    if (r == 0 && !kp_sshhost_view(host)->claim_name)
+        r = -ENOENT;
+    if (r == -ENOENT)
+        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                                "no claimed SSHHost for %s", provider_id);
+    else if (r < 0)
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
+    else if ((r = instance_of(p, kp_sshhost_view(host), ret)) < 0)
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
+    kp_entry_unref(host);
+    return r;
+}
+
+static int op_list(void *ctx, struct kp_client *c, struct kp_provider_instances *ret,
+                   struct kp_provider_err *err)
+{
+    struct kp_ssh_provider *p = ctx;
+    struct kp_provider_instances out = {0};
+    struct kp_store_list l = {0};
+    int r;
+
+    (void)c;
+    if ((r = kp_store_list(p->hosts, &l)) < 0)
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "listing hosts");
+    out.v = kp_calloc(l.n ? l.n : 1, sizeof(*out.v));
+    if (!out.v) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        const struct kp_sshhost_view *h = kp_sshhost_view(l.v[i]);
+
+        if (!kp_streq(h->e.ns, p->pool_ns) || !h->claim_name)
+            continue;
+        if ((r = instance_of(p, h, &out.v[out.n])) < 0)
+            goto out;
+        out.n++;
+    }
+    *ret = out;
+    out = (struct kp_provider_instances){0};
+    r = 0;
+out:
+    if (r < 0)
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
+    kp_provider_instances_done(&out);
+    kp_store_list_free(&l);
+    return r;
+}
+
+static int op_instance_types(void *ctx, struct kp_client *c, const struct kp_nodepool_view *np,
+                             struct kp_instance_types *ret, struct kp_provider_err *err)
+{
+    struct kp_ssh_provider *p = ctx;
+    struct kp_entry *e = NULL;
+    int r;
+
+    (void)c;
+    if (!kp_nodepool_is_ours(np)) {
+        *ret = (struct kp_instance_types){0};
+        return 0;
+    }
+    r = kp_store_get(p->nodeclasses,
+                     np->tmpl.node_class_ref.name ? np->tmpl.node_class_ref.name : "", &e);
+    if (r == -ENOENT) {
+        *ret = (struct kp_instance_types){0};
+        return 0;
+    }
+    if (r < 0)
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "node class lookup");
+    r = types_for(p, kp_sshnodeclass_view(e), ret);
+    if (r < 0)
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "instance types: %s",
+                            kp_strerror(r));
+    kp_entry_unref(e);
+    return r;
+}
+
+static int op_is_drifted(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
+                         const char **ret_reason, struct kp_provider_err *err)
+{
+    struct kp_ssh_provider *p = ctx;
+    struct kp_entry *host = NULL, *ncl_e = NULL, *pr_e = NULL;
+    const char *stamped, *version;
+    char *marker = NULL, hash[17];
+    struct kp_profile_spec spec;
+    int r;
+
+    *ret_reason = NULL;
+    if (!nc->provider_id || !*nc->provider_id)
+        return 0;
+    r = resolve_host(p, c, nc->provider_id, NULL, NULL, &host);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
+    r = kp_store_get(p->nodeclasses,
+                     nc->spec.node_class_ref.name ? nc->spec.node_class_ref.name : "", &ncl_e);
+    if (r < 0) {
+        r = 0; /* no node class: nothing to compare with */
+        goto out;
+    }
+    if (kp_store_get(p->profiles,
+                     kp_sshnodeclass_view(ncl_e)->join_profile
+                         ? kp_sshnodeclass_view(ncl_e)->join_profile
+                         : "",
+                     &pr_e) == 0) {
+        kp_profile_spec_from_view(kp_sshjoinprofile_view(pr_e), &spec);
+        if (kp_profile_marker(&spec, &marker) == 0 && kp_sshhost_view(host)->installed_profile &&
+            *kp_sshhost_view(host)->installed_profile &&
+            !kp_streq(kp_sshhost_view(host)->installed_profile, marker)) {
+            *ret_reason = KP_PROVIDER_DRIFT_PROFILE;
+            goto out;
+        }
+    }
+    stamped = kp_labels_get(&nc->annotations, KP_SSH_ANNOTATION_NODECLASS_HASH);
+    version = kp_labels_get(&nc->annotations, KP_SSH_ANNOTATION_NODECLASS_HASH_VERSION);
+    /* A missing stamp or another algorithm version abstains: never roll a fleet because the
+     * hash changed its definition. */
+    if (stamped && kp_streq(version, KP_SSH_NODECLASS_HASH_VERSION) &&
+        kp_ssh_nodeclass_hash(kp_sshnodeclass_view(ncl_e), hash) == 0 && !kp_streq(stamped, hash))
+        *ret_reason = KP_PROVIDER_DRIFT_NODECLASS;
+out:
+    kp_free(marker);
+    kp_entry_unref(pr_e);
+    kp_entry_unref(ncl_e);
+    kp_entry_unref(host);
+    return r;
+}
+
+static const char *op_name(void *ctx)
+{
+    (void)ctx;
+    return KP_SSH_PROVIDER_NAME;
+}
+
+static int op_create(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
+                     struct kp_provider_instance *ret, struct kp_provider_err *err)
+{
+    return kp_ssh_provider_create(ctx, c, nc, ret, NULL, err);
+}
+
+static const struct kp_provider_ops ssh_ops = {
+    .name = op_name,
+    .create = op_create,
+    .delete = op_delete,
+    .get = op_get,
+    .list = op_list,
+    .instance_types = op_instance_types,
+    .is_drifted = op_is_drifted,
+};
+
+struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p)
+{
+    return (struct kp_provider){.ops = &ssh_ops, .ctx = p};
+}
+
+int kp_ssh_provider_delete_node(struct kp_client *c, const char *name)
+{
+    int r = kp_client_delete(c, &KP_RES_NODE, NULL, name, NULL, NULL);
+
+    return r == -ENOENT ? 0 : r;
+}

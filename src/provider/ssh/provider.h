@@ -1,0 +1,84 @@
+/* provider/ssh/provider.h: the SSH provider behind core/provider.h: Create claims a host of
+ * the cheapest fitting class, installs (once per <profile>@<version>), mints a bootstrap token,
+ * joins over SSH and waits for the Node to register; Delete (fenced by claimRef name and uid)
+ * runs leave, collects the token and returns the host to the warm pool. Get, List, instance
+ * types and drift complete the vtable. The state machine is in provider.c's DESIGN block.
+ *
+ * The provider reads SSHHosts, SSHNodeClasses and SSHJoinProfiles from informer stores (the
+ * caller runs the informers) and writes through the calling worker's client: SSHHost status
+ * (every write a CAS, claim.h), bootstrap-token Secrets in kube-system, and GETs of the key and
+ * join Secrets at use time (no Secret informer, so RBAC can stay a namespaced `get`).
+ *
+ * Threads: any number of workers may call the ops at once, each with its own client; the
+ * provider's own state is immutable after kp_ssh_provider_new(). */
+#ifndef KP_PROVIDER_SSH_PROVIDER_H
+#define KP_PROVIDER_SSH_PROVIDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "core/provider.h"
+
+struct kp_client;
+struct kp_events;
+struct kp_nodeclaim_view;
+struct kp_sshnodeclass_view;
+struct kp_store;
+
+#define KP_SSH_PROVIDER_NAME "ssh"
+#define KP_SSH_PROVIDER_ID_SCHEME "kpssh://"
+#define KP_SSH_ANNOTATION_NODECLASS_HASH "karpenter.kpssh.dev/nodeclass-hash"
+#define KP_SSH_ANNOTATION_NODECLASS_HASH_VERSION "karpenter.kpssh.dev/nodeclass-hash-version"
+#define KP_SSH_NODECLASS_HASH_VERSION "v1"
+/* Registration wait when the options leave it 0, and how often it looks. */
+#define KP_SSH_REGISTRATION_TIMEOUT_USEC (5 * 60 * 1000000ULL)
+#define KP_SSH_REGISTRATION_POLL_USEC (1000000ULL)
+
+struct kp_ssh_provider_opts {
+    const char *pool_namespace;   /* SSHHosts and their Secrets live here */
+    struct kp_store *hosts;       /* SSHHost projections (borrowed; must outlive the provider) */
+    struct kp_store *nodeclasses; /* SSHNodeClass projections */
+    struct kp_store *profiles;    /* SSHJoinProfile projections */
+    struct kp_events *events;     /* optional: events on SSHHosts */
+    uint64_t registration_timeout_usec;
+    uint64_t registration_poll_usec;
+};
+
+struct kp_ssh_provider;
+
+/* 0, -EINVAL (missing namespace or store) or -ENOMEM. */
+int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts,
+                        struct kp_ssh_provider **ret) KP_WUR;
+struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p);
+/* The provider as the core sees it (borrowed; valid while p lives). */
+struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p);
+
+/* Where a Create's wall time went, for tests, benches and the phase histogram. */
+struct kp_ssh_create_report {
+    uint64_t claim_usec;        /* readiness checks, resume lookup, CAS claim */
+    uint64_t install_usec;      /* 0 when the marker matched (warm host) */
+    uint64_t token_usec;        /* mint + record the id on the host */
+    uint64_t join_usec;         /* the join script over SSH */
+    uint64_t registration_usec; /* join exit -> Node with our providerID; token collected, InUse */
+    bool resumed;               /* an earlier Create's claim was found by claimRef */
+    bool installed;             /* install ran */
+    size_t races_lost;          /* claim CAS conflicts on the way */
+    char host[254];             /* the SSHHost name */
+};
+
+/* Create with a report (optional). Same contract as kp_provider_ops.create. */
+int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
+                           const struct kp_nodeclaim_view *nc, struct kp_provider_instance *ret,
+                           struct kp_ssh_create_report *report, struct kp_provider_err *err) KP_WUR;
+
+/* The join-affecting hash of a node class (vars, joinSecretRef, providerIDSource, cluster): 16
+ * hex digits of SHA-256 over their canonical JSON, into ret (17 bytes). Pure. 0, -ENOMEM. */
+int kp_ssh_nodeclass_hash(const struct kp_sshnodeclass_view *nc, char ret[17]) KP_WUR;
+
+/* For tests and tools: deletes the Node the core would delete after Delete (the Node object is
+ * the core's job). An absent Node is success. */
+int kp_ssh_provider_delete_node(struct kp_client *c, const char *name) KP_WUR;
+
+#endif
