@@ -652,7 +652,9 @@ static void check_requirements(struct kp_valid *c, const char *path,
         for (size_t j = 0; j < q->n_values; j++) {
             const char *val = q->values[j];
 
-            if (kp_label_validate_value(val, strlen(val), &why) < 0)
+            /* Gt, Lt, Gte and Lte values are integers, checked above. */
+            if ((q->op == KP_SEL_IN || q->op == KP_SEL_NOT_IN) &&
+                kp_label_validate_value(val, strlen(val), &why) < 0)
                 kp_valid_add(c, "%s: key \"%.63s\": value \"%.63s\": %s", path, q->key, val, why);
             if (is_ct && (strcmp(val, "on-demand") == 0 || strcmp(val, "spot") == 0 ||
                           strcmp(val, "reserved") == 0))
