@@ -57,10 +57,10 @@ const struct kp_resource KP_RES_NODEPOOL =
     RES("karpenter.sh", "v1", "nodepools", false, "NodePool");
 const struct kp_resource KP_RES_NODECLAIM =
     RES("karpenter.sh", "v1", "nodeclaims", false, "NodeClaim");
-/* XXX: our kinds' scope follows the API-surface issue's plan (cluster-scoped, like Karpenter's
- * node classes); check against deploy/crds when it lands. */
+/* SSHHost lives in the pool namespace; the node class and profile are cluster-scoped
+ * (deploy/crds, SPEC.md section 2.4). */
 const struct kp_resource KP_RES_SSHHOST =
-    RES("karpenter.kpssh.dev", "v1beta1", "sshhosts", false, "SSHHost");
+    RES("karpenter.kpssh.dev", "v1beta1", "sshhosts", true, "SSHHost");
 const struct kp_resource KP_RES_SSHNODECLASS =
     RES("karpenter.kpssh.dev", "v1beta1", "sshnodeclasses", false, "SSHNodeClass");
 const struct kp_resource KP_RES_SSHJOINPROFILE =
