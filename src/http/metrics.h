@@ -10,7 +10,7 @@
  *   kp_metrics_register(m, &(struct kp_metric_opts){
  *       .name = "kpssh_host_zombie_actions_total", .help = "Zombie guard actions.",
  *       .type = KP_METRIC_COUNTER, .labels = (const char *const[]){"action", NULL}}, &zombie);
- *   kp_counter_inc(kp_metric_labels(zombie, "left", NULL));     hot path: any thread
+ *   kp_counter_inc(kp_metric_labels(zombie, "left", (const char *)NULL));   hot path
  *
  * Hot path: updating a series is one or a few C11 atomic operations, no lock and no
  * allocation; finding a series by its label values takes the family's lock (hold on to the
@@ -84,7 +84,8 @@ int kp_metrics_register(struct kp_metrics *m, const struct kp_metric_opts *opts,
                         struct kp_metric **ret_family) KP_WUR KP_NONNULL(1, 2);
 
 /* The series of family f for the given label values (as many as f has labels, then a NULL
- * sentinel), made on first use. NULL when f is NULL, the count is wrong, the family already has
+ * sentinel written (const char *)NULL: a bare NULL may be an int in a variadic call), made on
+ * first use. NULL when f is NULL, the count is wrong, the family already has
  * KP_METRICS_MAX_SERIES series, or memory ran out. Any thread. */
 struct kp_series *kp_metric_labels(struct kp_metric *f, ...) KP_SENTINEL;
 /* The same with an array of f's label count. */

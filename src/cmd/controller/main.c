@@ -232,7 +232,7 @@ static int register_metrics(struct kp_metrics *m, struct shared *sh)
         &f);
     if (r < 0)
         return r;
-    kp_gauge_set(kp_metric_labels(f, KP_VERSION, NULL), 1);
+    kp_gauge_set(kp_metric_labels(f, KP_VERSION, (const char *)NULL), 1);
     r = kp_metrics_register(
         m,
         &(struct kp_metric_opts){.name = "kpssh_leader_election_is_leader",
