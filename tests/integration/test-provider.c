@@ -1,0 +1,924 @@
+/* tests/integration/test-provider.c: the SSH provider (provider/ssh/provider.h) driven directly
+ * through its vtable against the lab: a real kube-apiserver with our CRDs from deploy/crds, real
+ * sshd hosts, and hollow kubelets that TLS-bootstrap with the token the provider mints.
+ *
+ *   lifecycle  host 1, the shipped tls-bootstrap join and leave scripts verbatim: Create -> Node
+ *              Ready with our providerID, labels and taints, token collected, host InUse;
+ *              Delete -> leave ran (kubelet disabled), host Available; second Create is warm
+ *              (install skipped); a stale Delete after the host was re-claimed is fenced off.
+ *              The shipped install script is replaced by a lab-safe one: it apt-installs
+ *              containerd and kubelet into directories the lab shares with the real machine
+ *              (tests/integration/test-profiles.sh runs it in a sandbox against stand-ins).
+ *   config     a node class whose key Secret is missing: ConfigurationError, host Available.
+ *   race       20 extra lab hosts, 40 concurrent Creates (threads, one client clone each) of a
+ *              profile whose join registers the Node through the API instead of a kubelet:
+ *              exactly 20 succeed on 20 distinct hosts, the rest fail InsufficientCapacity,
+ *              zero double claims. Rounds: KP_PROVIDER_RACE_ROUNDS (default 3).
+ *
+ * Create wall time is printed split into claim / install / token / join / registration. */
+#include "kp-lab.h"
+#include "kp-test.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/secret.h"
+#include "base/spawn.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "core/provider.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/obj-karpenter.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/obj-node.h"
+#include "k8s/status.h"
+#include "k8s/store.h"
+#include "provider/ssh/provider.h"
+
+#define POOL_NS "kpssh-system"
+#define RACE_FIRST 101 /* lab host indices of the race hosts */
+#define RACE_HOSTS 20
+#define RACE_CREATES 40
+#define LAB_HOST 1
+
+static struct {
+    struct kp_lab lab;
+    struct kp_client *c;
+    char *host_sh, *key_path, *gateway, *admin_token, *repo;
+    struct kp_informer *inf_hosts, *inf_classes, *inf_profiles;
+    struct kp_ssh_provider *sp;
+    struct kp_provider prov;
+    unsigned serial;
+    bool race_hosts_added[RACE_HOSTS];
+} T;
+
+/* --- process helpers ----------------------------------------------------------------------- */
+
+static int run_status(const char *const *argv, char **ret_out)
+{
+    struct kp_spawn_opts o = {.argv = argv,
+                              .timeout_usec = 300 * KP_USEC_PER_SEC,
+                              .max_stdout = 1 << 20,
+                              .stderr_tail = 8192};
+    struct kp_spawn_result res;
+    int st;
+
+    assert_int_equal(kp_spawn_run(&o, &res), 0);
+    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
+    if (st != 0 && !ret_out)
+        print_message("# %s %s: status %d: %s\n", argv[0], argv[1] ? argv[1] : "", st,
+                      kp_buf_str(&res.err));
+    if (ret_out) {
+        *ret_out = kp_strdup(kp_buf_str(&res.out));
+        assert_non_null(*ret_out);
+    }
+    kp_spawn_result_done(&res);
+    return st;
+}
+
+static int host_sh(const char *verb, unsigned i)
+{
+    char idx[16];
+    const char *argv[] = {T.host_sh, verb, idx, NULL};
+
+    (void)snprintf(idx, sizeof(idx), "%u", i);
+    return run_status(argv, NULL);
+}
+
+/* A shell command as root inside lab host i; its exit status. */
+static int host_exec(unsigned i, const char *cmd)
+{
+    char idx[16], *out = NULL;
+    const char *argv[] = {T.host_sh, "exec", idx, "sh", "-c", cmd, NULL};
+    int st;
+
+    (void)snprintf(idx, sizeof(idx), "%u", i);
+    st = run_status(argv, &out);
+    kp_free(out);
+    return st;
+}
+
+static void kubectl(const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    char *kc = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
+    const char *argv[] = {T.lab.kubectl, "--kubeconfig", kc, a1, a2, a3, a4, NULL};
+
+    assert_non_null(kc);
+    assert_int_equal(run_status(argv, NULL), 0);
+    kp_free(kc);
+}
+
+static char *host_ip(unsigned i)
+{
+    char buf[64];
+    const char *dot = strrchr(T.gateway, '.');
+
+    assert_non_null(dot);
+    assert_true(snprintf(buf, sizeof(buf), "%.*s.%u", (int)(dot - T.gateway), T.gateway, 10 + i) >
+                0);
+    return kp_strdup(buf);
+}
+
+/* --- API objects ---------------------------------------------------------------------------- */
+
+static void create_or_replace(const struct kp_resource *res, const char *ns, const char *name,
+                              json_t *obj)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    int r;
+
+    r = kp_client_delete(T.c, res, ns, name, NULL, &e);
+    if (r != -ENOENT)
+        kp_lab_check(r, &e, "delete old object");
+    for (int i = 0; i < 100; i++) { /* until the old one is gone */
+        kp_error_done(&e);
+        r = kp_client_create(T.c, res, ns, obj, NULL, &e);
+        if (r != -EEXIST && r != -KP_ECONFLICT)
+            break;
+        kp_sleep_usec(100 * 1000);
+    }
+    kp_lab_check(r, &e, name);
+    kp_error_done(&e);
+    kp_json_unref(obj);
+}
+
+static void set(json_t *o, const char *const *path, const char *v)
+{
+    assert_int_equal(kp_json_patch_set_str(o, path, v), 0);
+}
+
+static json_t *obj_new(const char *api_version, const char *kind, const char *ns, const char *name)
+{
+    json_t *o = NULL;
+
+    assert_int_equal(kp_json_patch_new(&o), 0);
+    set(o, KP_JSON_PATH("apiVersion"), api_version);
+    set(o, KP_JSON_PATH("kind"), kind);
+    set(o, KP_JSON_PATH("metadata", "name"), name);
+    if (ns)
+        set(o, KP_JSON_PATH("metadata", "namespace"), ns);
+    return o;
+}
+
+static void profile(const char *name, const char *install, const char *join, const char *leave)
+{
+    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, name);
+
+    set(o, KP_JSON_PATH("spec", "version"), "1");
+    set(o, KP_JSON_PATH("spec", "scripts", "install"), install);
+    set(o, KP_JSON_PATH("spec", "scripts", "join"), join);
+    set(o, KP_JSON_PATH("spec", "scripts", "leave"), leave);
+    set(o, KP_JSON_PATH("spec", "timeouts", "join"), "3m");
+    create_or_replace(&KP_RES_SSHJOINPROFILE, NULL, name, o);
+}
+
+static char *b64(const char *p, size_t n)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = kp_malloc((n + 2) / 3 * 4 + 1), *w = out;
+
+    assert_non_null(out);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned char)p[i] << 16;
+
+        if (i + 1 < n)
+            v |= (unsigned char)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= (unsigned char)p[i + 2];
+        *w++ = tbl[(v >> 18) & 63];
+        *w++ = tbl[(v >> 12) & 63];
+        *w++ = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
+        *w++ = i + 2 < n ? tbl[v & 63] : '=';
+    }
+    *w = '\0';
+    return out;
+}
+
+static void nodeclass(const char *name, const char *cls, const char *prof, const char *key_var)
+{
+    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, name);
+    char *ca = b64(T.lab.ca, T.lab.ca_len);
+
+    set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS), cls);
+    set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), prof);
+    set(o, KP_JSON_PATH("spec", "cluster", "endpoint"), T.lab.api_url);
+    set(o, KP_JSON_PATH("spec", "cluster", "caBundle"), ca);
+    set(o, KP_JSON_PATH("spec", "vars", "clusterDNS"), "10.0.0.10");
+    set(o, KP_JSON_PATH("spec", "vars", "bootstrapWait"), "120");
+    if (key_var)
+        set(o, KP_JSON_PATH("spec", "vars", "adminToken"), key_var);
+    kp_free(ca);
+    create_or_replace(&KP_RES_SSHNODECLASS, NULL, name, o);
+}
+
+/* An SSHHost for lab host i, made Available as a successful probe would. */
+static void sshhost(const char *name, unsigned i, const char *cls, const char *key_secret)
+{
+    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", POOL_NS, name);
+    json_t *p = NULL;
+    struct kp_error e = KP_ERROR_INIT;
+    char *ip = host_ip(i);
+
+    set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_LABEL_HOST_CLASS), cls);
+    set(o, KP_JSON_PATH("spec", "address"), ip);
+    set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), key_secret);
+    set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
+    set(o, KP_JSON_PATH("spec", "capacity", "memory"), "4Gi");
+    create_or_replace(&KP_RES_SSHHOST, POOL_NS, name, o);
+    assert_int_equal(kp_json_patch_new(&p), 0);
+    set(p, KP_JSON_PATH("status", "state"), "Available");
+    set(p, KP_JSON_PATH("status", "observedArch"), "amd64");
+    kp_lab_check(
+        kp_client_patch(T.c, &KP_RES_SSHHOST, POOL_NS, name, "status", KP_PATCH_MERGE, p, NULL, &e),
+        &e, "host status");
+    kp_json_unref(p);
+    kp_free(ip);
+}
+
+static struct kp_entry *host_get(const char *name)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *h = NULL;
+    json_t *o = NULL;
+
+    kp_lab_check(kp_client_get(T.c, &KP_RES_SSHHOST, POOL_NS, name, &o, &e), &e, "get host");
+    assert_int_equal(kp_sshhost_project(o, &h), 0);
+    kp_json_unref(o);
+    return h;
+}
+
+/* Waits until the informer's copy of host name is claimable (what the next Create reads). */
+static void wait_cached_available(const char *name)
+{
+    char key[300];
+
+    (void)snprintf(key, sizeof(key), POOL_NS "/%s", name);
+    for (int i = 0; i < 300; i++) {
+        struct kp_entry *e = NULL;
+        bool ok = false;
+
+        if (kp_store_get(kp_informer_store(T.inf_hosts), key, &e) == 0) {
+            const struct kp_sshhost_view *h = kp_sshhost_view(e);
+
+            ok = h->state == KP_HOST_AVAILABLE && !h->claim_name;
+        }
+        kp_entry_unref(e);
+        if (ok)
+            return;
+        kp_sleep_usec(50 * 1000);
+    }
+    fail_msg("host %s never showed Available in the cache", name);
+}
+
+static void wait_cached(struct kp_informer *inf, const char *key)
+{
+    for (int i = 0; i < 300; i++) {
+        struct kp_entry *e = NULL;
+
+        if (kp_store_get(kp_informer_store(inf), key, &e) == 0) {
+            kp_entry_unref(e);
+            return;
+        }
+        kp_sleep_usec(50 * 1000);
+    }
+    fail_msg("%s never reached the cache", key);
+}
+
+/* A NodeClaim as the core would hand it over; provider_id set for Delete. */
+static struct kp_entry *nodeclaim(const char *name, const char *uid, const char *nodeclass_name,
+                                  const char *provider_id)
+{
+    struct kp_entry *e = NULL;
+    json_t *o = obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
+
+    set(o, KP_JSON_PATH("metadata", "uid"), uid);
+    set(o, KP_JSON_PATH("metadata", "resourceVersion"), "1");
+    set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "prov");
+    set(o, KP_JSON_PATH("metadata", "labels", "team"), "storage");
+    set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
+    set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), nodeclass_name);
+    set(o, KP_JSON_PATH("spec", "resources", "requests", "cpu"), "100m");
+    {
+        json_t *taints = kp_lab_json("[{\"key\":\"karpenter.kpssh.dev/pool\",\"effect\":"
+                                     "\"NoSchedule\"}]");
+
+        assert_int_equal(kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "taints"), taints), 0);
+    }
+    if (provider_id)
+        set(o, KP_JSON_PATH("status", "providerID"), provider_id);
+    assert_int_equal(kp_nodeclaim_project(o, &e), 0);
+    kp_json_unref(o);
+    return e;
+}
+
+static void uid_for(char *buf, size_t n)
+{
+    (void)snprintf(buf, n, "uid-%d-%u-%llu", (int)getpid(), ++T.serial,
+                   (unsigned long long)kp_mono_usec());
+}
+
+static struct kp_entry *node_get(const char *name)
+{
+    struct kp_entry *n = NULL;
+    json_t *o = NULL;
+
+    if (kp_client_get(T.c, &KP_RES_NODE, NULL, name, &o, NULL) < 0)
+        return NULL;
+    assert_int_equal(kp_node_project(o, &n), 0);
+    kp_json_unref(o);
+    return n;
+}
+
+static bool wait_node_ready(const char *name, int seconds)
+{
+    for (int i = 0; i < seconds * 2; i++) {
+        struct kp_entry *n = node_get(name);
+        bool ready = n && kp_node_view(n)->ready == KP_COND_TRUE;
+
+        kp_entry_unref(n);
+        if (ready)
+            return true;
+        kp_sleep_usec(500 * 1000);
+    }
+    return false;
+}
+
+/* The bootstrap-token Secrets of kube-system whose description names this NodeClaim. */
+struct tok_count {
+    const char *want;
+    unsigned n;
+};
+
+static int tok_page(const struct kp_list_page *page, void *ud)
+{
+    struct tok_count *t = ud;
+
+    for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
+        const char *d = NULL;
+        json_t *it = kp_json_array_at(page->items, i);
+
+        if (kp_json_pathv_str(it, KP_JSON_PATH("data", "description"), &d) == 0) {
+            char *want = b64(t->want, strlen(t->want));
+
+            if (kp_streq(d, want))
+                t->n++;
+            kp_free(want);
+        }
+    }
+    return 0;
+}
+
+static unsigned tokens_for(const char *nodeclaim_name)
+{
+    struct kp_list_opts lo = {.field_selector = "type=bootstrap.kubernetes.io/token"};
+    char *want = kp_strjoin("kpssh nodeclaim ", nodeclaim_name, (const char *)NULL);
+    struct tok_count t = {.want = want, .n = 0};
+    struct kp_error e = KP_ERROR_INIT;
+
+    kp_lab_check(kp_client_list(T.c, &KP_RES_SECRET, "kube-system", &lo, tok_page, &t, NULL, &e),
+                 &e, "list tokens");
+    kp_free(want);
+    return t.n;
+}
+
+static void print_report(const char *what, const struct kp_ssh_create_report *r)
+{
+    print_message(
+        "# create %-12s host %-10s claim %6.0f ms | install %6.0f ms | token %5.0f ms | "
+        "join %6.0f ms | registration %6.0f ms | total %6.0f ms\n",
+        what, r->host, r->claim_usec / 1e3, r->install_usec / 1e3, r->token_usec / 1e3,
+        r->join_usec / 1e3, r->registration_usec / 1e3,
+        (r->claim_usec + r->install_usec + r->token_usec + r->join_usec + r->registration_usec) /
+            1e3);
+}
+
+/* --- fixture ------------------------------------------------------------------------------------ */
+
+static char *read_env_var(const char *name)
+{
+    char *v = kp_lab_env(&T.lab, name);
+
+    if (!v)
+        fail_msg("%s missing from the lab's env.sh", name);
+    return v;
+}
+
+static char *read_repo_file(const char *rel)
+{
+    char *path = kp_strjoin(T.repo, "/", rel, (const char *)NULL);
+    char *s;
+
+    assert_non_null(path);
+    s = kp_lab_read_file(path, NULL);
+    kp_free(path);
+    return s;
+}
+
+static struct kp_informer *informer(const struct kp_resource *res, const char *ns,
+                                    kp_project_fn project)
+{
+    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
+    struct kp_informer *inf = NULL;
+
+    assert_int_equal(kp_informer_new(T.c, &o, &inf), 0);
+    assert_int_equal(kp_informer_start(inf), 0);
+    assert_int_equal(kp_informer_wait_synced(inf, 60 * KP_USEC_PER_SEC), 0);
+    return inf;
+}
+
+/* The race profile's join registers the Node through the API, as a kubelet would, so the race
+ * exercises the claim lock and the whole Create path without 20 hollow kubelets. */
+static const char race_join[] =
+    "body=$(printf '{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\","
+    "\"labels\":{\"kpssh-test\":\"race\"}},\"spec\":{\"providerID\":\"%s\"}}' "
+    "\"$KPSSH_NODE_NAME\" \"$KPSSH_PROVIDER_ID\")\n"
+    "printf '%s' \"$KPSSH_CLUSTER_CA_B64\" | base64 -d > /tmp/kpssh-race-ca.crt\n"
+    "code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert /tmp/kpssh-race-ca.crt "
+    "-H \"Authorization: Bearer $KPSSH_VAR_adminToken\" -H 'Content-Type: application/json' "
+    "-X POST \"$KPSSH_CLUSTER_ENDPOINT/api/v1/nodes\" -d \"$body\")\n"
+    "case $code in 201|409) ;; *) echo \"node create: HTTP $code\" >&2; exit 1 ;; esac\n";
+
+static const char lab_install[] =
+    "# lab-safe install: the shipped one installs packages into directories the lab\n"
+    "# shares with the real machine; the lab host already has kubelet and systemctl.\n"
+    "mkdir -p /var/lib/kpssh\n"
+    "date +%s >> /var/lib/kpssh/install-runs\n"
+    "systemctl disable --now kubelet >/dev/null 2>&1 || true\n";
+
+static int setup(void **state)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    char *token_file, *join, *leave, *pem;
+    struct kp_ssh_provider_opts po = {0};
+    json_t *o;
+    int r;
+
+    (void)state;
+    kp_lab_load(&T.lab);
+    T.c = kp_lab_admin_client(&T.lab);
+    T.host_sh = read_env_var("KPSSH_LAB_HOST_SH");
+    T.key_path = read_env_var("KPSSH_LAB_SSH_KEY");
+    T.gateway = read_env_var("KPSSH_LAB_GATEWAY");
+    T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
+    token_file = read_env_var("KPSSH_LAB_ADMIN_TOKEN_FILE");
+    T.admin_token = kp_lab_read_file(token_file, NULL);
+    kp_free(token_file);
+    for (char *p = T.admin_token; *p; p++)
+        if (*p == '\n')
+            *p = '\0';
+
+    /* CRDs, as the chart installs them. */
+    {
+        char *dir = kp_strjoin(T.repo, "/deploy/crds", (const char *)NULL);
+
+        kubectl("apply", "--server-side", "-f", dir);
+        kubectl("wait", "--for=condition=established", "--timeout=60s",
+                "crd/sshhosts.karpenter.kpssh.dev");
+        kubectl("wait", "--for=condition=established", "--timeout=60s",
+                "crd/sshnodeclasses.karpenter.kpssh.dev");
+        kubectl("wait", "--for=condition=established", "--timeout=60s",
+                "crd/sshjoinprofiles.karpenter.kpssh.dev");
+        kp_free(dir);
+    }
+    o = kp_lab_json(
+        "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" POOL_NS "\"}}");
+    r = kp_client_create(T.c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);
+    if (r != -EEXIST)
+        kp_lab_check(r, &e, "namespace");
+    kp_error_done(&e);
+    kp_json_unref(o);
+
+    /* The key Secret from the lab's controller key. */
+    pem = kp_lab_read_file(T.key_path, NULL);
+    o = obj_new("v1", "Secret", POOL_NS, "prov-key");
+    set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    kp_wipe(pem, strlen(pem));
+    kp_free(pem);
+    create_or_replace(&KP_RES_SECRET, POOL_NS, "prov-key", o);
+
+    /* Profiles: the shipped tls-bootstrap join and leave verbatim; a race profile. */
+    join = read_repo_file("profiles/tls-bootstrap/join.sh");
+    leave = read_repo_file("profiles/tls-bootstrap/leave.sh");
+    profile("tls-bootstrap", lab_install, join, leave);
+    kp_free(join);
+    kp_free(leave);
+    profile("prov-race", "true\n", race_join, "true\n");
+
+    nodeclass("prov-lab", "prov-lab", "tls-bootstrap", NULL);
+    nodeclass("prov-race", "prov-race", "prov-race", T.admin_token);
+    nodeclass("prov-nokey", "prov-nokey", "prov-race", T.admin_token);
+    sshhost("lab-1", LAB_HOST, "prov-lab", "prov-key");
+    sshhost("nokey-1", 2, "prov-nokey", "no-such-secret");
+
+    T.inf_hosts = informer(&KP_RES_SSHHOST, POOL_NS, kp_sshhost_project);
+    T.inf_classes = informer(&KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
+    T.inf_profiles = informer(&KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
+    wait_cached(T.inf_classes, "prov-lab");
+    wait_cached(T.inf_classes, "prov-race");
+    wait_cached(T.inf_classes, "prov-nokey");
+    wait_cached(T.inf_profiles, "tls-bootstrap");
+    wait_cached(T.inf_profiles, "prov-race");
+    wait_cached_available("lab-1");
+    wait_cached_available("nokey-1");
+
+    po.pool_namespace = POOL_NS;
+    po.hosts = kp_informer_store(T.inf_hosts);
+    po.nodeclasses = kp_informer_store(T.inf_classes);
+    po.profiles = kp_informer_store(T.inf_profiles);
+    po.registration_timeout_usec = 180 * KP_USEC_PER_SEC;
+    po.registration_poll_usec = 250 * KP_USEC_PER_MSEC;
+    assert_int_equal(kp_ssh_provider_new(&po, &T.sp), 0);
+    T.prov = kp_ssh_provider_as_provider(T.sp);
+    assert_string_equal(T.prov.ops->name(T.prov.ctx), "ssh");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (unsigned i = 0; i < RACE_HOSTS; i++)
+        if (T.race_hosts_added[i])
+            (void)host_sh("del", RACE_FIRST + i);
+    /* Leave host 1 as the lab made it. */
+    (void)host_exec(LAB_HOST, "systemctl disable --now kubelet containerd >/dev/null 2>&1; rm -rf "
+                              "/var/lib/kpssh/* /etc/kubernetes/* /var/lib/kubelet/* "
+                              "/etc/systemd/system/kubelet.service.d");
+    T.sp = kp_ssh_provider_free(T.sp);
+    T.inf_hosts = kp_informer_free(T.inf_hosts);
+    T.inf_classes = kp_informer_free(T.inf_classes);
+    T.inf_profiles = kp_informer_free(T.inf_profiles);
+    T.c = kp_client_free(T.c);
+    kp_free(T.host_sh);
+    kp_free(T.key_path);
+    kp_free(T.gateway);
+    kp_free(T.repo);
+    if (T.admin_token)
+        kp_wipe(T.admin_token, strlen(T.admin_token));
+    kp_free(T.admin_token);
+    kp_lab_done(&T.lab);
+    return 0;
+}
+
+/* --- tests ---------------------------------------------------------------------------------------- */
+
+static void test_lifecycle(void **state)
+{
+    struct kp_provider_instance inst = {0}, got = {0};
+    struct kp_provider_instances all = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_ssh_create_report rep;
+    struct kp_entry *a = NULL, *a_del = NULL, *b = NULL, *b_del = NULL, *h, *n;
+    const char *drift = "x";
+    char uid_a[64], uid_b[64];
+    int r;
+
+    (void)state;
+    /* Cold Create: install, token, join, registration. */
+    uid_for(uid_a, sizeof(uid_a));
+    a = nodeclaim("prov-a", uid_a, "prov-lab", NULL);
+    r = kp_ssh_provider_create(T.sp, T.c, kp_nodeclaim_view(a), &inst, &rep, &err);
+    if (r < 0)
+        fail_msg("Create A: %s [%s/%s] %s", kp_strerror(r), kp_provider_err_kind_name(err.kind),
+                 err.reason, err.message ? err.message : "");
+    print_report("cold", &rep);
+    assert_true(rep.installed);
+    assert_false(rep.resumed);
+    assert_string_equal(rep.host, "lab-1");
+    assert_string_equal(inst.provider_id, "kpssh://" POOL_NS "/lab-1");
+    assert_string_equal(inst.nodeclaim, "prov-a");
+    assert_string_equal(inst.instance_type, "prov-lab");
+    assert_string_equal(kp_provider_kv_get(inst.labels, inst.n_labels, KP_LABEL_ZONE), "pool");
+    assert_string_equal(kp_provider_kv_get(inst.labels, inst.n_labels, KP_LABEL_CAPACITY_TYPE),
+                        "on-demand");
+    assert_non_null(
+        kp_provider_kv_get(inst.annotations, inst.n_annotations, KP_SSH_ANNOTATION_NODECLASS_HASH));
+    assert_int_equal(kp_provider_res_get(inst.capacity, inst.n_capacity, "cpu", NULL), 2000);
+    assert_int_equal(kp_provider_res_get(inst.allocatable, inst.n_allocatable, "cpu", NULL), 1920);
+
+    /* The Node: Ready, our providerID, labels and taints. */
+    assert_true(wait_node_ready("prov-a", 120));
+    n = node_get("prov-a");
+    assert_non_null(n);
+    assert_string_equal(kp_node_view(n)->provider_id, "kpssh://" POOL_NS "/lab-1");
+    assert_string_equal(kp_labels_get(&kp_node_view(n)->meta.labels, "team"), "storage");
+    assert_string_equal(kp_labels_get(&kp_node_view(n)->meta.labels, "karpenter.sh/nodepool"),
+                        "prov");
+    {
+        bool unreg = false, pool = false;
+
+        for (size_t i = 0; i < kp_node_view(n)->taints.n; i++) {
+            const struct kp_taint *t = &kp_node_view(n)->taints.v[i];
+
+            unreg |=
+                kp_streq(t->key, "karpenter.sh/unregistered") && t->effect == KP_TAINT_NO_EXECUTE;
+            pool |=
+                kp_streq(t->key, "karpenter.kpssh.dev/pool") && t->effect == KP_TAINT_NO_SCHEDULE;
+        }
+        assert_true(unreg);
+        assert_true(pool);
+    }
+    kp_entry_unref(n);
+    /* Host InUse, token collected, TOFU pin written, marker recorded. */
+    h = host_get("lab-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_IN_USE);
+    assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-a");
+    assert_string_equal(kp_sshhost_view(h)->claim_uid, uid_a);
+    assert_string_equal(kp_sshhost_view(h)->installed_profile, "tls-bootstrap@1");
+    assert_string_equal(kp_sshhost_view(h)->provider_id, "kpssh://" POOL_NS "/lab-1");
+    assert_null(kp_sshhost_view(h)->bootstrap_token_id);
+    assert_non_null(kp_sshhost_view(h)->host_key_fingerprint);
+    kp_entry_unref(h);
+    assert_int_equal(tokens_for("prov-a"), 0);
+
+    /* Get, List, drift. */
+    a_del = nodeclaim("prov-a", uid_a, "prov-lab", inst.provider_id);
+    assert_int_equal(T.prov.ops->get(T.prov.ctx, T.c, inst.provider_id, &got, &err), 0);
+    assert_string_equal(got.nodeclaim, "prov-a");
+    kp_provider_instance_done(&got);
+    assert_int_equal(T.prov.ops->list(T.prov.ctx, T.c, &all, &err), 0);
+    {
+        unsigned mine = 0;
+
+        for (size_t i = 0; i < all.n; i++)
+            mine += kp_streq(all.v[i].nodeclaim, "prov-a");
+        assert_int_equal(mine, 1);
+    }
+    kp_provider_instances_done(&all);
+    assert_int_equal(
+        T.prov.ops->is_drifted(T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &drift, &err), 0);
+    assert_null(drift);
+    /* A second Create of the same NodeClaim resumes and returns the same instance. */
+    kp_provider_instance_done(&inst);
+    assert_int_equal(kp_ssh_provider_create(T.sp, T.c, kp_nodeclaim_view(a), &inst, &rep, &err), 0);
+    assert_true(rep.resumed);
+    assert_string_equal(inst.provider_id, "kpssh://" POOL_NS "/lab-1");
+    kp_provider_instance_done(&inst);
+
+    /* Delete: leave ran, kubelet disabled, token gone, host Available and warm. */
+    r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &err);
+    if (r < 0)
+        fail_msg("Delete A: %s %s", kp_strerror(r), err.message ? err.message : "");
+    assert_int_not_equal(host_exec(LAB_HOST, "systemctl is-enabled kubelet"), 0);
+    assert_int_not_equal(host_exec(LAB_HOST, "systemctl is-active kubelet"), 0);
+    h = host_get("lab-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE);
+    assert_null(kp_sshhost_view(h)->claim_name);
+    assert_null(kp_sshhost_view(h)->provider_id);
+    assert_string_equal(kp_sshhost_view(h)->installed_profile, "tls-bootstrap@1");
+    kp_entry_unref(h);
+    assert_int_equal(tokens_for("prov-a"), 0);
+    assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-a"), 0); /* the core's part */
+    wait_cached_available("lab-1");
+
+    /* Warm Create on the same host: install skipped. */
+    uid_for(uid_b, sizeof(uid_b));
+    b = nodeclaim("prov-b", uid_b, "prov-lab", NULL);
+    r = kp_ssh_provider_create(T.sp, T.c, kp_nodeclaim_view(b), &inst, &rep, &err);
+    if (r < 0)
+        fail_msg("Create B: %s %s", kp_strerror(r), err.message ? err.message : "");
+    print_report("warm", &rep);
+    assert_false(rep.installed);
+    assert_int_equal(rep.install_usec, 0);
+    assert_string_equal(rep.host, "lab-1");
+    assert_int_equal(host_exec(LAB_HOST, "test \"$(wc -l < /var/lib/kpssh/install-runs)\" -eq 1"),
+                     0);
+    assert_true(wait_node_ready("prov-b", 120));
+
+    /* The fence: a stale, retried Delete of A must not touch B's node. */
+    kp_provider_err_done(&err);
+    r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &err);
+    assert_int_equal(r, -ENOENT);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_NOT_FOUND);
+    assert_int_equal(host_exec(LAB_HOST, "systemctl is-active kubelet"), 0);
+    h = host_get("lab-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_IN_USE);
+    assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-b");
+    kp_entry_unref(h);
+    n = node_get("prov-b");
+    assert_non_null(n);
+    kp_entry_unref(n);
+    /* A Delete with the right name but the uid of a dead NodeClaim is fenced too. */
+    {
+        struct kp_entry *b_old =
+            nodeclaim("prov-b", "uid-of-an-earlier-prov-b", "prov-lab", inst.provider_id);
+
+        assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_old), &err),
+                         -ENOENT);
+        kp_entry_unref(b_old);
+    }
+
+    b_del = nodeclaim("prov-b", uid_b, "prov-lab", inst.provider_id);
+    assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), 0);
+    assert_int_not_equal(host_exec(LAB_HOST, "systemctl is-enabled kubelet"), 0);
+    assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-b"), 0);
+    /* Deleting again: gone. */
+    assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), -ENOENT);
+    assert_int_equal(tokens_for("prov-b"), 0);
+
+    kp_provider_instance_done(&inst);
+    kp_provider_err_done(&err);
+    kp_entry_unref(a);
+    kp_entry_unref(a_del);
+    kp_entry_unref(b);
+    kp_entry_unref(b_del);
+}
+
+static void test_config_error(void **state)
+{
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_entry *nc, *h;
+    char uid[64];
+    int r;
+
+    (void)state;
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-nokey", uid, "prov-nokey", NULL);
+    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    assert_true(r < 0);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
+    assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
+    assert_non_null(strstr(err.message, "no-such-secret"));
+    h = host_get("nokey-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE); /* config: host is fine */
+    assert_null(kp_sshhost_view(h)->claim_name);
+    kp_entry_unref(h);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+
+    /* No node class at all: insufficient capacity (the core deletes the NodeClaim). */
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-noclass", uid, "no-such-class", NULL);
+    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    assert_int_equal(r, -ENOSPC);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+}
+
+struct racer {
+    pthread_t th;
+    struct kp_client *c;
+    struct kp_entry *nc;
+    int r;
+    struct kp_provider_err err;
+    struct kp_provider_instance inst;
+    struct kp_ssh_create_report rep;
+};
+
+static void *race_main(void *arg)
+{
+    struct racer *rc = arg;
+
+    rc->r = kp_ssh_provider_create(T.sp, rc->c, kp_nodeclaim_view(rc->nc), &rc->inst, &rc->rep,
+                                   &rc->err);
+    return NULL;
+}
+
+static void test_race(void **state)
+{
+    static struct racer rc[RACE_CREATES];
+    const char *rounds_env = getenv("KP_PROVIDER_RACE_ROUNDS");
+    unsigned rounds = 3;
+    uint64_t worst = 0;
+
+    (void)state;
+    if (rounds_env && kp_safe_atou32(rounds_env, &rounds) < 0)
+        fail_msg("bad KP_PROVIDER_RACE_ROUNDS");
+    for (unsigned i = 0; i < RACE_HOSTS; i++) {
+        char name[32];
+
+        if (host_sh("add", RACE_FIRST + i) != 0)
+            fail_msg("host.sh add %u failed", RACE_FIRST + i);
+        T.race_hosts_added[i] = true;
+        (void)snprintf(name, sizeof(name), "race-%u", RACE_FIRST + i);
+        sshhost(name, RACE_FIRST + i, "prov-race", "prov-key");
+    }
+    for (unsigned round = 1; round <= rounds; round++) {
+        unsigned ok = 0, nocap = 0, other = 0, dup = 0;
+        uint64_t t0;
+        char hosts[RACE_HOSTS][32];
+        size_t nhosts = 0;
+
+        for (unsigned i = 0; i < RACE_HOSTS; i++) {
+            char name[32];
+
+            (void)snprintf(name, sizeof(name), "race-%u", RACE_FIRST + i);
+            wait_cached_available(name);
+        }
+        for (unsigned i = 0; i < RACE_CREATES; i++) {
+            char name[64], uid[64];
+
+            memset(&rc[i], 0, sizeof(rc[i]));
+            rc[i].err = (struct kp_provider_err)KP_PROVIDER_ERR_INIT;
+            (void)snprintf(name, sizeof(name), "race-r%u-c%u", round, i);
+            uid_for(uid, sizeof(uid));
+            rc[i].nc = nodeclaim(name, uid, "prov-race", NULL);
+            assert_int_equal(kp_client_clone(T.c, &rc[i].c), 0);
+        }
+        t0 = kp_mono_usec();
+        for (unsigned i = 0; i < RACE_CREATES; i++)
+            assert_int_equal(pthread_create(&rc[i].th, NULL, race_main, &rc[i]), 0);
+        for (unsigned i = 0; i < RACE_CREATES; i++)
+            assert_int_equal(pthread_join(rc[i].th, NULL), 0);
+        t0 = kp_mono_usec() - t0;
+        if (t0 > worst)
+            worst = t0;
+        for (unsigned i = 0; i < RACE_CREATES; i++) {
+            if (rc[i].r == 0) {
+                ok++;
+                for (size_t j = 0; j < nhosts; j++)
+                    dup += kp_streq(hosts[j], rc[i].rep.host);
+                if (nhosts < RACE_HOSTS)
+                    assert_int_equal(kp_strscpy(hosts[nhosts++], sizeof(hosts[0]), rc[i].rep.host),
+                                     0);
+            } else if (rc[i].err.kind == KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY)
+                nocap++;
+            else {
+                other++;
+                print_message("# racer %u: %s [%s] %s\n", i, kp_strerror(rc[i].r),
+                              kp_provider_err_kind_name(rc[i].err.kind),
+                              rc[i].err.message ? rc[i].err.message : "");
+            }
+        }
+        /* The server's view: every race host claimed once, by a winner. */
+        for (unsigned i = 0; i < RACE_HOSTS; i++) {
+            char name[32];
+            struct kp_entry *h;
+            unsigned holders = 0;
+
+            (void)snprintf(name, sizeof(name), "race-%u", RACE_FIRST + i);
+            h = host_get(name);
+            for (unsigned j = 0; j < RACE_CREATES; j++)
+                holders += rc[j].r == 0 && kp_streq(rc[j].rep.host, name) &&
+                           kp_streq(kp_sshhost_view(h)->claim_name, rc[j].nc->name) &&
+                           kp_streq(kp_sshhost_view(h)->claim_uid, rc[j].nc->uid);
+            if (holders != 1 || kp_sshhost_view(h)->state != KP_HOST_IN_USE)
+                fail_msg("round %u: host %s has %u winning holders, state %s", round, name, holders,
+                         kp_host_state_name(kp_sshhost_view(h)->state));
+            kp_entry_unref(h);
+        }
+        print_message("# race round %u: %u ok on %zu distinct hosts, %u insufficient capacity, "
+                      "%u other, %u double claims, %.0f ms\n",
+                      round, ok, nhosts, nocap, other, dup, t0 / 1e3);
+        assert_int_equal(ok, RACE_HOSTS);
+        assert_int_equal(nhosts, RACE_HOSTS);
+        assert_int_equal(dup, 0);
+        assert_int_equal(nocap, RACE_CREATES - RACE_HOSTS);
+        assert_int_equal(other, 0);
+        if (round == 1)
+            for (unsigned i = 0; i < RACE_CREATES; i++)
+                if (rc[i].r == 0) {
+                    print_report("race", &rc[i].rep);
+                    break;
+                }
+        /* Give every host back through Delete, as the core would, and drop the Nodes. */
+        for (unsigned i = 0; i < RACE_CREATES; i++) {
+            if (rc[i].r == 0) {
+                struct kp_entry *del =
+                    nodeclaim(rc[i].nc->name, rc[i].nc->uid, "prov-race", rc[i].inst.provider_id);
+                struct kp_provider_err e2 = KP_PROVIDER_ERR_INIT;
+                int r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(del), &e2);
+
+                if (r < 0)
+                    fail_msg("race delete %s: %s", rc[i].nc->name, e2.message ? e2.message : "");
+                assert_int_equal(kp_ssh_provider_delete_node(T.c, rc[i].nc->name), 0);
+                kp_provider_err_done(&e2);
+                kp_entry_unref(del);
+                assert_int_equal(tokens_for(rc[i].nc->name), 0);
+            }
+            kp_provider_instance_done(&rc[i].inst);
+            kp_provider_err_done(&rc[i].err);
+            kp_entry_unref(rc[i].nc);
+            kp_client_free(rc[i].c);
+        }
+    }
+    print_message("# race: %u rounds passed, slowest round %.0f ms\n", rounds, worst / 1e3);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_config_error),
+        cmocka_unit_test(test_race),
+    };
+    int r;
+
+    (void)argc;
+    (void)argv;
+    kp_log_set_level(KP_LOG_WARN);
+    r = cmocka_run_group_tests_name("provider", tests, setup, teardown);
+    return r;
+}
