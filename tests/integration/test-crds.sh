@@ -66,6 +66,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'echo "test-crds.sh: command failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # split_docs FILE OUTPREFIX: writes OUTPREFIX.1, OUTPREFIX.2, ... one per YAML document (comment
 # lines before the first document are dropped) with __FILL_<n>__ expanded; prints the count.
@@ -294,7 +295,7 @@ else
     not_ok "minimal NodePool defaults"
     diag <<<"$got"
 fi
-hdr="$(kc get nodepools -o wide | head -1 | tr -s ' ')"
+hdr="$(kc get nodepools -o wide 2>&1 | sed -n 1p | tr -s ' ')"  # sed reads to the end: head could SIGPIPE kubectl
 if [ "$hdr" = "NAME NODECLASS NODES READY AGE WEIGHT CPU MEMORY" ]; then ok "kubectl get nodepools -o wide columns"; else
     not_ok "kubectl get nodepools -o wide columns: $hdr"
 fi
