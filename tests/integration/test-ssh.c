@@ -11,9 +11,10 @@
  * line) beats the TOFU pin, a re-keyed host is refused with both fingerprints named, a deadline
  * ends the remote process (it is gone from the host afterwards, root and sudo paths), output
  * past the ceiling keeps its tail, secrets never reach the phase error, the captured streams or
- * a log line, the sudo path runs as root for the non-root user, and 50 concurrent phase runs
- * over 5 hosts all succeed with one session per job. No timed assertions: waits for the remote
- * process to vanish poll with a generous limit. */
+ * a log line, the sudo path runs as root for the non-root user, 50 concurrent phase runs over 5
+ * hosts all succeed with one session per job, and 100 concurrent phase runs on ONE host all
+ * complete (the reported stall) while every worker thread's libssh protocol log reaches our log.
+ * No timed assertions: waits for the remote process to vanish poll with a generous limit. */
 #include "kp-test.h"
 
 #include <errno.h>
@@ -35,6 +36,7 @@
 
 #define NHOSTS 5
 #define CONCURRENT_JOBS 50
+#define ONE_HOST_JOBS 100
 #define TOKEN "k8stst.0123456789abcdef"
 #define TOKEN_HALF "0123456789abcdef"
 #define JOIN_SECRET "s3cr3t-activation-code-value"
@@ -86,6 +88,27 @@ static int run_status(const char *const *argv)
     st = res.end == KP_SPAWN_EXITED ? res.status : -1;
     kp_spawn_result_done(&res);
     return st;
+}
+
+/* The whole log file so far (new string). Read in-process: with libssh's protocol log in it,
+ * it outgrows what run() captures from a child's stdout. */
+static char *read_log(void)
+{
+    struct kp_buf b = KP_BUF_INIT(256u << 20);
+    char chunk[65536];
+    ssize_t n;
+    off_t at = 0;
+    char *text;
+
+    while ((n = pread(lab.log_fd, chunk, sizeof(chunk), at)) > 0) {
+        assert_int_equal(kp_buf_append(&b, chunk, (size_t)n), 0);
+        at += n;
+    }
+    assert_int_equal(n, 0);
+    text = kp_buf_steal(&b, NULL);
+    assert_non_null(text);
+    kp_buf_done(&b);
+    return text;
 }
 
 /* Splits "a\nb\nc\n" into n strings (each new). */
@@ -517,11 +540,7 @@ static void test_secrets_never_leak(void **state)
     kp_log_error("join failed", KP_LF("error", err), KP_LF("stderr", kp_buf_str(&cap.err)));
     kp_ssh_capture_done(&cap);
     kp_free(err);
-    {
-        const char *cat[] = {"cat", lab.log_path, NULL};
-
-        logtext = run(cat);
-    }
+    logtext = read_log();
     assert_non_null(strstr(logtext, "join failed"));
     assert_false(leaks(logtext, strlen(logtext)));
     kp_free(logtext);
@@ -565,6 +584,7 @@ static void test_sudo_path(void **state)
 struct job {
     pthread_t thread;
     unsigned index, host;
+    bool as_root;
     int r;
     char *err;
     bool output_ok;
@@ -573,7 +593,7 @@ struct job {
 static void *job_main(void *arg)
 {
     struct job *j = arg;
-    struct kp_ssh_target t = target(j->host, j->index % 2 == 0);
+    struct kp_ssh_target t = target(j->host, j->as_root);
     struct kp_ssh_capture cap;
     char idx[16], want[64];
     const char *script = "printf 'job %s on %s\\n' \"$KPSSH_JOB\" \"$(id -u)\"\n";
@@ -604,6 +624,7 @@ static void test_concurrent_phases(void **state)
     for (unsigned k = 0; k < CONCURRENT_JOBS; k++) {
         jobs[k].index = k;
         jobs[k].host = 1 + k % NHOSTS;
+        jobs[k].as_root = k % 2 == 0;
         assert_int_equal(pthread_create(&jobs[k].thread, NULL, job_main, &jobs[k]), 0);
     }
     for (unsigned k = 0; k < CONCURRENT_JOBS; k++)
@@ -616,13 +637,64 @@ static void test_concurrent_phases(void **state)
     }
 }
 
+/* Lines of our log written by libssh's log callback so far. */
+static size_t libssh_log_lines(void)
+{
+    char *text = read_log();
+    size_t n = 0;
+
+    for (const char *p = text; (p = strstr(p, "\"msg\":\"libssh\"")); p++)
+        n++;
+    kp_free(text);
+    return n;
+}
+
+/* The reported stall: 100 concurrent sessions on one host, some of which never finished.
+ * They run as the non-root user: root's login shell on lab hosts sources the build machine's
+ * own /root/.bashrc (the lab does not make /root private), and whatever that does at login is
+ * not what this test is about (see docs/internals/ssh.md). All must complete, with the right
+ * output. The main thread runs no session meanwhile, so every libssh line logged during the
+ * test came from a worker thread: libssh keeps its log settings per thread, and a fix that sets
+ * them once per process would leave this count unchanged. */
+static void test_many_sessions_one_host(void **state)
+{
+    struct job *jobs;
+    size_t before, after;
+    unsigned failed = 0;
+
+    (void)state;
+    before = libssh_log_lines();
+    jobs = kp_calloc(ONE_HOST_JOBS, sizeof(*jobs));
+    assert_non_null(jobs);
+    for (unsigned k = 0; k < ONE_HOST_JOBS; k++) {
+        jobs[k].index = k;
+        jobs[k].host = 1;
+        jobs[k].as_root = false;
+        assert_int_equal(pthread_create(&jobs[k].thread, NULL, job_main, &jobs[k]), 0);
+    }
+    for (unsigned k = 0; k < ONE_HOST_JOBS; k++)
+        assert_int_equal(pthread_join(jobs[k].thread, NULL), 0);
+    for (unsigned k = 0; k < ONE_HOST_JOBS; k++) {
+        if (jobs[k].r != 0 || !jobs[k].output_ok) {
+            print_error("job %u: %d %s\n", k, jobs[k].r,
+                        jobs[k].err ? jobs[k].err : "(wrong output)");
+            failed++;
+        }
+        kp_free(jobs[k].err);
+    }
+    kp_free(jobs);
+    assert_int_equal(failed, 0);
+    after = libssh_log_lines();
+    assert_true(after > before);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tofu_and_prepin),       cmocka_unit_test(test_rekey_refused),
         cmocka_unit_test(test_deadline_kills_remote), cmocka_unit_test(test_output_ceiling),
         cmocka_unit_test(test_secrets_never_leak),    cmocka_unit_test(test_sudo_path),
-        cmocka_unit_test(test_concurrent_phases),
+        cmocka_unit_test(test_concurrent_phases),     cmocka_unit_test(test_many_sessions_one_host),
     };
     int r;
 

@@ -443,9 +443,10 @@ static const char *kp_stderr_tail(const struct kp_buf *err, size_t *ret_len, boo
     return s + start;
 }
 
-/* Builds the final error text from an outcome and redacts it once more. */
-static void kp_phase_errtext(char **reterr, const struct kp_ssh_phase *ph,
-                             const struct kp_ssh_capture *cap, const char *what)
+/* Builds the final error text from an outcome ("<what><detail>") and redacts it once more. */
+static void kp_phase_errtext_detail(char **reterr, const struct kp_ssh_phase *ph,
+                                    const struct kp_ssh_capture *cap, const char *what,
+                                    const char *detail)
 {
     struct kp_buf b = KP_BUF_INIT(KP_RUNNER_ERRTEXT_MAX),
                   red = KP_BUF_INIT(KP_RUNNER_ERRTEXT_MAX * 2 + 64);
@@ -458,7 +459,7 @@ static void kp_phase_errtext(char **reterr, const struct kp_ssh_phase *ph,
         return;
     if (cap)
         tail = kp_stderr_tail(&cap->err, &tlen, &cut);
-    r = kp_buf_printf(&b, "%s phase: %s", ph->name ? ph->name : "unnamed", what);
+    r = kp_buf_printf(&b, "%s phase: %s%s", ph->name ? ph->name : "unnamed", what, detail);
     if (r == 0 && tlen > 0)
         r = kp_buf_printf(&b, ": %s%.*s", cut ? "..." : "", (int)tlen, tail);
     if (r == 0)
@@ -467,6 +468,12 @@ static void kp_phase_errtext(char **reterr, const struct kp_ssh_phase *ph,
     *reterr = r < 0 ? NULL : kp_buf_steal(&red, NULL);
     kp_buf_wipe(&b);
     kp_buf_wipe(&red);
+}
+
+static void kp_phase_errtext(char **reterr, const struct kp_ssh_phase *ph,
+                             const struct kp_ssh_capture *cap, const char *what)
+{
+    kp_phase_errtext_detail(reterr, ph, cap, what, "");
 }
 
 int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *ph,
@@ -499,7 +506,9 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
     if ((rr = kp_redact_stream(&cap->out, ph)) < 0 || (rr = kp_redact_stream(&cap->err, ph)) < 0)
         r = r < 0 ? r : rr;
     if (r == -ETIMEDOUT) {
-        kp_phase_errtext(reterr, ph, cap, "script timed out; connection closed");
+        /* The session's text says how far the exec got (see kp_ssh_exec_timeout). */
+        kp_phase_errtext_detail(reterr, ph, cap,
+                                "script timed out: ", err ? err : "connection closed");
         goto out;
     }
     if (r < 0) {
@@ -547,10 +556,13 @@ int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
     memcpy(cap->fp, kp_ssh_session_fingerprint(s), KP_SSH_FP_SIZE);
     cap->pin = kp_ssh_session_pin(s);
     r = kp_ssh_exec(s, command, /* input= */ NULL, 0, deadline, cap, &err);
+    if (r == -ETIMEDOUT) {
+        kp_phase_errtext_detail(reterr, &probe, cap,
+                                "command timed out: ", err ? err : "connection closed");
+        goto out;
+    }
     if (r < 0) {
-        kp_phase_errtext(reterr, &probe, cap,
-                         r == -ETIMEDOUT ? "command timed out; connection closed"
-                                         : (err ? err : kp_strerror(r)));
+        kp_phase_errtext(reterr, &probe, cap, err ? err : kp_strerror(r));
         goto out;
     }
     if (cap->exit_status != 0) {

@@ -26,8 +26,26 @@
  * - Output is captured with kp_buf_append_tail, so a chatty script costs KP_MAX_PHASE_OUTPUT per
  *   stream however much it prints; libssh itself buffers at most one channel window.
  *
+ * - libssh 0.10 keeps its log level and log callback in thread-local variables (log.c), not
+ *   per process: set once under pthread_once they covered only the thread that dialed first,
+ *   and every other runner thread's protocol log was silently dropped. So each thread sets them
+ *   on its first call (kp_ssh_thread_init). At debug level libssh logs at SSH_LOG_PROTOCOL:
+ *   key exchange, authentication, channel open, exec accepted, keepalives, about 25 lines per
+ *   session; SSH_LOG_PACKET would add lines per data packet (thousands for a chatty script).
+ * - A timed-out exec says how far it got (channel opened, command accepted, input and EOF sent,
+ *   output bytes, exit status): "accepted, no exit status" means the remote side was still busy,
+ *   which includes the login shell's startup files (sshd runs every command through the user's
+ *   shell, and Debian's bash then sources ~/.bashrc even though it is not interactive; see
+ *   docs/internals/ssh.md for the 100-session stall that turned out to be exactly that).
+ *   XXX: after the TCP connect libssh puts the socket back into blocking mode (socket.c,
+ *   ssh_socket_pollcallback), so a send() to a peer that has stopped reading can block past
+ *   the deadline until TCP gives up; reads are always preceded by our poll(2). Phase input is at
+ *   most 1 MiB and sshd drains it into the channel window, so only a host that stops reading
+ *   mid-stream (frozen, partitioned) can hit this.
+ *
  * Threads: a session and its channels belong to one thread (the job's). libssh's global
- * initialisation runs once under pthread_once; after it, sessions are independent.
+ * initialisation runs once under pthread_once; its per-thread log settings on each thread's
+ * first call; after that, sessions are independent.
  * Invariant: once a deadline or a transport error has closed the connection, s->dead is set and
  * nothing else is sent on it. */
 #include "provider/ssh/session.h"
@@ -38,6 +56,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
@@ -69,19 +88,28 @@ static int kp_ssh_init_result;
 static void kp_ssh_log_cb(int priority, const char *function, const char *buffer, void *userdata)
 {
     (void)userdata;
+    /* A session lives on one thread, so the thread id tells concurrent sessions' lines apart. */
     kp_log_debug("libssh", KP_LF("libssh_priority", priority), KP_LF("libssh_func", function),
-                 KP_LF("detail", buffer));
+                 KP_LF("thread", (long)gettid()), KP_LF("detail", buffer));
 }
 
 static void kp_ssh_global_init(void)
 {
-    if (ssh_init() != SSH_OK) {
+    if (ssh_init() != SSH_OK)
         kp_ssh_init_result = -EIO;
+}
+
+/* libssh's log level and callback are thread-local (see DESIGN): set them on this thread. */
+static _Thread_local bool kp_ssh_thread_ready;
+
+static void kp_ssh_thread_init(void)
+{
+    if (kp_ssh_thread_ready)
         return;
-    }
     (void)ssh_set_log_callback(kp_ssh_log_cb); /* cannot fail for a non-NULL callback */
-    /* Protocol chatter only when someone asked for debug logs at start-up. */
-    (void)ssh_set_log_level(kp_log_enabled(KP_LOG_DEBUG) ? SSH_LOG_WARNING : SSH_LOG_NOLOG);
+    /* Protocol chatter only when debug logs were asked for before this thread's first call. */
+    (void)ssh_set_log_level(kp_log_enabled(KP_LOG_DEBUG) ? SSH_LOG_PROTOCOL : SSH_LOG_NOLOG);
+    kp_ssh_thread_ready = true;
 }
 
 static void kp_ssh_errtext(char **reterr, const char *fmt, ...) KP_PRINTF(2, 3);
@@ -253,6 +281,7 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
         r = r > 0 ? -r : -EIO;
         goto out;
     }
+    kp_ssh_thread_init();
 
     /* Everything that can be refused without the network is refused before dialing. */
     if (t->known_host && !kp_ssh_blank(t->known_host)) {
@@ -435,9 +464,20 @@ static void kp_ssh_on_exit_signal(ssh_session session, ssh_channel channel, cons
     e->status = -1;
 }
 
+/* How far one exec got: named in the error text when its deadline passes. */
+struct kp_ssh_progress {
+    uint64_t t0;         /* kp_mono_usec() when kp_ssh_exec started */
+    uint64_t opened_at;  /* ... when the channel was open, or 0 */
+    uint64_t started_at; /* ... when the server accepted the exec request, or 0 */
+    size_t in_sent, in_len;
+    bool eof_sent;
+    uint64_t out_bytes; /* stdout and stderr bytes received, including those dropped */
+};
+
 /* Moves whatever libssh holds for one stream into the capture. 1 when bytes moved, 0 when
  * none, or a negative error. */
-static int kp_ssh_drain(ssh_channel ch, int is_stderr, struct kp_buf *b, char *chunk)
+static int kp_ssh_drain(ssh_channel ch, int is_stderr, struct kp_buf *b, char *chunk,
+                        struct kp_ssh_progress *pg)
 {
     int moved = 0;
 
@@ -451,6 +491,7 @@ static int kp_ssh_drain(ssh_channel ch, int is_stderr, struct kp_buf *b, char *c
             return -EIO;
         if ((r = kp_buf_append_tail(b, chunk, (size_t)n)) < 0)
             return r;
+        pg->out_bytes += (uint64_t)n;
         moved = 1;
     }
 }
@@ -463,9 +504,35 @@ static void kp_ssh_kill(struct kp_ssh_session *s)
     s->dead = true;
 }
 
-static int kp_ssh_exec_timeout(struct kp_ssh_session *s, char **reterr)
+static double kp_ssh_secs(uint64_t from, uint64_t to)
 {
-    kp_ssh_errtext(reterr, "%s:%u: command timed out; connection closed", s->host, s->port);
+    return (double)(to - from) / (double)KP_USEC_PER_SEC;
+}
+
+/* The deadline passed: says at which step, so that "the server never answered" and "the
+ * command (or the login shell around it) was still running" read differently. */
+static int kp_ssh_exec_timeout(struct kp_ssh_session *s, const struct kp_ssh_progress *pg,
+                               char **reterr)
+{
+    uint64_t now = kp_mono_usec();
+
+    if (!pg->opened_at)
+        kp_ssh_errtext(reterr, "%s:%u: no channel after %.1f s; connection closed", s->host,
+                       s->port, kp_ssh_secs(pg->t0, now));
+    else if (!pg->started_at)
+        kp_ssh_errtext(reterr,
+                       "%s:%u: command not accepted after %.1f s (channel open after %.1f s); "
+                       "connection closed",
+                       s->host, s->port, kp_ssh_secs(pg->t0, now),
+                       kp_ssh_secs(pg->t0, pg->opened_at));
+    else
+        kp_ssh_errtext(reterr,
+                       "%s:%u: no exit status after %.1f s (command accepted after %.1f s; "
+                       "%zu of %zu input bytes%s sent; %llu output bytes received); "
+                       "connection closed",
+                       s->host, s->port, kp_ssh_secs(pg->t0, now),
+                       kp_ssh_secs(pg->t0, pg->started_at), pg->in_sent, pg->in_len,
+                       pg->eof_sent ? " and EOF" : "", (unsigned long long)pg->out_bytes);
     return -ETIMEDOUT;
 }
 
@@ -480,6 +547,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
 {
     struct ssh_channel_callbacks_struct cb;
     struct kp_ssh_exit ex = {false, -1, NULL};
+    struct kp_ssh_progress pg = {.t0 = kp_mono_usec(), .in_len = in_len};
     ssh_channel ch = NULL;
     bool cb_set = false, eof_sent = false;
     uint64_t exit_seen_at = 0;
@@ -487,6 +555,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
     char *chunk = NULL;
     int r, rc = SSH_ERROR;
 
+    kp_ssh_thread_init();
     if (s->dead) {
         kp_ssh_errtext(reterr, "%s:%u: connection already closed", s->host, s->port);
         r = -ENOTCONN;
@@ -514,9 +583,10 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
     while (r == 0 && (rc = ssh_channel_open_session(ch)) == SSH_AGAIN)
         r = kp_ssh_wait(s->ssh, deadline);
     if (r < 0 || rc != SSH_OK) {
-        r = r < 0 ? kp_ssh_exec_timeout(s, reterr) : kp_ssh_exec_ioerr(s, reterr);
+        r = r < 0 ? kp_ssh_exec_timeout(s, &pg, reterr) : kp_ssh_exec_ioerr(s, reterr);
         goto out;
     }
+    pg.opened_at = kp_mono_usec();
 
     memset(&cb, 0, sizeof(cb));
     cb.userdata = &ex;
@@ -532,9 +602,10 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
     while (r == 0 && (rc = ssh_channel_request_exec(ch, command)) == SSH_AGAIN)
         r = kp_ssh_wait(s->ssh, deadline);
     if (r < 0 || rc != SSH_OK) {
-        r = r < 0 ? kp_ssh_exec_timeout(s, reterr) : kp_ssh_exec_ioerr(s, reterr);
+        r = r < 0 ? kp_ssh_exec_timeout(s, &pg, reterr) : kp_ssh_exec_ioerr(s, reterr);
         goto out;
     }
+    pg.started_at = kp_mono_usec();
 
     for (;;) {
         bool progress = false;
@@ -552,6 +623,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
                 eof_sent = true;
             } else if (n > 0) {
                 off += (size_t)n;
+                pg.in_sent = off;
                 progress = true;
             }
         }
@@ -559,9 +631,10 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
             /* Fails only when the channel is already closing, which ends the loop anyway. */
             (void)ssh_channel_send_eof(ch);
             eof_sent = true;
+            pg.eof_sent = true;
         }
         for (int is_stderr = 0; is_stderr <= 1; is_stderr++) {
-            r = kp_ssh_drain(ch, is_stderr, is_stderr ? &cap->err : &cap->out, chunk);
+            r = kp_ssh_drain(ch, is_stderr, is_stderr ? &cap->err : &cap->out, chunk, &pg);
             if (r == -EIO)
                 r = kp_ssh_exec_ioerr(s, reterr);
             if (r < 0)
@@ -589,7 +662,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
         if (progress)
             continue;
         if (kp_ssh_wait(s->ssh, deadline) < 0) {
-            r = kp_ssh_exec_timeout(s, reterr);
+            r = kp_ssh_exec_timeout(s, &pg, reterr);
             goto out;
         }
     }
