@@ -11,6 +11,11 @@
  * differently is how smuggling bugs start; NUL inside strings is refused so every string we
  * hand out is a plain C string.
  *
+ * XXX: jansson 2.14 (Debian 12) reaches assert(0) in its string lexer when an allocation fails
+ * while it unescapes a string (load.c, lex_scan_string), so an out-of-memory at that exact point
+ * aborts the process instead of returning -ENOMEM. Torture cases avoid escaped strings for this
+ * reason; a fix belongs upstream.
+ *
  * Allocator: jansson's allocator is process-global. The first call of any function here that may
  * allocate installs kp_malloc/kp_free through pthread_once, so allocation-failure sweeps cover
  * jansson's allocations and the live-allocation count sees its leaks. The same once-routine
