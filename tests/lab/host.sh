@@ -88,11 +88,14 @@ cmd_add() {
     mkdir -p "$H"/{fs,files,shims,ssh,state/systemd,state/run,logs}
     local d
     for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni \
-        var/lib/kpssh etc/default etc/sudoers.d home; do
+        var/lib/kpssh etc/default etc/sudoers.d home root; do
         mkdir -p "$H/fs/${d//\//-}"
         # Mount points must exist in the real tree; create empty ones if absent.
         [[ -d /$d ]] || mkdir -p "/$d"
     done
+    # root's home is private too, and empty: the build machine's own shell start-up files
+    # (a pyenv init in ~/.bashrc, say) would otherwise run on every root login to the host.
+    chmod 700 "$H/fs/root"
     cp -a /etc/default/. "$H/fs/etc-default/"
     cp -a /etc/sudoers.d/. "$H/fs/etc-sudoers.d/"
     printf '%s ALL=(ALL) NOPASSWD:ALL\n' "$user" >"$H/fs/etc-sudoers.d/kpssh-lab"

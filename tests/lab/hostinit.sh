@@ -15,16 +15,35 @@ hostname "$HOST_NAME"
 # Private directories: whatever a script writes there over SSH lands under
 # $H/fs, never in the machine's real files.
 for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni \
-    var/lib/kpssh etc/default etc/sudoers.d home; do
+    var/lib/kpssh etc/default etc/sudoers.d home root; do
     [[ -d /$d ]] || mkdir -p "/$d" # empty mount point in the real tree
+    [[ -d "$H/fs/${d//\//-}" ]] || mkdir -p "$H/fs/${d//\//-}"
     mount --bind "$H/fs/${d//\//-}" "/$d"
 done
 for f in etc/hosts etc/hostname etc/passwd etc/group etc/shadow; do
     mount --bind "$H/files/${f//\//-}" "/$f"
 done
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-mount -t tmpfs -o mode=1777 tmpfs /var/tmp
-mount -t tmpfs -o mode=755 tmpfs /run
+# Fresh /tmp, /var/tmp and /run, as after a boot. When the lab itself lives under one of them
+# (a checkout in /tmp, as CI may use), the directory holding it is carried over into the fresh
+# one, or the host could no longer reach its own scripts, keys and binaries.
+fresh_tmpfs() {
+    local dir=$1 mode=$2 top
+    case "$H/" in
+    "$dir"/*)
+        top=${H#"$dir"/}
+        top=${top%%/*}
+        mount --bind "$dir" /mnt
+        mount -t tmpfs -o "mode=$mode" tmpfs "$dir"
+        mkdir -p "$dir/$top"
+        mount --rbind "/mnt/$top" "$dir/$top"
+        umount -l /mnt
+        ;;
+    *) mount -t tmpfs -o "mode=$mode" tmpfs "$dir" ;;
+    esac
+}
+fresh_tmpfs /tmp 1777
+fresh_tmpfs /var/tmp 1777
+fresh_tmpfs /run 755
 mkdir -p /run/sshd
 chmod 755 /run/sshd
 

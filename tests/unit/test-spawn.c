@@ -97,8 +97,17 @@ static void test_clean_child(void **state)
                  "grep -E '^Sig(Blk|Ign)' /proc/self/status; cat",
                  NULL, 0, 10 * SEC, 4096);
     assert_int_equal(res.status, 0);
-    assert_string_equal(kp_buf_str(&res.out),
-                        "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+    {
+        unsigned long long blk = ~0ULL, ign = ~0ULL;
+
+        assert_int_equal(sscanf(kp_buf_str(&res.out), "SigBlk:\t%llx\nSigIgn:\t%llx", &blk, &ign),
+                         2);
+        assert_true(blk == 0);
+        /* Signals 32 and 33 are glibc's own (thread cancellation, setxid): sigaction refuses
+         * them, so whatever the test runner inherited for them cannot be reset, and no program
+         * can use them anyway. Every other signal must be at its default. */
+        assert_true((ign & ~((1ULL << 31) | (1ULL << 32))) == 0);
+    }
     kp_spawn_result_done(&res);
 
     assert_int_equal(sigprocmask(SIG_SETMASK, &old_mask, NULL), 0);
