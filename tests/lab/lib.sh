@@ -79,6 +79,20 @@ kill_pidfile() {
     rm -f "$f"
 }
 
+# start NAME CMD...: run a daemon in its own session, record its PID.
+start() {
+    local name=$1
+    shift
+    setsid "$@" </dev/null >"$LAB_DIR/logs/$name.log" 2>&1 &
+    echo $! >"$LAB_DIR/pids/$name.pid"
+}
+
+# api_readyz: the API server answers /readyz (admin credentials).
+api_readyz() {
+    local p=$LAB_DIR/pki
+    curl -fsS --cacert "$p/ca.crt" --cert "$p/admin.crt" --key "$p/admin.key" "$LAB_API_URL/readyz"
+}
+
 # wait_for SECONDS DESCRIPTION CMD...: poll CMD every 0.5 s.
 wait_for() {
     local t=$1 i

@@ -49,13 +49,6 @@ echo "$LAB_BRIDGE" >"$LAB_DIR/state/bridge"
 ip addr add "$LAB_GW/24" dev "$LAB_BRIDGE"
 ip link set "$LAB_BRIDGE" up
 
-# start NAME CMD...: run a daemon in its own session, record its PID.
-start() {
-    local name=$1
-    shift
-    setsid "$@" </dev/null >"$LAB_DIR/logs/$name.log" 2>&1 &
-    echo $! >"$LAB_DIR/pids/$name.pid"
-}
 dump_log() { tail -n 30 "$LAB_DIR/logs/$1.log" >&2 || true; }
 
 # etcd on tmpfs, no fsync: fast and disposable.
@@ -74,7 +67,7 @@ wait_for 30 etcd curl -fsS "http://127.0.0.1:$LAB_ETCD_PORT/health" || {
 }
 t_etcd=$(date +%s.%N)
 
-start kube-apiserver "$LAB_BIN/kube-apiserver" \
+apiserver_cmd=("$LAB_BIN/kube-apiserver"
     --etcd-servers "http://127.0.0.1:$LAB_ETCD_PORT" \
     --bind-address "$LAB_GW" --advertise-address "$LAB_GW" --secure-port "$LAB_API_PORT" \
     --tls-cert-file "$P/apiserver.crt" --tls-private-key-file "$P/apiserver.key" \
@@ -82,7 +75,7 @@ start kube-apiserver "$LAB_BIN/kube-apiserver" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$P/sa.pub" --service-account-signing-key-file "$P/sa.key" \
     --service-cluster-ip-range "$LAB_SERVICE_CIDR" \
-    --authorization-mode Node,RBAC \
+    --authorization-mode "Node,RBAC" \
     --enable-bootstrap-token-auth=true \
     --enable-admission-plugins NodeRestriction \
     --anonymous-auth=true --allow-privileged=true \
@@ -90,11 +83,11 @@ start kube-apiserver "$LAB_BIN/kube-apiserver" \
     --kubelet-client-certificate "$P/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$P/apiserver-kubelet-client.key" \
     --cert-dir "$LAB_DIR/state/apiserver-certs" \
-    --profiling=false --v=1
-readyz() {
-    curl -fsS --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" "$LAB_API_URL/readyz"
-}
-wait_for 120 kube-apiserver readyz || {
+    --profiling=false --v=1)
+# Saved so tests/lab/apiserver.sh can restart it with the same flags.
+printf '%q ' "${apiserver_cmd[@]}" >"$LAB_DIR/state/kube-apiserver.cmd"
+start kube-apiserver "${apiserver_cmd[@]}"
+wait_for 120 kube-apiserver api_readyz || {
     dump_log kube-apiserver
     die "kube-apiserver not ready at $LAB_API_URL/readyz within 120 s"
 }
