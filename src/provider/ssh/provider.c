@@ -927,7 +927,10 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     bool adopt;
     int r;
 
-    if ((r = nodeclass_for(p, nc, &ncl_e, err)) < 0)
+    r = nodeclass_for(p, nc, &ncl_e, err);
+    if (r >= 0 && !ncl_e)
+        r = -EINVAL; /* every success sets it; said here for the analyzer */
+    if (r < 0)
         goto out;
     ncl = kp_sshnodeclass_view(ncl_e);
     adopt = ncl->provider_id_source == KP_PROVIDER_ID_ADOPT;
