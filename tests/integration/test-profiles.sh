@@ -408,8 +408,10 @@ for f in "$work/act-id" "$work/act-code" "$work/token.tls1" "$work/token.tls2" "
 done
 check "no token or activation value in any output, host log or stand-in argv" test "$leaks" = 0
 for v in "$work/act-id" "$work/act-code"; do
+    # The lab's own directory is left out: when the checkout lives under /tmp it is visible in
+    # the host's /tmp too, and holds the host's private files a second time.
     where="$(ssh_root 3 "grep -rlF -- '$(cat "$v")' $REMOTE/root /var/lib/kpssh /etc/kubernetes \
-        /etc/systemd/system /tmp 2>/dev/null" || true)"
+        /etc/systemd/system /tmp 2>/dev/null | grep -vF -- '$KPSSH_LAB_DIR/'" || true)"
     check "the activation reaches the host only in the mode-600 node config ($(basename "$v"))" \
         test "$where" = "$REMOTE/root/etc/nodeadm/nodeConfig.yaml"
 done
