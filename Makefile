@@ -55,6 +55,7 @@ fuzz-replay: build
 integration: deps harness build
 	cd $(BUILD) && ctest --output-on-failure -L integration --no-tests=error
 
+# No e2e scenarios exist yet (they arrive with the core); this target fails until they do.
 e2e: deps harness build
 	cd $(BUILD) && ctest --output-on-failure -L e2e --no-tests=error
 

@@ -21,12 +21,21 @@ file(GLOB KP_INTEGRATION_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/i
 file(GLOB KP_INTEGRATION_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test-*.c)
 file(GLOB KP_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e/t[0-9][0-9][0-9]-*.sh)
 
-if(KP_INTEGRATION_SCRIPTS OR KP_INTEGRATION_SOURCES OR KP_E2E_SCRIPTS)
+# The fixture carries the label of each tier that has tests, so `ctest -L <tier>` brings the
+# lab up and down, and a tier with no tests of its own stays empty (and fails --no-tests=error).
+set(_kp_lab_labels "")
+if(KP_INTEGRATION_SCRIPTS OR KP_INTEGRATION_SOURCES)
+    list(APPEND _kp_lab_labels integration)
+endif()
+if(KP_E2E_SCRIPTS)
+    list(APPEND _kp_lab_labels e2e)
+endif()
+if(_kp_lab_labels)
     add_test(NAME lab/up COMMAND ${CMAKE_SOURCE_DIR}/tests/lab/up.sh --hosts ${KP_LAB_HOSTS})
-    set_tests_properties(lab/up PROPERTIES FIXTURES_SETUP lab LABELS "integration;e2e"
+    set_tests_properties(lab/up PROPERTIES FIXTURES_SETUP lab LABELS "${_kp_lab_labels}"
         RESOURCE_LOCK lab TIMEOUT 600 ENVIRONMENT "${KP_LAB_ENV}")
     add_test(NAME lab/down COMMAND ${CMAKE_SOURCE_DIR}/tests/lab/down.sh)
-    set_tests_properties(lab/down PROPERTIES FIXTURES_CLEANUP lab LABELS "integration;e2e"
+    set_tests_properties(lab/down PROPERTIES FIXTURES_CLEANUP lab LABELS "${_kp_lab_labels}"
         RESOURCE_LOCK lab TIMEOUT 300 ENVIRONMENT "${KP_LAB_ENV}")
 endif()
 
