@@ -119,26 +119,15 @@ static void test_informer_survives_restart(void **state)
 
 static int setup(void **state)
 {
-    struct kp_client *c;
-
     (void)state;
-    kp_lab_load(&lab);
-    c = kp_lab_admin_client(&lab);
-    kp_lab_namespace(c, "kp-restart", ns, sizeof(ns));
-    kp_client_free(c);
+    kp_lab_setup_namespace(&lab, "kp-restart", ns, sizeof(ns));
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct kp_client *c = kp_lab_admin_client(&lab);
-    struct kp_delete_opts d = {.propagation_policy = "Background"};
-
     (void)state;
-    if (kp_client_delete(c, &KP_RES_NAMESPACE, NULL, ns, &d, NULL) < 0)
-        fprintf(stderr, "# could not delete namespace %s\n", ns);
-    kp_client_free(c);
-    kp_lab_done(&lab);
+    kp_lab_teardown_namespace(&lab, ns);
     return 0;
 }
 

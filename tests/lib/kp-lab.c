@@ -200,3 +200,24 @@ void kp_lab_namespace(struct kp_client *c, const char *prefix, char *out, size_t
     kp_lab_check(r, &e, "default serviceaccount");
     kp_error_done(&e);
 }
+
+void kp_lab_setup_namespace(struct kp_lab *lab, const char *prefix, char *ns, size_t size)
+{
+    struct kp_client *c;
+
+    kp_lab_load(lab);
+    c = kp_lab_admin_client(lab);
+    kp_lab_namespace(c, prefix, ns, size);
+    kp_client_free(c);
+}
+
+void kp_lab_teardown_namespace(struct kp_lab *lab, const char *ns)
+{
+    struct kp_client *c = kp_lab_admin_client(lab);
+    struct kp_delete_opts d = {.propagation_policy = "Background"};
+
+    if (kp_client_delete(c, &KP_RES_NAMESPACE, NULL, ns, &d, NULL) < 0)
+        fprintf(stderr, "# could not delete namespace %s (the lab is torn down anyway)\n", ns);
+    kp_client_free(c);
+    kp_lab_done(lab);
+}

@@ -46,6 +46,11 @@ void kp_lab_check(int r, const struct kp_error *e, const char *what);
  * to out[size]. */
 void kp_lab_namespace(struct kp_client *c, const char *prefix, char *out, size_t size);
 
+/* Group set-up and tear-down for tests that work in a namespace of their own: load the lab and
+ * create "<prefix>-<pid>" (name to ns[size]); delete it (in the background) and unload. */
+void kp_lab_setup_namespace(struct kp_lab *lab, const char *prefix, char *ns, size_t size);
+void kp_lab_teardown_namespace(struct kp_lab *lab, const char *ns);
+
 /* Reads a whole file (cmocka-fails on error); caller kp_free()s it. */
 char *kp_lab_read_file(const char *path, size_t *ret_len);
 
