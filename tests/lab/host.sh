@@ -119,6 +119,12 @@ HOST_KEY_PUB=$H/ssh/ssh_host_ed25519_key.pub
 HOST_FS=$H/fs
 EOF
 
+    # No DNS: the machine's resolver may point outside (an address the lab must never send to),
+    # and a name missing from /etc/hosts would then wait for its timeout. A resolver on the
+    # host's own loopback, where nothing listens, fails at once.
+    printf '# kpssh lab host: no DNS; names come from /etc/hosts\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n' \
+        >"$H/files/etc-resolv.conf"
+
     # Users: private passwd/group/shadow with the non-root user added.
     local uid=$((4000 + i))
     cp /etc/passwd "$H/files/etc-passwd"

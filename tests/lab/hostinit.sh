@@ -20,7 +20,8 @@ for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/syst
     [[ -d "$H/fs/${d//\//-}" ]] || mkdir -p "$H/fs/${d//\//-}"
     mount --bind "$H/fs/${d//\//-}" "/$d"
 done
-for f in etc/hosts etc/hostname etc/passwd etc/group etc/shadow; do
+for f in etc/hosts etc/hostname etc/passwd etc/group etc/shadow etc/resolv.conf; do
+    [[ -e "$H/files/${f//\//-}" ]] || continue # hosts added before the file existed
     mount --bind "$H/files/${f//\//-}" "/$f"
 done
 # Fresh /tmp, /var/tmp and /run, as after a boot. When the lab itself lives under one of them
