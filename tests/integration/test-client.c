@@ -43,6 +43,7 @@
 #include "k8s/status.h"
 #include "k8s/transport.h"
 #include "k8s/watch.h"
+#include "kp-lab.h"
 #include "kp-test.h"
 
 #define NOBJ 2000
@@ -63,37 +64,6 @@ static const struct kp_resource widgets =
     KP_RESOURCE("test.kpssh.dev", "v1", "widgets", true, "Widget");
 
 /* --- helpers -------------------------------------------------------------------------------- */
-
-static char *read_file(const char *path, size_t *ret_len)
-{
-    char *p = NULL;
-    size_t len = 0, cap = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        fail_msg("cannot open %s: %s", path, strerror(errno));
-    for (;;) {
-        ssize_t k;
-
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            p = kp_realloc(p, cap);
-            assert_non_null(p);
-        }
-        k = read(fd, p + len, cap - len - 1);
-        if (k < 0 && errno == EINTR)
-            continue;
-        assert_true(k >= 0);
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd);
-    p[len] = '\0';
-    if (ret_len)
-        *ret_len = len;
-    return p;
-}
 
 /* The value of "export NAME=value" in env.sh, or NULL. */
 static char *env_value(const char *env, const char *name)
@@ -250,20 +220,20 @@ static void test_setup(void **state)
     if (!lab.lab_dir)
         fail_msg("KPSSH_LAB_DIR is not set: run through ctest -L integration");
     snprintf(path, sizeof(path), "%s/env.sh", lab.lab_dir);
-    env = read_file(path, NULL);
+    env = kp_lab_read_file(path, NULL);
     lab.api_url = env_value(env, "KPSSH_LAB_API_URL");
     lab.etcd_url = env_value(env, "KPSSH_LAB_ETCD_URL");
     assert_non_null(lab.api_url);
     assert_non_null(lab.etcd_url);
     v = env_value(env, "KPSSH_LAB_CA");
-    lab.ca = read_file(v, &lab.ca_len);
+    lab.ca = kp_lab_read_file(v, &lab.ca_len);
     kp_free(v);
     v = env_value(env, "KPSSH_LAB_ADMIN_CERT");
-    lab.cert = read_file(v, &lab.cert_len);
+    lab.cert = kp_lab_read_file(v, &lab.cert_len);
     kp_free(v);
     v = env_value(env, "KPSSH_LAB_ADMIN_KEY");
     {
-        char *key = read_file(v, &key_len);
+        char *key = kp_lab_read_file(v, &key_len);
 
         assert_int_equal(kp_secret_new(key, key_len, &lab.key), 0);
         kp_wipe(key, key_len);
