@@ -1,0 +1,263 @@
+/* Tests for k8s/reconciler.h: every outcome of a reconcile call maps to the queue as the header
+ * says (done, requeue after, conflict delay without backoff growth, error with backoff), keys
+ * from informer handlers arrive, one key is never reconciled twice at once with several workers,
+ * and stop joins the workers with the key in hand finished. The client is never used for I/O
+ * here (a reconcile function gets it; these ones ignore it). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kp-test.h"
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "k8s/client.h"
+#include "k8s/reconciler.h"
+#include "k8s/store.h"
+#include "k8s/workqueue.h"
+
+struct script {
+    pthread_mutex_t mu;
+    int calls_a, calls_b;
+    int answer_a;             /* what reconciling "a" returns */
+    uint64_t requeue_a;       /* and the requeue it asks for */
+    uint64_t first_a, last_a; /* monotonic times of the first and last call for "a" */
+    atomic_int inside;        /* workers inside reconcile for "hot" right now */
+    atomic_int max_inside;
+    atomic_int hot_calls;
+    struct kp_client *seen_client;
+    bool client_differs;
+};
+
+static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+{
+    struct script *s = ctx;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->seen_client && s->seen_client != c)
+        s->client_differs = true;
+    s->seen_client = c;
+    pthread_mutex_unlock(&s->mu);
+    if (strcmp(key, "hot") == 0) {
+        int n = atomic_fetch_add(&s->inside, 1) + 1;
+        int m = atomic_load(&s->max_inside);
+
+        while (n > m && !atomic_compare_exchange_weak(&s->max_inside, &m, n))
+            ;
+        usleep(2000);
+        atomic_fetch_sub(&s->inside, 1);
+        atomic_fetch_add(&s->hot_calls, 1);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (strcmp(key, "a") == 0) {
+        uint64_t now = kp_mono_usec();
+
+        if (!s->calls_a++)
+            s->first_a = now;
+        s->last_a = now;
+        *ret_requeue = s->requeue_a;
+        pthread_mutex_unlock(&s->mu);
+        return s->answer_a;
+    }
+    s->calls_b++;
+    pthread_mutex_unlock(&s->mu);
+    if (key[0] == 'k')
+        usleep(1000); /* long enough for the other workers to take the next keys */
+    return 0;
+}
+
+static struct kp_client *new_client(void)
+{
+    struct kp_transport_opts to = {.server = "http://127.0.0.1:9", .allow_plain_http = true};
+    struct kp_client *c = NULL;
+
+    assert_int_equal(kp_client_new(&to, &c), 0);
+    return c;
+}
+
+static struct kp_reconciler *new_reconciler(struct script *s, unsigned workers)
+{
+    struct kp_workqueue_options q = {
+        .backoff_base_usec = 1000, .backoff_cap_usec = 4000, .qps = -1};
+    struct kp_client *c = new_client();
+    struct kp_reconciler_opts o = {
+        .name = "test",
+        .workers = workers,
+        .reconcile = reconcile,
+        .ctx = s,
+        .client = c,
+        .conflict_delay_usec = 20000,
+        .queue = &q,
+    };
+    struct kp_reconciler *r = NULL;
+
+    assert_int_equal(kp_reconciler_new(&o, &r), 0);
+    assert_int_equal(kp_reconciler_start(r), 0);
+    kp_client_free(c); /* start cloned it once per worker */
+    return r;
+}
+
+static int calls_a(struct script *s)
+{
+    int n;
+
+    pthread_mutex_lock(&s->mu);
+    n = s->calls_a;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static void wait_calls_a(struct script *s, int n)
+{
+    for (int i = 0; i < 2000 && calls_a(s) < n; i++)
+        usleep(1000);
+    assert_true(calls_a(s) >= n);
+}
+
+static void test_invalid(void **state)
+{
+    struct kp_reconciler_opts o = {.reconcile = reconcile};
+    struct kp_reconciler *r = NULL;
+
+    (void)state;
+    assert_int_equal(kp_reconciler_new(&o, &r), -EINVAL);
+    assert_int_equal(kp_reconciler_new(NULL, &r), -EINVAL);
+    assert_null(kp_reconciler_free(NULL));
+}
+
+static void test_done_and_requeue(void **state)
+{
+    struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER, .requeue_a = 30000};
+    struct kp_reconciler *r = new_reconciler(&s, 2);
+    struct kp_reconciler_stats st;
+
+    (void)state;
+    assert_int_equal(kp_reconciler_enqueue(r, "a"), 0);
+    assert_int_equal(kp_reconciler_enqueue(r, "b"), 0);
+    /* "a" asked to come back after 30 ms: it does, on its own. */
+    wait_calls_a(&s, 3);
+    pthread_mutex_lock(&s.mu);
+    assert_true(s.last_a - s.first_a >= 2 * 30000 - 1000);
+    assert_int_equal(s.calls_b, 1);
+    pthread_mutex_unlock(&s.mu);
+    kp_reconciler_get_stats(r, &st);
+    assert_true(st.reconciles >= 4);
+    assert_int_equal(st.errors, 0);
+    kp_reconciler_stop(r);
+    assert_false(kp_reconciler_running(r));
+    assert_int_equal(kp_reconciler_enqueue(r, "a"), -ESHUTDOWN);
+    kp_reconciler_stop(r); /* idempotent */
+    kp_reconciler_free(r);
+}
+
+static void test_conflict_delay(void **state)
+{
+    struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER, .answer_a = -KP_ECONFLICT};
+    struct kp_reconciler *r = new_reconciler(&s, 1);
+    struct kp_reconciler_stats st;
+
+    (void)state;
+    assert_int_equal(kp_reconciler_enqueue(r, "a"), 0);
+    wait_calls_a(&s, 3);
+    kp_reconciler_stop(r);
+    pthread_mutex_lock(&s.mu);
+    /* Two conflict delays of 20 ms at least between the first and third call. */
+    assert_true(s.last_a - s.first_a >= 2 * 20000 - 1000);
+    pthread_mutex_unlock(&s.mu);
+    kp_reconciler_get_stats(r, &st);
+    assert_true(st.conflicts >= 2);
+    assert_int_equal(st.errors, 0);
+    kp_reconciler_free(r);
+}
+
+static void test_error_backoff(void **state)
+{
+    struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER, .answer_a = -EIO};
+    struct kp_reconciler *r = new_reconciler(&s, 1);
+    struct kp_reconciler_stats st;
+    int log_pipe[2];
+
+    (void)state;
+    assert_int_equal(pipe(log_pipe), 0);
+    kp_log_set_fd(log_pipe[1]);
+    assert_int_equal(kp_reconciler_enqueue(r, "a"), 0);
+    /* Backoff 1, 2, 4, 4 ms ...: retried without anyone enqueueing it again. */
+    wait_calls_a(&s, 5);
+    kp_reconciler_stop(r);
+    kp_log_set_fd(2);
+    close(log_pipe[0]);
+    close(log_pipe[1]);
+    kp_reconciler_get_stats(r, &st);
+    assert_true(st.errors >= 5);
+    kp_reconciler_free(r);
+}
+
+static void test_handler_and_one_at_a_time(void **state)
+{
+    struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct kp_reconciler *r = new_reconciler(&s, 4);
+    struct kp_informer_handler h = kp_reconciler_handler(r);
+    struct {
+        struct kp_entry e;
+    } hot = {.e = {.key = "hot"}};
+
+    (void)state;
+    for (int i = 0; i < 300; i++) {
+        if (i % 3 == 0)
+            h.on_add(h.ctx, &hot.e);
+        else if (i % 3 == 1)
+            h.on_update(h.ctx, &hot.e, &hot.e);
+        else
+            h.on_delete(h.ctx, &hot.e);
+        usleep(100);
+    }
+    for (int i = 0; i < 2000; i++) {
+        struct kp_reconciler_stats st;
+
+        kp_reconciler_get_stats(r, &st);
+        if (!st.depth && !atomic_load(&s.inside))
+            break;
+        usleep(1000);
+    }
+    kp_reconciler_stop(r);
+    assert_true(atomic_load(&s.hot_calls) >= 1);
+    assert_int_equal(atomic_load(&s.max_inside), 1);
+    kp_reconciler_free(r);
+}
+
+static void test_workers_have_own_clients(void **state)
+{
+    struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct kp_reconciler *r = new_reconciler(&s, 3);
+
+    (void)state;
+    for (int i = 0; i < 200 && !s.client_differs; i++) {
+        char key[16];
+
+        (void)snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(kp_reconciler_enqueue(r, key), 0);
+    }
+    kp_reconciler_stop(r);
+    assert_true(s.client_differs);
+    kp_reconciler_free(r);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_done_and_requeue),
+        cmocka_unit_test(test_conflict_delay),
+        cmocka_unit_test(test_error_backoff),
+        cmocka_unit_test(test_handler_and_one_at_a_time),
+        cmocka_unit_test(test_workers_have_own_clients),
+    };
+
+    return kp_test_main("reconciler", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);
+}
