@@ -78,10 +78,13 @@ foreach(script ${KP_E2E_SCRIPTS})
     kp_lab_test(e2e/${name} e2e 1200)
 endforeach()
 
-# integration/controller runs the built kpssh-controller (appended by the controller-process
-# work, issue 7): ctest runs it from the build tree, and the binary's path reaches the script as
-# KPSSH_CONTROLLER_BIN rather than being guessed from the working directory.
-if(TARGET kpssh-controller AND TEST integration/controller)
-    set_property(TEST integration/controller APPEND PROPERTY ENVIRONMENT
-                 "KPSSH_CONTROLLER_BIN=$<TARGET_FILE:kpssh-controller>")
+# Tests that run the built kpssh-controller (integration/controller, integration/crash) get its
+# path as KPSSH_CONTROLLER_BIN rather than guessing it from the working directory.
+if(TARGET kpssh-controller)
+    foreach(_t integration/controller integration/crash)
+        if(TEST ${_t})
+            set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT
+                         "KPSSH_CONTROLLER_BIN=$<TARGET_FILE:kpssh-controller>")
+        endif()
+    endforeach()
 endif()
