@@ -461,6 +461,34 @@ static int64_t price_micro(const char *s)
     return whole * 1000000 + frac;
 }
 
+/* The Ready condition's message and observedGeneration from status.conditions (already
+ * shape-checked by kp_obj_conditions). */
+static int obj_ready_extra(const json_t *conds, struct kp_pack *p, struct kp_sshnodeclass_view *v)
+{
+    const char *msg = NULL;
+    int64_t gen = -1;
+    int r;
+
+    for (size_t i = 0; i < kp_json_array_size(conds); i++) {
+        const json_t *c = kp_json_array_at(conds, i);
+        const char *type = NULL;
+
+        if (kp_json_get_str(c, "type", &type) < 0 || strcmp(type, "Ready") != 0)
+            continue;
+        if ((r = kp_obj_opt_str(c, "message", &msg)) < 0)
+            return r;
+        r = kp_json_get_int(c, "observedGeneration", &gen);
+        if (r == -ENOENT)
+            gen = -1;
+        else if (r < 0)
+            return r;
+        break;
+    }
+    v->ready_message = kp_pack_str(p, msg);
+    v->ready_observed_generation = gen;
+    return 0;
+}
+
 static int kp_sshnodeclass_fill(const json_t *obj, struct kp_pack *p, void *view)
 {
     struct kp_sshnodeclass_view *v = view;
@@ -513,7 +541,7 @@ static int kp_sshnodeclass_fill(const json_t *obj, struct kp_pack *p, void *view
 
     if ((r = kp_obj_opt_object(obj, "status", &x)) < 0 ||
         (r = kp_obj_opt_array(x, "conditions", &x)) < 0 ||
-        (r = kp_obj_conditions(x, p, &v->conditions)) < 0)
+        (r = kp_obj_conditions(x, p, &v->conditions)) < 0 || (r = obj_ready_extra(x, p, v)) < 0)
         return r;
     return 0;
 }

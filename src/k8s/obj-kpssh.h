@@ -157,6 +157,10 @@ struct kp_sshnodeclass_view {
     size_t n_gates;
     /* status */
     struct kp_conditions conditions;
+    /* The Ready condition's message and observedGeneration (NULL and -1 when absent), so the
+     * node-class controller can tell an unchanged status from one it must rewrite. */
+    const char *ready_message;
+    int64_t ready_observed_generation;
 };
 
 int kp_sshnodeclass_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
