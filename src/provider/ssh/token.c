@@ -122,6 +122,18 @@ out:
     return r;
 }
 
+int kp_token_create(struct kp_client *c, const struct kp_secret *token, const char *nodeclaim,
+                    struct kp_error *reterr)
+{
+    json_t *o = NULL;
+    int r = kp_token_secret_object(token, nodeclaim, kp_real_usec(), &o);
+
+    if (r == 0)
+        r = kp_client_create(c, &KP_RES_SECRET, KP_TOKEN_NAMESPACE, o, NULL, reterr);
+    kp_json_unref(o);
+    return r;
+}
+
 int kp_token_mint(struct kp_client *c, const char *nodeclaim, char ret_id[KP_TOKEN_ID_SIZE],
                   struct kp_secret **ret_token, struct kp_error *reterr)
 {
@@ -130,14 +142,10 @@ int kp_token_mint(struct kp_client *c, const char *nodeclaim, char ret_id[KP_TOK
     for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
         struct kp_secret *tok = NULL;
         char id[KP_TOKEN_ID_SIZE];
-        json_t *o = NULL;
 
         if ((r = kp_token_generate(id, &tok)) < 0)
             return r;
-        r = kp_token_secret_object(tok, nodeclaim, kp_real_usec(), &o);
-        if (r == 0)
-            r = kp_client_create(c, &KP_RES_SECRET, KP_TOKEN_NAMESPACE, o, NULL, reterr);
-        kp_json_unref(o);
+        r = kp_token_create(c, tok, nodeclaim, reterr);
         if (r == 0) {
             memcpy(ret_id, id, KP_TOKEN_ID_SIZE);
             *ret_token = tok;

@@ -41,6 +41,13 @@ int kp_token_generate(char ret_id[KP_TOKEN_ID_SIZE], struct kp_secret **ret_toke
 int kp_token_secret_object(const struct kp_secret *token, const char *nodeclaim, uint64_t now_usec,
                            json_t **ret) KP_WUR;
 
+/* Creates the Secret of a token made by kp_token_generate(). The provider records the token id
+ * on the host first and creates the Secret second, so a crash between the two leaves an id
+ * without a Secret (harmless) rather than a Secret nobody knows about. 0, -EEXIST (the id is
+ * taken: generate another), or the client's errors. */
+int kp_token_create(struct kp_client *c, const struct kp_secret *token, const char *nodeclaim,
+                    struct kp_error *reterr) KP_WUR;
+
 /* Generates and creates a token Secret (a new id on the rare id collision). 0 or the client's
  * errors. Outputs as kp_token_generate. */
 int kp_token_mint(struct kp_client *c, const char *nodeclaim, char ret_id[KP_TOKEN_ID_SIZE],
