@@ -1,0 +1,544 @@
+/* provider/ssh/taintgate.c: the startup taint gate controller (taintgate.h).
+ *
+ * DESIGN: one reconciler keyed by Node name. The decision reads only the informer caches (Node,
+ * its NodeClaim, the SSHNodeClass, the pods bound to the Node by the shared pod index), so the
+ * frequent case - a tainted Node whose gates are still closed - costs no API call. Only when a
+ * gate has opened does a worker GET the Node and write one merge patch of spec.taints carrying
+ * metadata.resourceVersion: the array is rebuilt from the fresh document, not from the
+ * projection, so taint fields we do not project (timeAdded) survive, and the resourceVersion
+ * makes it a compare-and-swap; a conflict (-KP_ECONFLICT) is the reconciler's short requeue.
+ * The GET also guards against a Node recreated under the same name (uid compared).
+ *
+ * Invariants (ADR 0003): a key is removed only when it is in the owning NodeClaim's
+ * spec.startupTaints, only for NodeClaims of an SSHNodeClass, and only when that class declares
+ * a gate for it that is open now. Nothing else on the Node is touched.
+ *
+ * Wake-ups: Node add/update of a tainted Node with a NodeClaim owner; a pod added, deleted, or
+ * whose binding, Ready or deletion changed -> its Node; a NodeClaim of ours with a Node -> that
+ * Node; a class edit -> the Nodes of its NodeClaims. Closed gates also requeue after
+ * recheck_usec. Node heartbeats change nothing projected, so they wake nothing.
+ *
+ * Threads: handlers on informer threads, reconciles on the reconciler's workers; the struct is
+ * immutable after new(). */
+#include "provider/ssh/taintgate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/events.h"
+#include "k8s/informer.h"
+#include "k8s/obj-karpenter.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/obj-node.h"
+#include "k8s/obj-pod.h"
+#include "k8s/reconciler.h"
+#include "k8s/status.h"
+#include "k8s/store.h"
+#include "provider/ssh/indexes.h"
+#include "provider/ssh/nodeclassctl.h"
+
+#define MAX_PATCH (256u * 1024u)
+
+/* --- pure decision ------------------------------------------------------------------------------ */
+
+const char *kp_taintgate_owner_claim(const struct kp_node_view *node)
+{
+    for (size_t i = 0; i < node->meta.owners.n; i++) {
+        const struct kp_owner_ref *o = &node->meta.owners.v[i];
+
+        if (kp_streq(o->api_version, "karpenter.sh/v1") && kp_streq(o->kind, "NodeClaim") &&
+            o->name && *o->name)
+            return o->name;
+    }
+    return NULL;
+}
+
+static bool status_matches(enum kp_cond_status have, const char *want)
+{
+    switch (have) {
+    case KP_COND_TRUE:
+        return kp_streq(want, "True");
+    case KP_COND_FALSE:
+        return kp_streq(want, "False");
+    case KP_COND_UNKNOWN:
+        return kp_streq(want, "Unknown");
+    }
+    return false;
+}
+
+bool kp_taintgate_open(const struct kp_taint_gate *g, const struct kp_node_view *node,
+                       const struct kp_pod_view *const *pods, size_t n_pods)
+{
+    if (g->kind == KP_GATE_NODE_CONDITION) {
+        const struct kp_condition *c;
+
+        if (!g->condition_type || !*g->condition_type)
+            return false;
+        c = kp_conditions_get(&node->conditions, g->condition_type);
+        return c && status_matches(c->status, g->condition_status ? g->condition_status : "True");
+    }
+    if (g->kind == KP_GATE_PODS_READY) {
+        int32_t ready = 0;
+
+        /* The CRD requires a non-empty selector: an empty one would count every pod. */
+        if (!g->pods_namespace || g->pods_selector_error || !g->pods_selector.present ||
+            g->pods_selector.n == 0 || g->min_ready < 1)
+            return false;
+        for (size_t i = 0; i < n_pods; i++) {
+            const struct kp_pod_view *p = pods[i];
+
+            if (p->meta.deletion_usec != 0 || !(p->flags & KP_POD_READY) ||
+                !kp_streq(p->node_name, node->e.name) || !kp_streq(p->e.ns, g->pods_namespace) ||
+                !kp_reqs_match(&g->pods_selector, &p->meta.labels))
+                continue;
+            if (++ready >= g->min_ready)
+                return true;
+        }
+        return false;
+    }
+    return false; /* KP_GATE_NONE, KP_GATE_BOTH: invalid, never opens */
+}
+
+static bool taints_have(const struct kp_taints *t, const char *key)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (kp_streq(t->v[i].key, key))
+            return true;
+    return false;
+}
+
+void kp_taintgate_evaluate(const struct kp_node_view *node, const struct kp_nodeclaim_view *claim,
+                           const struct kp_sshnodeclass_view *nc,
+                           const struct kp_pod_view *const *pods, size_t n_pods,
+                           struct kp_taintgate_verdict *ret)
+{
+    struct kp_taintgate_verdict v = {0, 0};
+    size_t n = nc->n_gates < KP_TAINTGATE_MAX_GATES ? nc->n_gates : KP_TAINTGATE_MAX_GATES;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_taint_gate *g = &nc->gates[i];
+
+        if (!g->taint_key || !taints_have(&claim->spec.startup_taints, g->taint_key) ||
+            !taints_have(&node->taints, g->taint_key))
+            continue;
+        if (kp_taintgate_open(g, node, pods, n_pods))
+            v.open |= 1u << i;
+        else
+            v.pending |= 1u << i;
+    }
+    *ret = v;
+}
+
+static bool key_listed(const char *key, const char *const *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (kp_streq(key, keys[i]))
+            return true;
+    return false;
+}
+
+int kp_taintgate_patch(const json_t *taints, const char *rv, const char *const *keys, size_t n_keys,
+                       struct kp_buf *out, size_t *ret_removed)
+{
+    size_t removed = 0, n = kp_json_array_size(taints);
+    bool first = true;
+    int r;
+
+    if (!*rv)
+        return -EINVAL;
+    if (taints && kp_json_typeof(taints) != KP_JSON_ARRAY)
+        return -KP_EPARSE;
+    if ((r = kp_buf_puts(out, "{\"metadata\":{\"resourceVersion\":")) < 0 ||
+        (r = kp_nodeclass_json_str(out, rv)) < 0 ||
+        (r = kp_buf_puts(out, "},\"spec\":{\"taints\":[")) < 0)
+        return r;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *t = kp_json_array_at(taints, i);
+        const char *key = NULL;
+
+        if (kp_json_typeof(t) != KP_JSON_OBJECT)
+            return -KP_EPARSE;
+        if (kp_json_get_str(t, "key", &key) == 0 && key_listed(key, keys, n_keys)) {
+            removed++;
+            continue;
+        }
+        if ((!first && (r = kp_buf_putc(out, ',')) < 0) ||
+            (r = kp_json_dump(t, /* flags= */ 0, out)) < 0)
+            return r;
+        first = false;
+    }
+    if ((r = kp_buf_puts(out, "]}}")) < 0)
+        return r;
+    if (ret_removed)
+        *ret_removed = removed;
+    return 0;
+}
+
+/* --- the controller ------------------------------------------------------------------------------ */
+
+struct kp_ssh_taintgate {
+    struct kp_informer *nodes, *pods, *nodeclaims, *nodeclasses;
+    struct kp_events *events;
+    struct kp_events *own_events;
+    struct kp_client *client;
+    kp_taintgate_opened_fn gate_opened;
+    void *gate_opened_ctx;
+    uint64_t recheck_usec;
+    struct kp_reconciler *rec;
+    bool started;
+};
+
+static void enqueue(struct kp_ssh_taintgate *tg, const char *node)
+{
+    int r;
+
+    if (!node || !*node)
+        return;
+    r = kp_reconciler_enqueue(tg->rec, node);
+    if (r < 0 && r != -ESHUTDOWN)
+        kp_log_warn_errno(r, "taint gate enqueue failed", KP_LF("node", node));
+}
+
+static bool node_interesting(const struct kp_entry *e)
+{
+    const struct kp_node_view *n = kp_node_view(e);
+
+    return n->taints.n > 0 && kp_taintgate_owner_claim(n) != NULL;
+}
+
+static void on_node_add(void *ctx, const struct kp_entry *e)
+{
+    if (node_interesting(e))
+        enqueue(ctx, e->name);
+}
+
+static void on_node_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    (void)old_e;
+    on_node_add(ctx, new_e);
+}
+
+static void on_pod_add(void *ctx, const struct kp_entry *e)
+{
+    enqueue(ctx, kp_pod_view(e)->node_name);
+}
+
+static void on_pod_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    const struct kp_pod_view *a = kp_pod_view(old_e), *b = kp_pod_view(new_e);
+
+    /* Only what a podsReady gate counts: binding, Ready, deletion, labels. */
+    if (kp_streq(a->node_name, b->node_name) &&
+        (a->flags & KP_POD_READY) == (b->flags & KP_POD_READY) &&
+        (a->meta.deletion_usec == 0) == (b->meta.deletion_usec == 0) &&
+        !kp_nodeclass_host_labels_changed(&a->meta.labels, &b->meta.labels))
+        return;
+    if (!kp_streq(a->node_name, b->node_name))
+        enqueue(ctx, a->node_name);
+    enqueue(ctx, b->node_name);
+}
+
+static void on_claim_add(void *ctx, const struct kp_entry *e)
+{
+    const struct kp_nodeclaim_view *c = kp_nodeclaim_view(e);
+
+    if (kp_nodeclaim_is_ours(c))
+        enqueue(ctx, c->node_name);
+}
+
+static void on_claim_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    (void)old_e;
+    on_claim_add(ctx, new_e);
+}
+
+static void on_class_add(void *ctx, const struct kp_entry *e)
+{
+    struct kp_ssh_taintgate *tg = ctx;
+    struct kp_store_list l = {0};
+
+    if (kp_sshnodeclass_view(e)->n_gates == 0)
+        return;
+    if (kp_store_by_index(kp_informer_store(tg->nodeclaims), KP_SSH_INDEX_NODECLAIM_CLASS, e->name,
+                          &l) < 0) {
+        kp_log_warn("taint gate fan-out failed", KP_LF("nodeclass", e->name));
+        return;
+    }
+    for (size_t i = 0; i < l.n; i++)
+        enqueue(tg, kp_nodeclaim_view(l.v[i])->node_name);
+    kp_store_list_free(&l);
+}
+
+static void on_class_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    (void)old_e;
+    on_class_add(ctx, new_e);
+}
+
+static int reconcile_fn(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+{
+    return kp_ssh_taintgate_reconcile(ctx, c, key, ret_requeue);
+}
+
+int kp_ssh_taintgate_new(const struct kp_ssh_taintgate_opts *o, struct kp_ssh_taintgate **ret)
+{
+    struct kp_ssh_taintgate *tg = NULL;
+    struct kp_reconciler_opts ro = {0};
+    struct kp_informer_handler h;
+    int r;
+
+    if (!o || !o->client || !o->nodes || !o->pods || !o->nodeclaims || !o->nodeclasses)
+        return -EINVAL;
+    tg = kp_calloc(1, sizeof(*tg));
+    if (!tg)
+        return -ENOMEM;
+    tg->nodes = o->nodes;
+    tg->pods = o->pods;
+    tg->nodeclaims = o->nodeclaims;
+    tg->nodeclasses = o->nodeclasses;
+    tg->events = o->events;
+    tg->client = o->client;
+    tg->gate_opened = o->gate_opened;
+    tg->gate_opened_ctx = o->gate_opened_ctx;
+    tg->recheck_usec = o->recheck_usec ? o->recheck_usec : KP_TAINTGATE_RECHECK_USEC;
+    ro.name = "startuptaintgate";
+    ro.workers = o->workers ? o->workers : 1;
+    ro.reconcile = reconcile_fn;
+    ro.ctx = tg;
+    ro.client = o->client;
+    if ((r = kp_reconciler_new(&ro, &tg->rec)) < 0 || (r = kp_ssh_index_pods(tg->pods)) < 0 ||
+        (r = kp_ssh_index_nodeclaims(tg->nodeclaims)) < 0)
+        goto out;
+
+    h = (struct kp_informer_handler){.on_add = on_node_add, .on_update = on_node_update, .ctx = tg};
+    if ((r = kp_informer_add_handler(tg->nodes, &h)) < 0)
+        goto out;
+    h = (struct kp_informer_handler){
+        .on_add = on_pod_add, .on_update = on_pod_update, .on_delete = on_pod_add, .ctx = tg};
+    if ((r = kp_informer_add_handler(tg->pods, &h)) < 0)
+        goto out;
+    h = (struct kp_informer_handler){
+        .on_add = on_claim_add, .on_update = on_claim_update, .ctx = tg};
+    if ((r = kp_informer_add_handler(tg->nodeclaims, &h)) < 0)
+        goto out;
+    h = (struct kp_informer_handler){
+        .on_add = on_class_add, .on_update = on_class_update, .ctx = tg};
+    if ((r = kp_informer_add_handler(tg->nodeclasses, &h)) < 0)
+        goto out;
+    *ret = tg;
+    tg = NULL;
+    r = 0;
+out:
+    /* XXX: as in nodeclassctl.c, handlers added before a failure cannot be taken back. */
+    kp_ssh_taintgate_free(tg);
+    return r;
+}
+
+int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg)
+{
+    int r;
+
+    if (tg->started)
+        return 0;
+    if (!tg->events) {
+        struct kp_events_opts eo = {.controller = KP_TAINTGATE_COMPONENT};
+
+        if ((r = kp_events_new(tg->client, &eo, &tg->own_events)) < 0)
+            return r;
+        tg->events = tg->own_events;
+    }
+    if ((r = kp_reconciler_start(tg->rec)) < 0)
+        return r;
+    tg->started = true;
+    return 0;
+}
+
+void kp_ssh_taintgate_stop(struct kp_ssh_taintgate *tg)
+{
+    if (tg)
+        kp_reconciler_stop(tg->rec);
+}
+
+bool kp_ssh_taintgate_ready(struct kp_ssh_taintgate *tg)
+{
+    return tg && tg->started && kp_reconciler_running(tg->rec) && kp_informer_synced(tg->nodes) &&
+           kp_informer_synced(tg->pods) && kp_informer_synced(tg->nodeclaims) &&
+           kp_informer_synced(tg->nodeclasses);
+}
+
+struct kp_ssh_taintgate *kp_ssh_taintgate_free(struct kp_ssh_taintgate *tg)
+{
+    if (!tg)
+        return NULL;
+    tg->rec = kp_reconciler_free(tg->rec);
+    tg->own_events = kp_events_free(tg->own_events);
+    kp_free(tg);
+    return NULL;
+}
+
+/* --- reconcile ------------------------------------------------------------------------------------ */
+
+static void report_removed(struct kp_ssh_taintgate *tg, const struct kp_node_view *node,
+                           const struct kp_taint_gate *g)
+{
+    struct kp_event_ref ref = {
+        .kind = "Node", .api_version = "v1", .name = node->e.name, .uid = node->e.uid};
+    char note[KP_EVENTS_NOTE_MAX];
+    uint64_t now = kp_real_usec();
+    uint64_t usec = node->meta.creation_usec > 0 && (uint64_t)node->meta.creation_usec < now
+                        ? now - (uint64_t)node->meta.creation_usec
+                        : 0;
+
+    if (g->kind == KP_GATE_PODS_READY)
+        (void)snprintf(note, sizeof(note),
+                       "startup taint %s removed: %d pod(s) in namespace %s Ready on the node",
+                       g->taint_key, g->min_ready, g->pods_namespace);
+    else
+        (void)snprintf(note, sizeof(note), "startup taint %s removed: node condition %s is %s",
+                       g->taint_key, g->condition_type, g->condition_status);
+    /* Dropped events are counted by the recorder. */
+    (void)kp_events_emit(tg->events, &ref, KP_EVENT_NORMAL, KP_TAINTGATE_EVENT_REASON,
+                         KP_TAINTGATE_EVENT_ACTION, note);
+    kp_log_info("startup taint removed", KP_LF("node", node->e.name), KP_LF("taint", g->taint_key),
+                KP_LF("seconds", (double)usec / 1e6));
+    if (tg->gate_opened)
+        tg->gate_opened(tg->gate_opened_ctx, g->taint_key, usec);
+}
+
+/* GETs the Node and removes keys with one CAS patch. 0 (also when the Node or the taints are
+ * gone), -KP_ECONFLICT (changed or recreated meanwhile: try again), other errors. */
+static int remove_taints(struct kp_client *c, const struct kp_node_view *node,
+                         const char *const *keys, size_t n_keys, size_t *ret_removed)
+{
+    struct kp_buf body = KP_BUF_INIT(MAX_PATCH);
+    struct kp_error err = KP_ERROR_INIT;
+    json_t *obj = NULL, *taints = NULL;
+    const char *rv = NULL, *uid = NULL;
+    size_t removed = 0;
+    int r;
+
+    r = kp_client_get(c, &KP_RES_NODE, NULL, node->e.name, &obj, &err);
+    if (r < 0)
+        goto out;
+    if (kp_json_path_str(obj, "metadata.uid", &uid) < 0 || !kp_streq(uid, node->e.uid)) {
+        r = -KP_ECONFLICT; /* recreated under the same name: decide again from the cache */
+        goto out;
+    }
+    if ((r = kp_json_path_str(obj, "metadata.resourceVersion", &rv)) < 0) {
+        r = -KP_EPARSE;
+        goto out;
+    }
+    r = kp_json_path_array(obj, "spec.taints", &taints);
+    if (r == -ENOENT) {
+        r = 0;
+        goto out;
+    }
+    if (r < 0 || (r = kp_taintgate_patch(taints, rv, keys, n_keys, &body, &removed)) < 0)
+        goto out;
+    if (removed == 0)
+        goto out;
+    r = kp_client_patch_bytes(c, &KP_RES_NODE, NULL, node->e.name, NULL, KP_PATCH_MERGE,
+                              kp_buf_str(&body), body.len, NULL, &err);
+out:
+    if (r == -ENOENT) {
+        r = 0;
+        removed = 0;
+    }
+    if (r < 0 && err.message)
+        kp_log_debug("startup taint patch refused", KP_LF("node", node->e.name),
+                     KP_LF("detail", err.message));
+    if (r == 0)
+        *ret_removed = removed;
+    kp_error_done(&err);
+    kp_buf_done(&body);
+    kp_json_unref(obj);
+    return r;
+}
+
+int kp_ssh_taintgate_reconcile(struct kp_ssh_taintgate *tg, struct kp_client *c, const char *name,
+                               uint64_t *ret_requeue_usec)
+{
+    struct kp_entry *ne = NULL, *ce = NULL, *cls = NULL;
+    struct kp_store_list pods = {0};
+    const struct kp_pod_view **pv = NULL;
+    const struct kp_node_view *node;
+    const struct kp_sshnodeclass_view *nc;
+    const struct kp_nodeclaim_view *claim;
+    const char *keys[KP_TAINTGATE_MAX_GATES];
+    struct kp_taintgate_verdict v;
+    const char *claim_name;
+    size_t n_keys = 0, removed = 0;
+    int r;
+
+    r = kp_store_get(kp_informer_store(tg->nodes), name, &ne);
+    if (r < 0) {
+        r = r == -ENOENT ? 0 : r;
+        goto out;
+    }
+    node = kp_node_view(ne);
+    claim_name = kp_taintgate_owner_claim(node);
+    if (node->taints.n == 0 || !claim_name)
+        goto out;
+    r = kp_store_get(kp_informer_store(tg->nodeclaims), claim_name, &ce);
+    if (r < 0) {
+        r = r == -ENOENT ? 0 : r; /* its add event brings the Node back */
+        goto out;
+    }
+    claim = kp_nodeclaim_view(ce);
+    if (!kp_nodeclaim_is_ours(claim) || claim->spec.startup_taints.n == 0 ||
+        !claim->spec.node_class_ref.name)
+        goto out;
+    r = kp_store_get(kp_informer_store(tg->nodeclasses), claim->spec.node_class_ref.name, &cls);
+    if (r < 0) {
+        r = r == -ENOENT ? 0 : r;
+        goto out;
+    }
+    nc = kp_sshnodeclass_view(cls);
+    if (nc->n_gates == 0)
+        goto out;
+    if ((r = kp_store_by_index(kp_informer_store(tg->pods), KP_SSH_INDEX_POD_NODE, name, &pods)) <
+        0)
+        goto out;
+    if (pods.n > 0) {
+        pv = kp_calloc(pods.n, sizeof(*pv));
+        if (!pv) {
+            r = -ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < pods.n; i++)
+            pv[i] = kp_pod_view(pods.v[i]);
+    }
+    kp_taintgate_evaluate(node, claim, nc, pv, pods.n, &v);
+    for (size_t i = 0; i < KP_TAINTGATE_MAX_GATES && i < nc->n_gates; i++)
+        if (v.open & (1u << i))
+            keys[n_keys++] = nc->gates[i].taint_key;
+    if (n_keys > 0) {
+        if ((r = remove_taints(c, node, keys, n_keys, &removed)) < 0)
+            goto out;
+        if (removed > 0)
+            for (size_t i = 0; i < KP_TAINTGATE_MAX_GATES && i < nc->n_gates; i++)
+                if (v.open & (1u << i))
+                    report_removed(tg, node, &nc->gates[i]);
+    }
+    if (v.pending) {
+        kp_log_debug("startup taint gate closed", KP_LF("node", name),
+                     KP_LF("nodeclass", nc->e.name), KP_LF("pending", v.pending));
+        *ret_requeue_usec = tg->recheck_usec;
+    }
+out:
+    kp_free(pv);
+    kp_store_list_free(&pods);
+    kp_entry_unref(cls);
+    kp_entry_unref(ce);
+    kp_entry_unref(ne);
+    return r;
+}
