@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
@@ -464,7 +465,13 @@ int kp_ssh_nodeclassctl_start(struct kp_ssh_nodeclassctl *ctl)
     if (ctl->started)
         return 0;
     if (!ctl->events) {
-        struct kp_events_opts eo = {.controller = KP_SSH_NODECLASSCTL_COMPONENT};
+        /* reportingInstance: the pod name, which is the hostname in a pod. */
+        char host[256] = "kpssh-controller";
+        struct kp_events_opts eo = {.controller = KP_SSH_NODECLASSCTL_COMPONENT, .instance = host};
+
+        if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+            memcpy(host, "kpssh-controller", sizeof("kpssh-controller"));
+        host[sizeof(host) - 1] = '\0';
 
         if ((r = kp_events_new(ctl->client, &eo, &ctl->own_events)) < 0)
             return r;

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
@@ -350,7 +351,13 @@ int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg)
     if (tg->started)
         return 0;
     if (!tg->events) {
-        struct kp_events_opts eo = {.controller = KP_TAINTGATE_COMPONENT};
+        /* reportingInstance: the pod name, which is the hostname in a pod. */
+        char host[256] = "kpssh-controller";
+        struct kp_events_opts eo = {.controller = KP_TAINTGATE_COMPONENT, .instance = host};
+
+        if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+            memcpy(host, "kpssh-controller", sizeof("kpssh-controller"));
+        host[sizeof(host) - 1] = '\0';
 
         if ((r = kp_events_new(tg->client, &eo, &tg->own_events)) < 0)
             return r;
