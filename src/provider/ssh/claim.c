@@ -19,12 +19,15 @@
 #include "provider/ssh/claim.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/str.h"
+#include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/obj-kpssh.h"
@@ -81,6 +84,80 @@ int kp_claim_candidates(const struct kp_sshnodeclass_view *nc, const char *pool_
 
 #define ST(...) KP_JSON_PATH("status", __VA_ARGS__)
 
+/* The Ready condition of st into the object cond. */
+static int fill_ready(json_t *cond, const struct kp_claim_status *st)
+{
+    static const char *const names[] = {"Unknown", "True", "False"};
+    char buf[64];
+    int r;
+
+    if ((r = kp_json_patch_set_str(cond, KP_JSON_PATH("type"), "Ready")) < 0 ||
+        (r = kp_json_patch_set_str(
+             cond, KP_JSON_PATH("status"),
+             names[st->ready_status <= KP_COND_FALSE ? st->ready_status : 0])) < 0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("reason"),
+                                   st->ready_reason ? st->ready_reason : "Unknown")) < 0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("message"),
+                                   st->ready_message ? st->ready_message : "")) < 0 ||
+        (r = kp_json_patch_set_int(cond, KP_JSON_PATH("observedGeneration"),
+                                   st->observed_generation)) < 0)
+        return r;
+    r = kp_time_format_rfc3339(
+        (uint64_t)(st->ready_transition_usec > 0 ? st->ready_transition_usec : 0), buf,
+        sizeof(buf));
+    if (r < 0)
+        return r;
+    return kp_json_patch_set_str(cond, KP_JSON_PATH("lastTransitionTime"), buf);
+}
+
+/* The host controller's fields of st into p. */
+static int patch_probe_facts(json_t *p, const struct kp_claim_status *st)
+{
+    char buf[64];
+    int r;
+
+    if (st->set_observed) {
+        (void)snprintf(buf, sizeof(buf), "%" PRIu32, st->observed_cpus);
+        if ((r = kp_json_patch_set_str(p, ST("observedCapacity", "cpu"), buf)) < 0)
+            return r;
+        if (st->observed_mem_bytes % 1024 == 0)
+            (void)snprintf(buf, sizeof(buf), "%" PRIu64 "Ki", st->observed_mem_bytes / 1024);
+        else
+            (void)snprintf(buf, sizeof(buf), "%" PRIu64, st->observed_mem_bytes);
+        if ((r = kp_json_patch_set_str(p, ST("observedCapacity", "memory"), buf)) < 0)
+            return r;
+        if (st->observed_arch &&
+            (r = kp_json_patch_set_str(p, ST("observedArch"), st->observed_arch)) < 0)
+            return r;
+    }
+    if (st->last_probe_usec > 0) {
+        if ((r = kp_time_format_rfc3339((uint64_t)st->last_probe_usec, buf, sizeof(buf))) < 0 ||
+            (r = kp_json_patch_set_str(p, ST("lastProbeTime"), buf)) < 0)
+            return r;
+    }
+    if (st->set_observed_generation &&
+        (r = kp_json_patch_set_int(p, ST("observedGeneration"), st->observed_generation)) < 0)
+        return r;
+    if (st->set_ready) {
+        json_t *arr = NULL, *cond;
+
+        /* The json layer builds objects, not arrays: the one-element list comes from parsing
+         * a constant without strings (jansson's string lexer is not safe against a failed
+         * allocation, its object and array code is) and its element is filled in place. */
+        if ((r = kp_json_parse("[{}]", 4, 16, 4, &arr, NULL)) < 0)
+            return r;
+        cond = kp_json_array_at(arr, 0);
+        r = cond ? fill_ready(cond, st) : -ENOMEM;
+        if (r < 0) {
+            kp_json_unref(arr);
+            return r;
+        }
+        if ((r = kp_json_patch_set_steal(p, ST("conditions"), arr)) < 0)
+            return r;
+    }
+    return 0;
+}
+
 int kp_claim_patch(const char *rv, const struct kp_claim_status *st, json_t **ret)
 {
     json_t *p = NULL;
@@ -120,6 +197,8 @@ int kp_claim_patch(const char *rv, const struct kp_claim_status *st, json_t **re
         goto out;
     if (st->host_key_fingerprint &&
         (r = kp_json_patch_set_str(p, ST("hostKeyFingerprint"), st->host_key_fingerprint)) < 0)
+        goto out;
+    if ((r = patch_probe_facts(p, st)) < 0)
         goto out;
     if (st->last_probe_error) {
         if (*st->last_probe_error)
@@ -251,6 +330,27 @@ int kp_claim_update(const struct kp_claim_io *io, const struct kp_sshhost_view *
     }
     kp_entry_unref(fresh);
     return r;
+}
+
+int kp_claim_cas(const struct kp_claim_io *io, const struct kp_sshhost_view *host,
+                 const struct kp_claim_status *st, struct kp_entry **ret_host,
+                 struct kp_error *reterr)
+{
+    struct kp_entry *got = NULL;
+    json_t *patch = NULL;
+    int r;
+
+    if ((r = kp_claim_patch(host->e.rv, st, &patch)) < 0)
+        return r;
+    r = io->write(io->ctx, host, patch, &got, reterr);
+    kp_json_unref(patch);
+    if (r < 0)
+        return r;
+    if (ret_host)
+        *ret_host = got;
+    else
+        kp_entry_unref(got);
+    return 0;
 }
 
 int kp_claim_release(const struct kp_claim_io *io, const struct kp_sshhost_view *host,

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/macro.h"
 #include "k8s/obj-kpssh.h"
@@ -57,6 +58,19 @@ struct kp_claim_status {
     const char *provider_id;          /* non-NULL: written */
     const char *host_key_fingerprint; /* non-NULL: written */
     const char *last_probe_error;     /* non-NULL: written ("" clears it) */
+    /* The host controller's probe facts (hostctl.h). */
+    bool set_observed;            /* observedCapacity {cpu, memory} and observedArch */
+    uint32_t observed_cpus;       /* cpu: a whole number of CPUs */
+    uint64_t observed_mem_bytes;  /* memory: written in Ki when a multiple of 1024 */
+    const char *observed_arch;    /* non-NULL: written */
+    int64_t last_probe_usec;      /* > 0: lastProbeTime (RFC 3339, seconds) */
+    bool set_observed_generation; /* observedGeneration */
+    int64_t observed_generation;
+    bool set_ready; /* conditions: exactly one, type Ready (replaces the list) */
+    enum kp_cond_status ready_status;
+    const char *ready_reason;
+    const char *ready_message;
+    int64_t ready_transition_usec; /* lastTransitionTime */
 };
 
 /* The merge patch for st carrying rv as the CAS precondition. Pure. *ret: a new reference.
@@ -99,6 +113,13 @@ int kp_claim_first(const struct kp_claim_io *io, const struct kp_sshhost_view *c
 int kp_claim_update(const struct kp_claim_io *io, const struct kp_sshhost_view *host,
                     const char *name, const char *uid, const struct kp_claim_status *st,
                     struct kp_entry **ret_host, struct kp_error *reterr) KP_WUR;
+
+/* One CAS write of st on host (the caller's latest view), for writers that hold no claim (the
+ * host controller on an unclaimed host): no retry, a Conflict is returned as -KP_ECONFLICT for
+ * the caller to re-read and decide again. *ret_host (optional): the host as written. */
+int kp_claim_cas(const struct kp_claim_io *io, const struct kp_sshhost_view *host,
+                 const struct kp_claim_status *st, struct kp_entry **ret_host,
+                 struct kp_error *reterr) KP_WUR;
 
 /* Releases (name, uid)'s claim on host: state Available when healthy, else Unhealthy with
  * lastProbeError = reason; claimRef, providerID and bootstrapTokenID cleared. Errors as

@@ -60,20 +60,20 @@
 #include "k8s/store.h"
 #include "provider/ssh/claim.h"
 #include "provider/ssh/env.h"
+#include "provider/ssh/hostio.h"
+#include "provider/ssh/indexes.h"
 #include "provider/ssh/inventory.h"
 #include "provider/ssh/profile.h"
 #include "provider/ssh/runner.h"
 #include "provider/ssh/session.h"
 #include "provider/ssh/token.h"
 
-/* Ceiling of a decoded Secret value (a private key, a CA bundle, a join secret). */
-#define KP_MAX_SECRET_VALUE (256u * 1024u)
-#define KP_MAX_JOIN_SECRETS 64
-
 struct kp_ssh_provider {
     char *pool_ns;
     struct kp_store *hosts, *nodeclasses, *profiles;
+    struct kp_store *nodes; /* optional: registration reads it instead of the API */
     struct kp_events *events;
+    const struct kp_ssh_observer *observer;
     uint64_t reg_timeout, reg_poll;
 };
 
@@ -95,7 +95,9 @@ int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_p
     p->hosts = opts->hosts;
     p->nodeclasses = opts->nodeclasses;
     p->profiles = opts->profiles;
+    p->nodes = opts->nodes;
     p->events = opts->events;
+    p->observer = opts->observer;
     p->reg_timeout = opts->registration_timeout_usec ? opts->registration_timeout_usec
                                                      : KP_SSH_REGISTRATION_TIMEOUT_USEC;
     p->reg_poll =
@@ -136,340 +138,6 @@ static void host_event(struct kp_ssh_provider *p, const struct kp_sshhost_view *
 static char *provider_id_static(const char *ns, const char *host)
 {
     return kp_strjoin(KP_SSH_PROVIDER_ID_SCHEME, ns, "/", host, (const char *)NULL);
-}
-
-/* Base64 (standard alphabet, padded) to bytes, as a secret. 0, -KP_EPARSE, -KP_ELIMIT, -ENOMEM. */
-static int b64_decode_secret(const char *s, struct kp_secret **ret)
-{
-    size_t n = strlen(s), pad = 0;
-    unsigned char *out;
-    int len, r;
-
-    if (n > KP_MAX_SECRET_VALUE * 4 / 3 + 4)
-        return -KP_ELIMIT;
-    if (n % 4 != 0)
-        return -KP_EPARSE;
-    out = kp_malloc(n / 4 * 3 + 1);
-    if (!out)
-        return -ENOMEM;
-    len = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
-    if (len < 0) {
-        kp_free(out);
-        return -KP_EPARSE;
-    }
-    if (n >= 1 && s[n - 1] == '=')
-        pad++;
-    if (n >= 2 && s[n - 2] == '=')
-        pad++;
-    r = kp_secret_new(out, (size_t)len - pad, ret);
-    kp_wipe(out, n / 4 * 3 + 1);
-    kp_free(out);
-    return r;
-}
-
-/* GETs Secret ns/name; *ret_obj holds it. */
-static int get_secret(struct kp_client *c, const char *ns, const char *name, json_t **ret_obj,
-                      struct kp_error *err)
-{
-    return kp_client_get(c, &KP_RES_SECRET, ns, name, ret_obj, err);
-}
-
-/* The data key of a Secret object, decoded; -ENOENT when absent. */
-static int secret_value(const json_t *obj, const char *key, struct kp_secret **ret)
-{
-    const char *b64 = NULL;
-    int r = kp_json_pathv_str(obj, KP_JSON_PATH("data", key), &b64);
-
-    if (r < 0)
-        return r;
-    return b64_decode_secret(b64, ret);
-}
-
-/* --- the pieces a phase needs ----------------------------------------------------------------- */
-
-/* Everything needed to dial a host: its key, its pre-pin. */
-struct creds {
-    struct kp_secret *key;
-    struct kp_secret *known_host; /* optional */
-};
-
-static void creds_done(struct creds *cr)
-{
-    cr->key = kp_secret_free(cr->key);
-    cr->known_host = kp_secret_free(cr->known_host);
-}
-
-/* -EINVAL with *ret_msg for configuration errors (the user can fix them), others transient. */
-static int load_creds(struct kp_client *c, const struct kp_sshhost_view *h, struct creds *cr,
-                      char **ret_msg)
-{
-    struct kp_error e = KP_ERROR_INIT;
-    json_t *obj = NULL;
-    int r;
-
-    if (!h->key_secret || !*h->key_secret) {
-        *ret_msg =
-            kp_strjoin("SSHHost ", h->e.name, " has no spec.sshKeySecretRef", (const char *)NULL);
-        return -EINVAL;
-    }
-    r = get_secret(c, h->e.ns, h->key_secret, &obj, &e);
-    if (r == -ENOENT || r == -KP_EFORBIDDEN) {
-        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret, ": ", kp_strerror(r),
-                              (const char *)NULL);
-        r = -EINVAL;
-        goto out;
-    }
-    if (r < 0)
-        goto out;
-    r = secret_value(obj, "privateKey", &cr->key);
-    if (r < 0) {
-        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
-                              ": data.privateKey is missing or not base64", (const char *)NULL);
-        r = -EINVAL;
-        goto out;
-    }
-    r = secret_value(obj, "knownHost", &cr->known_host);
-    if (r == -ENOENT)
-        r = 0;
-    else if (r < 0) {
-        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
-                              ": data.knownHost is not base64", (const char *)NULL);
-        r = -EINVAL;
-    }
-out:
-    kp_error_done(&e);
-    kp_json_unref(obj);
-    return r;
-}
-
-/* The join Secret's data: keys borrowed from the tree (kept in *ret_obj), values decoded. */
-struct join_secret {
-    json_t *obj;
-    struct kp_env_secret_pair pairs[KP_MAX_JOIN_SECRETS];
-    struct kp_secret *vals[KP_MAX_JOIN_SECRETS];
-    size_t n;
-};
-
-static void join_secret_done(struct join_secret *js)
-{
-    for (size_t i = 0; i < js->n; i++)
-        js->vals[i] = kp_secret_free(js->vals[i]);
-    js->n = 0;
-    js->obj = kp_json_unref(js->obj);
-}
-
-static int load_join_secret(struct kp_client *c, const char *ns,
-                            const struct kp_sshnodeclass_view *ncl, struct join_secret *js,
-                            char **ret_msg)
-{
-    struct kp_error e = KP_ERROR_INIT;
-    struct kp_json_iter it = KP_JSON_ITER_INIT;
-    json_t *data = NULL, *v;
-    const char *k;
-    int r;
-
-    if (!ncl->join_secret_set)
-        return 0;
-    r = get_secret(c, ns, ncl->join_secret ? ncl->join_secret : "", &js->obj, &e);
-    kp_error_done(&e);
-    if (r == -ENOENT || r == -KP_EFORBIDDEN || r == -EINVAL) {
-        *ret_msg = kp_strjoin("join Secret ", ns, "/", ncl->join_secret ? ncl->join_secret : "",
-                              " (spec.joinSecretRef): ", kp_strerror(r), (const char *)NULL);
-        return -EINVAL;
-    }
-    if (r < 0)
-        return r;
-    if (kp_json_pathv(js->obj, KP_JSON_PATH("data"), &data) < 0)
-        return 0;
-    while (kp_json_object_next(data, &it, &k, &v)) {
-        const char *b64;
-
-        if (js->n == KP_MAX_JOIN_SECRETS) {
-            *ret_msg = kp_strdup("join Secret has more than 64 keys");
-            return -EINVAL;
-        }
-        if (kp_json_as_str(v, &b64) < 0 || b64_decode_secret(b64, &js->vals[js->n]) < 0) {
-            *ret_msg = kp_strjoin("join Secret key ", k, " is not base64", (const char *)NULL);
-            return -EINVAL;
-        }
-        js->pairs[js->n].key = k;
-        js->pairs[js->n].value = js->vals[js->n];
-        js->n++;
-    }
-    return 0;
-}
-
-/* Cluster endpoint and CA from the node class.
- * XXX: the fallback to kube-public/cluster-info (the reference's default) is not implemented
- * yet; until it is, a node class without spec.cluster is a configuration error that says so. */
-static int load_cluster(const struct kp_sshnodeclass_view *ncl, struct kp_secret **ret_ca,
-                        char **ret_msg)
-{
-    if (!ncl->cluster_endpoint || !*ncl->cluster_endpoint) {
-        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.endpoint is not set (the cluster-info "
-                             "fallback is not implemented yet): set spec.cluster");
-        return -EINVAL;
-    }
-    if (!ncl->cluster_ca_bundle || !*ncl->cluster_ca_bundle) {
-        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not set");
-        return -EINVAL;
-    }
-    if (b64_decode_secret(ncl->cluster_ca_bundle, ret_ca) < 0) {
-        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not base64");
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static const char *effect_name(enum kp_taint_effect e)
-{
-    switch (e) {
-    case KP_TAINT_NO_SCHEDULE:
-        return "NoSchedule";
-    case KP_TAINT_PREFER_NO_SCHEDULE:
-        return "PreferNoSchedule";
-    case KP_TAINT_NO_EXECUTE:
-        return "NoExecute";
-    case KP_TAINT_ANY:
-        break;
-    }
-    return "";
-}
-
-/* What an install or join knows beyond the host. */
-struct join_ctx {
-    const struct kp_nodeclaim_view *nc;
-    const struct kp_sshnodeclass_view *ncl;
-    const struct kp_instance_type *it; /* labels to add, or NULL */
-    const struct kp_secret *ca;
-    const struct kp_secret *token; /* join only */
-    const struct join_secret *js;
-};
-
-static int build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase,
-                     const struct join_ctx *jc, struct kp_env **ret, char **ret_msg)
-{
-    struct kp_env_input in = {
-        .phase = phase,
-        .host_address = h->address,
-        .node_address = h->node_address,
-        .host_name = h->e.name,
-        .pool_namespace = h->e.ns,
-    };
-    struct kp_env_pair *labels = NULL, *vars = NULL;
-    struct kp_env_taint *taints = NULL;
-    size_t nl = 0, nt = 0;
-    int r = -ENOMEM;
-
-    if (jc) {
-        const struct kp_nodeclaim_view *nc = jc->nc;
-        size_t cap_l = nc->meta.labels.n + (jc->it ? jc->it->n_labels : 0);
-        size_t cap_t = nc->spec.taints.n + nc->spec.startup_taints.n;
-
-        in.cluster_endpoint = jc->ncl->cluster_endpoint;
-        in.cluster_ca = kp_secret_reveal(jc->ca);
-        in.cluster_ca_len = kp_secret_len(jc->ca);
-        in.bootstrap_token = phase == KP_ENV_JOIN ? jc->token : NULL;
-        in.node_name = nc->e.name;
-        in.provider_id_source = jc->ncl->provider_id_source == KP_PROVIDER_ID_ADOPT
-                                    ? KP_ENV_PROVIDER_ID_ADOPT
-                                    : KP_ENV_PROVIDER_ID_STATIC;
-        labels = kp_calloc(cap_l ? cap_l : 1, sizeof(*labels));
-        taints = kp_calloc(cap_t ? cap_t : 1, sizeof(*taints));
-        vars = kp_calloc(jc->ncl->vars.n ? jc->ncl->vars.n : 1, sizeof(*vars));
-        if (!labels || !taints || !vars)
-            goto out;
-        for (size_t i = 0; i < nc->meta.labels.n; i++) {
-            labels[nl].key = nc->meta.labels.v[i].key;
-            labels[nl++].value = nc->meta.labels.v[i].value;
-        }
-        for (size_t i = 0; jc->it && i < jc->it->n_labels; i++) {
-            if (kp_labels_get(&nc->meta.labels, jc->it->labels[i].key))
-                continue;
-            labels[nl].key = jc->it->labels[i].key;
-            labels[nl++].value = jc->it->labels[i].value;
-        }
-        for (size_t i = 0; i < nc->spec.taints.n; i++) {
-            taints[nt].key = nc->spec.taints.v[i].key;
-            taints[nt].value = nc->spec.taints.v[i].value;
-            taints[nt++].effect = effect_name(nc->spec.taints.v[i].effect);
-        }
-        for (size_t i = 0; i < nc->spec.startup_taints.n; i++) {
-            taints[nt].key = nc->spec.startup_taints.v[i].key;
-            taints[nt].value = nc->spec.startup_taints.v[i].value;
-            taints[nt++].effect = effect_name(nc->spec.startup_taints.v[i].effect);
-        }
-        for (size_t i = 0; i < jc->ncl->vars.n; i++) {
-            vars[i].key = jc->ncl->vars.v[i].key;
-            vars[i].value = jc->ncl->vars.v[i].value;
-        }
-        in.labels = labels;
-        in.nlabels = nl;
-        in.taints = taints;
-        in.ntaints = nt;
-        in.vars = vars;
-        in.nvars = jc->ncl->vars.n;
-        in.secrets = jc->js->pairs;
-        in.nsecrets = jc->js->n;
-    }
-    r = kp_env_build(&in, ret, ret_msg);
-out:
-    kp_free(labels);
-    kp_free(taints);
-    kp_free(vars);
-    return r;
-}
-
-/* Runs one phase of profile pr on host h. 0, or the runner's errors with *ret_msg (redacted).
- * ret_fp (optional, KP_SSH_FP_SIZE): the fingerprint seen when no pin existed yet (TOFU). */
-static int run_phase(const struct kp_sshhost_view *h, const struct creds *cr,
-                     const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
-                     const struct kp_env *env, char **ret_msg, char *ret_fp)
-{
-    struct kp_profile_spec spec;
-    struct kp_ssh_capture cap;
-    struct kp_ssh_target t = {
-        .host = h->address,
-        .port = (uint16_t)(h->port > 0 && h->port <= 65535 ? h->port : 22),
-        .user = h->user,
-        .private_key = cr->key,
-        .known_host = cr->known_host ? kp_secret_reveal(cr->known_host) : NULL,
-        .tofu_fingerprint = h->host_key_fingerprint,
-    };
-    struct kp_ssh_var *vars = NULL;
-    struct kp_ssh_phase ph = {0};
-    size_t n = kp_env_size(env);
-    uint32_t secs = 0;
-    int r;
-
-    kp_profile_spec_from_view(pr, &spec);
-    if ((r = kp_profile_timeout(&spec, phase, &secs)) < 0) {
-        *ret_msg = kp_strdup("profile timeout does not parse");
-        return r;
-    }
-    vars = kp_calloc(n ? n : 1, sizeof(*vars));
-    if (!vars)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        vars[i].name = kp_env_name(env, i);
-        vars[i].value = kp_env_value(env, i);
-        vars[i].secret = kp_env_secret(env, i);
-    }
-    ph.name = kp_profile_phase_name(phase);
-    ph.script = spec.scripts[phase].data;
-    ph.script_len = spec.scripts[phase].len;
-    ph.vars = vars;
-    ph.nvars = n;
-    ph.secrets = kp_env_redact_array(env);
-    ph.nsecrets = kp_env_redact_size(env);
-    ph.deadline = kp_deadline_in((uint64_t)secs * KP_USEC_PER_SEC);
-    kp_ssh_capture_init(&cap);
-    r = kp_ssh_run_phase(&t, &ph, &cap, ret_msg);
-    if (ret_fp && cap.pin == KP_SSH_PIN_NONE && cap.fp[0] && !h->host_key_fingerprint)
-        memcpy(ret_fp, cap.fp, KP_SSH_FP_SIZE);
-    kp_ssh_capture_done(&cap);
-    kp_free(vars);
-    return r;
 }
 
 /* --- node class, profile and instance types --------------------------------------------------- */
@@ -777,11 +445,52 @@ out:
     return r;
 }
 
-/* Waits for the Node that registers for this join. Static: the Node named after the NodeClaim
- * carrying our providerID. Adopt: the Node whose InternalIP is the host's node address and
- * that has a providerID, which we adopt. *ret_pid: the providerID. -ETIMEDOUT. */
+/* The Node that registered for this join, from the Node informer's store (indexes.h): Static,
+ * the Node carrying our providerID (named after the NodeClaim); Adopt, a Node whose InternalIP
+ * is the host's node address and that has a providerID, which we adopt. *ret_pid: that
+ * providerID. 0, -ENOENT (not yet), -ENOMEM. A store without the indexes is scanned whole. */
+static bool node_matches(const struct kp_node_view *nv, const char *node_name,
+                         const char *static_pid, const char *ip, bool adopt)
+{
+    if (!adopt)
+        return kp_streq(nv->provider_id, static_pid) && kp_streq(nv->e.name, node_name);
+    if (!nv->provider_id || !*nv->provider_id)
+        return false;
+    for (size_t j = 0; j < nv->n_addresses; j++)
+        if (kp_streq(nv->addresses[j], ip))
+            return true;
+    return kp_streq(nv->internal_ip, ip);
+}
+
+static int registered_in_store(struct kp_store *nodes, const char *node_name,
+                               const char *static_pid, const char *ip, bool adopt, char **ret_pid)
+{
+    struct kp_store_list l = {0};
+    int r;
+
+    r = adopt ? kp_store_by_index(nodes, KP_SSH_INDEX_NODE_IP, ip, &l)
+              : kp_store_by_index(nodes, KP_SSH_INDEX_NODE_PROVIDER_ID, static_pid, &l);
+    if (r == -ENOENT) /* no such index: a store set up without indexes.h */
+        r = kp_store_list(nodes, &l);
+    if (r < 0)
+        return r;
+    r = -ENOENT;
+    for (size_t i = 0; i < l.n && r == -ENOENT; i++) {
+        const struct kp_node_view *nv = kp_node_view(l.v[i]);
+
+        if (node_matches(nv, node_name, static_pid, ip, adopt)) {
+            *ret_pid = kp_strdup(nv->provider_id);
+            r = *ret_pid ? 0 : -ENOMEM;
+        }
+    }
+    kp_store_list_free(&l);
+    return r;
+}
+
+/* The same over the API, for a provider built without a Node store (tools, older tests). */
 struct adopt_scan {
-    const char *ip;
+    const char *ip, *node_name, *static_pid;
+    bool adopt;
     char *pid;
 };
 
@@ -791,66 +500,79 @@ static int adopt_page(const struct kp_list_page *page, void *userdata)
 
     for (size_t i = 0; i < kp_json_array_size(page->items) && !s->pid; i++) {
         struct kp_entry *e = NULL;
-        const struct kp_node_view *nv;
 
         if (kp_node_project(kp_json_array_at(page->items, i), &e) < 0)
             continue;
-        nv = kp_node_view(e);
-        for (size_t j = 0; j < nv->n_addresses; j++)
-            if (kp_streq(nv->addresses[j], s->ip) && nv->provider_id && *nv->provider_id) {
-                s->pid = kp_strdup(nv->provider_id);
-                if (!s->pid) {
-                    kp_entry_unref(e);
-                    return -ENOMEM;
-                }
-                break;
+        if (node_matches(kp_node_view(e), s->node_name, s->static_pid, s->ip, s->adopt)) {
+            s->pid = kp_strdup(kp_node_view(e)->provider_id);
+            if (!s->pid) {
+                kp_entry_unref(e);
+                return -ENOMEM;
             }
+        }
         kp_entry_unref(e);
     }
     return 0;
 }
 
+static int registered_in_api(struct kp_client *c, const char *node_name, const char *static_pid,
+                             const char *ip, bool adopt, char **ret_pid)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    int r;
+
+    if (adopt) {
+        struct adopt_scan s = {
+            .ip = ip, .node_name = node_name, .static_pid = static_pid, .adopt = true};
+
+        r = kp_client_list(c, &KP_RES_NODE, NULL, NULL, adopt_page, &s, NULL, &e);
+        if (r == 0 && !s.pid)
+            r = -ENOENT;
+        if (r == 0)
+            *ret_pid = s.pid;
+        else
+            kp_free(s.pid);
+    } else {
+        json_t *obj = NULL;
+        struct kp_entry *ne = NULL;
+
+        r = kp_client_get(c, &KP_RES_NODE, NULL, node_name, &obj, &e);
+        if (r == 0 && (r = kp_node_project(obj, &ne)) == 0) {
+            if (node_matches(kp_node_view(ne), node_name, static_pid, ip, false)) {
+                *ret_pid = kp_strdup(static_pid);
+                r = *ret_pid ? 0 : -ENOMEM;
+            } else
+                r = -ENOENT;
+        }
+        kp_entry_unref(ne);
+        kp_json_unref(obj);
+    }
+    kp_error_done(&e);
+    return r;
+}
+
+/* Waits for the Node that registers for this join. With a Node store this reads memory the
+ * Node informer keeps current, so a check costs no API request and the wait ends within one
+ * poll of the watch event; without one it asks the API server each time. -ETIMEDOUT. */
 static int wait_registered(struct kp_ssh_provider *p, struct kp_client *c,
                            const struct kp_sshhost_view *h, const char *node_name,
                            const char *static_pid, bool adopt, char **ret_pid)
 {
     struct kp_deadline dl = kp_deadline_in(p->reg_timeout);
+    const char *ip = kp_sshhost_node_ip(h);
 
     for (;;) {
-        struct kp_error e = KP_ERROR_INIT;
-        int r;
+        int r = p->nodes ? registered_in_store(p->nodes, node_name, static_pid, ip, adopt, ret_pid)
+                         : registered_in_api(c, node_name, static_pid, ip, adopt, ret_pid);
 
-        if (adopt) {
-            struct adopt_scan s = {.ip = kp_sshhost_node_ip(h), .pid = NULL};
-
-            r = kp_client_list(c, &KP_RES_NODE, NULL, NULL, adopt_page, &s, NULL, &e);
-            if (r == 0 && s.pid) {
-                kp_error_done(&e);
-                *ret_pid = s.pid;
-                return 0;
-            }
-            kp_free(s.pid);
-        } else {
-            json_t *obj = NULL;
-            struct kp_entry *ne = NULL;
-
-            r = kp_client_get(c, &KP_RES_NODE, NULL, node_name, &obj, &e);
-            if (r == 0 && kp_node_project(obj, &ne) == 0 &&
-                kp_streq(kp_node_view(ne)->provider_id, static_pid)) {
-                kp_entry_unref(ne);
-                kp_json_unref(obj);
-                kp_error_done(&e);
-                *ret_pid = kp_strdup(static_pid);
-                return *ret_pid ? 0 : -ENOMEM;
-            }
-            kp_entry_unref(ne);
-            kp_json_unref(obj);
-        }
-        /* List and get errors are not a verdict: the API server may be restarting. */
-        kp_error_done(&e);
+        if (r == 0 || r == -ENOMEM)
+            return r;
+        /* Other errors are not a verdict: the API server may be restarting. */
         if (kp_deadline_expired(dl))
             return -ETIMEDOUT;
-        kp_sleep_usec(p->reg_poll);
+        kp_sleep_usec(p->nodes && p->reg_poll > KP_SSH_REGISTRATION_STORE_POLL_USEC
+                          ? KP_SSH_REGISTRATION_STORE_POLL_USEC
+                          : p->reg_poll);
     }
 }
 
@@ -915,8 +637,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     struct kp_instance_types types = {0};
     const struct kp_instance_type *it = NULL;
     const struct kp_sshnodeclass_view *ncl;
-    struct creds cr = {0};
-    struct join_secret js = {0};
+    struct kp_hostio_creds cr = {0};
+    struct kp_hostio_join_secret js = {0};
     struct kp_secret *ca = NULL, *token = NULL;
     struct kp_env *env = NULL;
     struct kp_error e = KP_ERROR_INIT;
@@ -989,9 +711,9 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     rep.claim_usec = kp_mono_usec() - t0;
 
     /* Configuration: errors here are the user's to fix and release the host Available. */
-    if ((r = load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
-        (r = load_cluster(ncl, &ca, &msg)) < 0 ||
-        (r = load_join_secret(c, kp_sshhost_view(host)->e.ns, ncl, &js, &msg)) < 0) {
+    if ((r = kp_hostio_load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
+        (r = kp_hostio_load_cluster(ncl, &ca, &msg)) < 0 ||
+        (r = kp_hostio_load_join_secret(c, kp_sshhost_view(host)->e.ns, ncl, &js, &msg)) < 0) {
         if (r == -EINVAL) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
                                 msg ? msg : "configuration error");
@@ -1005,17 +727,17 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     /* Install once per <profile>@<version>. */
     t = kp_mono_usec();
     if (!kp_streq(kp_sshhost_view(host)->installed_profile, marker)) {
-        struct join_ctx jc = {.nc = nc, .ncl = ncl, .it = it, .ca = ca, .js = &js};
+        struct kp_hostio_join_ctx jc = {.nc = nc, .ncl = ncl, .it = it, .ca = ca, .js = &js};
         struct kp_claim_status st = {.installed_profile = marker};
 
-        if ((r = build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &env, &msg)) < 0) {
+        if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &env, &msg)) < 0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
                                 msg ? msg : kp_strerror(r));
             release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
             goto out;
         }
-        r = run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e), KP_PROFILE_INSTALL,
-                      env, &msg, fp);
+        r = kp_hostio_run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
+                                KP_PROFILE_INSTALL, env, p->observer, &msg, fp);
         env = kp_env_free(env);
         if (r < 0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED,
@@ -1059,17 +781,18 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     /* Join. */
     t = kp_mono_usec();
     {
-        struct join_ctx jc = {.nc = nc, .ncl = ncl, .it = it, .ca = ca, .token = token, .js = &js};
+        struct kp_hostio_join_ctx jc = {
+            .nc = nc, .ncl = ncl, .it = it, .ca = ca, .token = token, .js = &js};
 
-        if ((r = build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &env, &msg)) < 0) {
+        if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &env, &msg)) < 0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
                                 msg ? msg : kp_strerror(r));
             release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
             goto out;
         }
     }
-    r = run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e), KP_PROFILE_JOIN, env,
-                  &msg, NULL);
+    r = kp_hostio_run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
+                            KP_PROFILE_JOIN, env, p->observer, &msg, NULL);
     env = kp_env_free(env);
     if (r < 0) {
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED, "%s",
@@ -1125,8 +848,8 @@ out:
     kp_env_free(env);
     kp_secret_free(token);
     kp_secret_free(ca);
-    join_secret_done(&js);
-    creds_done(&cr);
+    kp_hostio_join_secret_done(&js);
+    kp_hostio_creds_done(&cr);
     kp_error_done(&e);
     kp_free(marker);
     kp_free(msg);
@@ -1186,39 +909,6 @@ static int resolve_host(struct kp_ssh_provider *p, struct kp_client *c, const ch
     return r;
 }
 
-/* Runs leave on h with the profile named by its install marker. 0 or an error with *ret_msg. */
-static int leave(struct kp_ssh_provider *p, struct kp_client *c, const struct kp_sshhost_view *h,
-                 char **ret_msg)
-{
-    const char *marker = h->installed_profile, *at;
-    struct kp_entry *pr = NULL;
-    struct kp_env *env = NULL;
-    struct creds cr = {0};
-    char *name = NULL;
-    int r;
-
-    at = marker ? strrchr(marker, '@') : NULL;
-    name = at ? kp_strndup(marker, (size_t)(at - marker)) : NULL;
-    if (!name) {
-        *ret_msg = kp_strdup("no install marker: nothing to leave with");
-        return -ENOENT;
-    }
-    if ((r = kp_store_get(p->profiles, name, &pr)) < 0) {
-        *ret_msg = kp_strjoin("SSHJoinProfile ", name, " not found", (const char *)NULL);
-        goto out;
-    }
-    if ((r = load_creds(c, h, &cr, ret_msg)) < 0 ||
-        (r = build_env(h, KP_ENV_LEAVE, NULL, &env, ret_msg)) < 0)
-        goto out;
-    r = run_phase(h, &cr, kp_sshjoinprofile_view(pr), KP_PROFILE_LEAVE, env, ret_msg, NULL);
-out:
-    kp_env_free(env);
-    creds_done(&cr);
-    kp_entry_unref(pr);
-    kp_free(name);
-    return r;
-}
-
 static int op_delete(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
                      struct kp_provider_err *err)
 {
@@ -1262,7 +952,7 @@ static int op_delete(void *ctx, struct kp_client *c, const struct kp_nodeclaim_v
     host = got;
     got = NULL;
 
-    r = leave(p, c, kp_sshhost_view(host), &msg);
+    r = kp_hostio_leave(p->profiles, c, kp_sshhost_view(host), p->observer, &msg);
     healthy = r == 0;
     if (!healthy) {
         kp_log_warn_errno(r, "leave failed; releasing host Unhealthy", KP_LF("host", host->name),

@@ -4,8 +4,8 @@
  * runs leave, collects the token and returns the host to the warm pool. Get, List, instance
  * types and drift complete the vtable. The state machine is in provider.c's DESIGN block.
  *
- * The provider reads SSHHosts, SSHNodeClasses and SSHJoinProfiles from informer stores (the
- * caller runs the informers) and writes through the calling worker's client: SSHHost status
+ * The provider reads SSHHosts, SSHNodeClasses, SSHJoinProfiles and (optionally) Nodes from
+ * informer stores (the caller runs the informers) and writes through the calling worker's client: SSHHost status
  * (every write a CAS, claim.h), bootstrap-token Secrets in kube-system, and GETs of the key and
  * join Secrets at use time (no Secret informer, so RBAC can stay a namespaced `get`).
  *
@@ -24,6 +24,7 @@
 struct kp_client;
 struct kp_events;
 struct kp_nodeclaim_view;
+struct kp_ssh_observer;
 struct kp_sshnodeclass_view;
 struct kp_store;
 
@@ -32,9 +33,11 @@ struct kp_store;
 #define KP_SSH_ANNOTATION_NODECLASS_HASH "karpenter.kpssh.dev/nodeclass-hash"
 #define KP_SSH_ANNOTATION_NODECLASS_HASH_VERSION "karpenter.kpssh.dev/nodeclass-hash-version"
 #define KP_SSH_NODECLASS_HASH_VERSION "v1"
-/* Registration wait when the options leave it 0, and how often it looks. */
+/* Registration wait when the options leave it 0, and how often it looks: asking the API
+ * server, or reading the Node store (a memory read, so it looks more often). */
 #define KP_SSH_REGISTRATION_TIMEOUT_USEC (5 * 60 * 1000000ULL)
 #define KP_SSH_REGISTRATION_POLL_USEC (1000000ULL)
+#define KP_SSH_REGISTRATION_STORE_POLL_USEC (200000ULL)
 
 struct kp_ssh_provider_opts {
     const char *pool_namespace;   /* SSHHosts and their Secrets live here */
@@ -42,6 +45,10 @@ struct kp_ssh_provider_opts {
     struct kp_store *nodeclasses; /* SSHNodeClass projections */
     struct kp_store *profiles;    /* SSHJoinProfile projections */
     struct kp_events *events;     /* optional: events on SSHHosts */
+    /* optional: Node projections from an informer whose indexes include kp_ssh_index_nodes()
+     * (indexes.h). Registration reads it; without it, registration asks the API server. */
+    struct kp_store *nodes;
+    const struct kp_ssh_observer *observer; /* optional: phase timings (observe.h) */
     uint64_t registration_timeout_usec;
     uint64_t registration_poll_usec;
 };

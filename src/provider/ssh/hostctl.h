@@ -1,0 +1,198 @@
+/* provider/ssh/hostctl.h: the SSH host controller: one reconcile per SSHHost of the pool, with
+ * bounded concurrency, that keeps each host's status true to the machine behind it.
+ *
+ *   maintenance   the maintenance annotation on an unclaimed host parks it (Maintenance, never
+ *                 probed); removing the annotation releases it (Pending, probed at once)
+ *   claimed       (claimRef set, whatever the state) never dialed: the NodeClaim must still exist
+ *                 with the claimed uid, else the claim is stale and released (token deleted,
+ *                 claimRef/providerID/bootstrapTokenID cleared, Pending); a host left Claimed
+ *                 whose Node registered becomes InUse (SPEC 2.6); a spent bootstrap token
+ *                 (providerID and bootstrapTokenID both set, the Node exists) is deleted
+ *   unclaimed     probed over SSH (pinned key, TOFU on first success) at most once per probe
+ *                 interval: observed capacity and arch, CapacityDrift on a new shortfall,
+ *                 Available or Unhealthy, and the zombie guard when kubelet is active
+ *
+ * Every SSHHost status write is a CAS (claim.h) and is skipped when nothing it carries changed.
+ * The decisions are pure functions below (unit-tested in tests/unit/test-hostctl.c); the
+ * controller around them does the I/O. reference/original-system.md section 2 ("Probe controller
+ * reconcile", "Zombie guard") is the behaviour followed; docs/operations.md describes it for
+ * operators.
+ *
+ * Threads: kp_ssh_hostctl_new/start/stop/free on the controller's main thread; reconciles run on
+ * the controller's own workers (k8s/reconciler.h), each with its own client; the informer
+ * handlers it installs only enqueue keys. The pure functions: any thread. */
+#ifndef KP_PROVIDER_SSH_HOSTCTL_H
+#define KP_PROVIDER_SSH_HOSTCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "provider/ssh/claim.h"
+
+struct kp_client;
+struct kp_events;
+struct kp_informer;
+struct kp_probe_result;
+struct kp_ssh_observer;
+struct kp_sshhost_view;
+
+/* Defaults of the options left 0. */
+#define KP_HOSTCTL_WORKERS 8
+#define KP_HOSTCTL_PROBE_INTERVAL_USEC (120 * 1000000ULL)
+#define KP_HOSTCTL_PROBE_TIMEOUT_USEC (30 * 1000000ULL)
+#define KP_HOSTCTL_CLAIMED_RECHECK_USEC (300 * 1000000ULL)
+#define KP_HOSTCTL_TOKEN_RECHECK_USEC (30 * 1000000ULL)
+/* After a stale claim is released or maintenance ends: look again this soon. */
+#define KP_HOSTCTL_SOON_USEC (1000000ULL)
+
+/* The reporting component of the controller's events (the caller creates the recorder). */
+#define KP_HOSTCTL_EVENTS_COMPONENT "kpssh-hostprobe"
+
+/* Reasons of the SSHHost Ready condition. True only for ProbeSucceeded. */
+#define KP_HOSTCTL_REASON_SUCCEEDED "ProbeSucceeded"        /* True: Available, Claimed, InUse */
+#define KP_HOSTCTL_REASON_AWAITING "AwaitingProbe"          /* Unknown: Pending */
+#define KP_HOSTCTL_REASON_FAILED "ProbeFailed"              /* False: unreachable, probe error */
+#define KP_HOSTCTL_REASON_HOSTKEY "HostKeyMismatch"         /* False: possible man-in-the-middle */
+#define KP_HOSTCTL_REASON_MAINTENANCE "Maintenance"         /* False: parked by annotation */
+#define KP_HOSTCTL_REASON_LEAVING "Leaving"                 /* False: leave in progress */
+#define KP_HOSTCTL_REASON_FOREIGN "ForeignKubelet"          /* False: kubelet kpssh did not start */
+#define KP_HOSTCTL_REASON_ZOMBIE_FAILED "ZombieLeaveFailed" /* False */
+
+/* Event reasons on SSHHosts. */
+#define KP_HOSTCTL_EVENT_CAPACITY_DRIFT "CapacityDrift"
+#define KP_HOSTCTL_EVENT_ZOMBIE "ZombieKubelet"
+#define KP_HOSTCTL_EVENT_ZOMBIE_LEFT "ZombieLeft"
+#define KP_HOSTCTL_EVENT_ZOMBIE_FAILED "ZombieLeaveFailed"
+#define KP_HOSTCTL_EVENT_FOREIGN "ForeignKubelet"
+#define KP_HOSTCTL_EVENT_STALE_CLAIM "StaleClaimReleased"
+
+/* --- the controller -------------------------------------------------------------------------- */
+
+struct kp_ssh_hostctl_opts {
+    const char *pool_namespace; /* required: the SSHHosts (and their key Secrets) live here */
+    struct kp_client *client;   /* required: cloned per worker; must outlive new() only */
+    /* Informers, not yet started (the caller starts them after new(), stops them before
+     * free()); new() adds its indexes (indexes.h) and handlers. hosts, nodes and profiles are
+     * required; nodeclaims is optional (without it every claim check is an API GET);
+     * nodeclasses is accepted for symmetry with the other controllers and not read. */
+    struct kp_informer *hosts, *nodes, *nodeclaims, *nodeclasses, *profiles;
+    struct kp_events *events;               /* optional; reporting KP_HOSTCTL_EVENTS_COMPONENT */
+    const struct kp_ssh_observer *observer; /* optional: probe, phase and zombie reports */
+    unsigned workers;                       /* 0: KP_HOSTCTL_WORKERS */
+    uint64_t probe_interval_usec;           /* 0: KP_HOSTCTL_PROBE_INTERVAL_USEC */
+    uint64_t probe_timeout_usec;            /* 0: KP_HOSTCTL_PROBE_TIMEOUT_USEC (dial + command) */
+    uint64_t claimed_recheck_usec;          /* 0: KP_HOSTCTL_CLAIMED_RECHECK_USEC */
+    uint64_t token_recheck_usec;            /* 0: KP_HOSTCTL_TOKEN_RECHECK_USEC */
+};
+
+struct kp_ssh_hostctl;
+
+/* A stopped controller. opts is copied (the pointers in it are borrowed: the informers, events
+ * and observer must outlive the controller). 0, -EINVAL (a required option missing), -ENOMEM, or
+ * an informer error (too many handlers or indexes; -EBUSY when an informer already started). */
+int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostctl **ret) KP_WUR;
+/* Starts the workers; every host already cached is enqueued. 0 or -errno. */
+int kp_ssh_hostctl_start(struct kp_ssh_hostctl *h) KP_WUR;
+/* Lets each worker finish the host in hand (a probe ends within its timeout; a zombie leave
+ * within the profile's leave timeout) and joins them. Idempotent. */
+void kp_ssh_hostctl_stop(struct kp_ssh_hostctl *h);
+/* True while started and the host and Node informers have synced. Any thread. */
+bool kp_ssh_hostctl_ready(struct kp_ssh_hostctl *h);
+/* Stops and frees; accepts and returns NULL. Stop the informers first: their handlers point
+ * here. */
+struct kp_ssh_hostctl *kp_ssh_hostctl_free(struct kp_ssh_hostctl *h);
+
+/* --- decisions (pure: no I/O, any thread; views borrowed) ------------------------------------ */
+
+struct kp_hostctl_timing {
+    uint64_t probe_interval_usec, claimed_recheck_usec, token_recheck_usec;
+};
+
+/* Step one: what a reconcile of h does at wall-clock time now_usec. */
+enum kp_hostctl_step {
+    KP_HOSTCTL_STEP_MAINTENANCE_ENTER, /* unclaimed, annotated: write Maintenance */
+    KP_HOSTCTL_STEP_MAINTENANCE_EXIT,  /* Maintenance, annotation gone: write Pending */
+    KP_HOSTCTL_STEP_PARKED,            /* Maintenance and annotated: nothing, no requeue */
+    KP_HOSTCTL_STEP_CLAIMED,           /* claimRef set (or a claimed state): check the claim */
+    KP_HOSTCTL_STEP_FRESH,             /* probed this generation within the interval: wait */
+    KP_HOSTCTL_STEP_PROBE,             /* probe over SSH */
+};
+/* *ret_wait_usec: for FRESH, the rest of the interval (at least 1 s). */
+enum kp_hostctl_step kp_hostctl_plan(const struct kp_sshhost_view *h, int64_t now_usec,
+                                     const struct kp_hostctl_timing *t, uint64_t *ret_wait_usec)
+    KP_NONNULL(1, 3, 4);
+
+/* The Ready condition that goes with a state (reason_hint overrides the reason of a False one:
+ * HostKeyMismatch, ForeignKubelet, ZombieLeaveFailed; NULL: the state's own). last_error is the
+ * message of a False condition where the state has one (Unhealthy). Fills the set_ready fields of
+ * st (message strings are static or borrowed from last_error/h), keeping the condition's
+ * lastTransitionTime from h when status and reason are unchanged, else now_usec. */
+void kp_hostctl_ready_for(const struct kp_sshhost_view *h, enum kp_host_state state,
+                          const char *reason_hint, const char *last_error, int64_t now_usec,
+                          struct kp_claim_status *st) KP_NONNULL(1, 6);
+
+/* True when writing st would change nothing h already says (so the write is skipped). */
+bool kp_hostctl_unchanged(const struct kp_sshhost_view *h, const struct kp_claim_status *st)
+    KP_NONNULL(1, 2);
+
+/* Step two, for a claimed host: what the claim check found. */
+struct kp_hostctl_claim_in {
+    bool nodeclaim_found;       /* the NodeClaim named by claimRef exists (confirmed by a GET) */
+    const char *nodeclaim_uid;  /* its uid */
+    const char *registered_pid; /* providerID of its registered Node, or NULL */
+    bool node_exists;           /* a Node with the host's node IP or the claim's name exists */
+};
+enum kp_hostctl_claim_verb {
+    KP_HOSTCTL_CLAIM_RELEASE_STALE, /* why: the reason; then requeue KP_HOSTCTL_SOON_USEC */
+    KP_HOSTCTL_CLAIM_MARK_IN_USE,   /* Claimed and registered: InUse + providerID */
+    KP_HOSTCTL_CLAIM_COLLECT_TOKEN, /* delete the token, clear bootstrapTokenID */
+    KP_HOSTCTL_CLAIM_RECHECK,       /* nothing to do; requeue_usec */
+};
+struct kp_hostctl_claim_action {
+    enum kp_hostctl_claim_verb verb;
+    const char *why;       /* RELEASE_STALE: a static explanation */
+    uint64_t requeue_usec; /* when to look again after the action */
+};
+void kp_hostctl_decide_claimed(const struct kp_sshhost_view *h,
+                               const struct kp_hostctl_claim_in *in,
+                               const struct kp_hostctl_timing *t,
+                               struct kp_hostctl_claim_action *ret) KP_NONNULL(1, 2, 3, 4);
+
+/* Step three, for a probed (unclaimed) host: what the probe found. */
+struct kp_hostctl_probe_in {
+    int err;                           /* 0, or the probe's error (-KP_EHOSTKEY, -ETIMEDOUT...) */
+    const char *err_msg;               /* its text (redacted), or NULL */
+    const struct kp_probe_result *res; /* when err is 0 */
+    const char *seen_fp;               /* the host key seen when no pin existed (TOFU), or NULL */
+    int64_t now_usec;
+};
+#define KP_HOSTCTL_NOTE_MAX 256
+struct kp_hostctl_probe_outcome {
+    struct kp_claim_status st; /* the write: strings borrowed from h, in and drift_note */
+    bool write;                /* false: nothing changed (never after a probe: lastProbeTime) */
+    bool capacity_drift;       /* emit CapacityDrift with drift_note (a new shortfall) */
+    char drift_note[KP_HOSTCTL_NOTE_MAX];
+    bool zombie_check; /* kubelet active on an unclaimed host: run the zombie guard */
+    bool healthy;      /* the probe succeeded */
+    uint64_t requeue_usec;
+};
+void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_hostctl_probe_in *in,
+                             const struct kp_hostctl_timing *t,
+                             struct kp_hostctl_probe_outcome *ret) KP_NONNULL(1, 2, 3, 4);
+
+/* The zombie guard's verdict on an unclaimed host whose kubelet is active: ours (a Node has its
+ * node IP, or kpssh installed a profile there: leave it, delete the Node) or foreign (neither:
+ * park it, touch nothing). */
+enum kp_hostctl_zombie { KP_HOSTCTL_ZOMBIE_OURS, KP_HOSTCTL_ZOMBIE_FOREIGN };
+enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h, bool node_found)
+    KP_NONNULL(1);
+
+/* The lastProbeError of a parked foreign kubelet. */
+#define KP_HOSTCTL_FOREIGN_MESSAGE                                                                 \
+    "kubelet is active but kpssh cannot attribute it: no Node has this host's address and no "     \
+    "profile was installed by kpssh; it may belong to another cluster, so the host is parked and " \
+    "left untouched (stop that kubelet or delete this SSHHost)"
+
+#endif

@@ -1,0 +1,391 @@
+/* provider/ssh/hostio.c: reaching a host (hostio.h).
+ *
+ * DESIGN: these are the pieces of a phase that both the provider (install, join, leave of
+ * Create and Delete) and the host controller (the zombie guard's leave, the probe's dial) need.
+ * They were the provider's own static functions; they moved here unchanged in behaviour so the
+ * two callers cannot drift apart: the same Secret reading rules (what is the user's
+ * configuration error and what is transient), the same environment, the same timeouts, and one
+ * place that times a phase and reports it to the observer (kpssh_instance_phase_duration_seconds).
+ *
+ * Secrets: the key, the pre-pin, the CA and the join Secret's values are held in struct
+ * kp_secret from decoding on; decoded scratch bytes are wiped before they are freed.
+ * Threads: the caller's, with its own client. No logging. */
+#include "provider/ssh/hostio.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/secret.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "core/provider.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/obj-karpenter.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/status.h"
+#include "k8s/store.h"
+#include "provider/ssh/observe.h"
+#include "provider/ssh/runner.h"
+
+/* Base64 (standard alphabet, padded) to bytes, as a secret. 0, -KP_EPARSE, -KP_ELIMIT, -ENOMEM. */
+int kp_hostio_b64_secret(const char *s, struct kp_secret **ret)
+{
+    size_t n = strlen(s), pad = 0;
+    unsigned char *out;
+    int len, r;
+
+    if (n > KP_MAX_SECRET_VALUE * 4 / 3 + 4)
+        return -KP_ELIMIT;
+    if (n % 4 != 0)
+        return -KP_EPARSE;
+    out = kp_malloc(n / 4 * 3 + 1);
+    if (!out)
+        return -ENOMEM;
+    len = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
+    if (len < 0) {
+        kp_free(out);
+        return -KP_EPARSE;
+    }
+    if (n >= 1 && s[n - 1] == '=')
+        pad++;
+    if (n >= 2 && s[n - 2] == '=')
+        pad++;
+    r = kp_secret_new(out, (size_t)len - pad, ret);
+    kp_wipe(out, n / 4 * 3 + 1);
+    kp_free(out);
+    return r;
+}
+
+/* GETs Secret ns/name; *ret_obj holds it. */
+static int get_secret(struct kp_client *c, const char *ns, const char *name, json_t **ret_obj,
+                      struct kp_error *err)
+{
+    return kp_client_get(c, &KP_RES_SECRET, ns, name, ret_obj, err);
+}
+
+/* The data key of a Secret object, decoded; -ENOENT when absent. */
+static int secret_value(const json_t *obj, const char *key, struct kp_secret **ret)
+{
+    const char *b64 = NULL;
+    int r = kp_json_pathv_str(obj, KP_JSON_PATH("data", key), &b64);
+
+    if (r < 0)
+        return r;
+    return kp_hostio_b64_secret(b64, ret);
+}
+
+/* --- the pieces a phase needs ----------------------------------------------------------------- */
+
+void kp_hostio_creds_done(struct kp_hostio_creds *cr)
+{
+    cr->key = kp_secret_free(cr->key);
+    cr->known_host = kp_secret_free(cr->known_host);
+}
+
+/* -EINVAL with *ret_msg for configuration errors (the user can fix them), others transient. */
+int kp_hostio_load_creds(struct kp_client *c, const struct kp_sshhost_view *h,
+                         struct kp_hostio_creds *cr, char **ret_msg)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *obj = NULL;
+    int r;
+
+    if (!h->key_secret || !*h->key_secret) {
+        *ret_msg =
+            kp_strjoin("SSHHost ", h->e.name, " has no spec.sshKeySecretRef", (const char *)NULL);
+        return -EINVAL;
+    }
+    r = get_secret(c, h->e.ns, h->key_secret, &obj, &e);
+    if (r == -ENOENT || r == -KP_EFORBIDDEN) {
+        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret, ": ", kp_strerror(r),
+                              (const char *)NULL);
+        r = -EINVAL;
+        goto out;
+    }
+    if (r < 0)
+        goto out;
+    r = secret_value(obj, "privateKey", &cr->key);
+    if (r < 0) {
+        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
+                              ": data.privateKey is missing or not base64", (const char *)NULL);
+        r = -EINVAL;
+        goto out;
+    }
+    r = secret_value(obj, "knownHost", &cr->known_host);
+    if (r == -ENOENT)
+        r = 0;
+    else if (r < 0) {
+        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
+                              ": data.knownHost is not base64", (const char *)NULL);
+        r = -EINVAL;
+    }
+out:
+    kp_error_done(&e);
+    kp_json_unref(obj);
+    return r;
+}
+
+void kp_hostio_join_secret_done(struct kp_hostio_join_secret *js)
+{
+    for (size_t i = 0; i < js->n; i++)
+        js->vals[i] = kp_secret_free(js->vals[i]);
+    js->n = 0;
+    js->obj = kp_json_unref(js->obj);
+}
+
+int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
+                               const struct kp_sshnodeclass_view *ncl,
+                               struct kp_hostio_join_secret *js, char **ret_msg)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_json_iter it = KP_JSON_ITER_INIT;
+    json_t *data = NULL, *v;
+    const char *k;
+    int r;
+
+    if (!ncl->join_secret_set)
+        return 0;
+    r = get_secret(c, ns, ncl->join_secret ? ncl->join_secret : "", &js->obj, &e);
+    kp_error_done(&e);
+    if (r == -ENOENT || r == -KP_EFORBIDDEN || r == -EINVAL) {
+        *ret_msg = kp_strjoin("join Secret ", ns, "/", ncl->join_secret ? ncl->join_secret : "",
+                              " (spec.joinSecretRef): ", kp_strerror(r), (const char *)NULL);
+        return -EINVAL;
+    }
+    if (r < 0)
+        return r;
+    if (kp_json_pathv(js->obj, KP_JSON_PATH("data"), &data) < 0)
+        return 0;
+    while (kp_json_object_next(data, &it, &k, &v)) {
+        const char *b64;
+
+        if (js->n == KP_MAX_JOIN_SECRETS) {
+            *ret_msg = kp_strdup("join Secret has more than 64 keys");
+            return -EINVAL;
+        }
+        if (kp_json_as_str(v, &b64) < 0 || kp_hostio_b64_secret(b64, &js->vals[js->n]) < 0) {
+            *ret_msg = kp_strjoin("join Secret key ", k, " is not base64", (const char *)NULL);
+            return -EINVAL;
+        }
+        js->pairs[js->n].key = k;
+        js->pairs[js->n].value = js->vals[js->n];
+        js->n++;
+    }
+    return 0;
+}
+
+/* Cluster endpoint and CA from the node class.
+ * XXX: the fallback to kube-public/cluster-info (the reference's default) is not implemented
+ * yet; until it is, a node class without spec.cluster is a configuration error that says so. */
+int kp_hostio_load_cluster(const struct kp_sshnodeclass_view *ncl, struct kp_secret **ret_ca,
+                           char **ret_msg)
+{
+    if (!ncl->cluster_endpoint || !*ncl->cluster_endpoint) {
+        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.endpoint is not set (the cluster-info "
+                             "fallback is not implemented yet): set spec.cluster");
+        return -EINVAL;
+    }
+    if (!ncl->cluster_ca_bundle || !*ncl->cluster_ca_bundle) {
+        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not set");
+        return -EINVAL;
+    }
+    if (kp_hostio_b64_secret(ncl->cluster_ca_bundle, ret_ca) < 0) {
+        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not base64");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static const char *effect_name(enum kp_taint_effect e)
+{
+    switch (e) {
+    case KP_TAINT_NO_SCHEDULE:
+        return "NoSchedule";
+    case KP_TAINT_PREFER_NO_SCHEDULE:
+        return "PreferNoSchedule";
+    case KP_TAINT_NO_EXECUTE:
+        return "NoExecute";
+    case KP_TAINT_ANY:
+        break;
+    }
+    return "";
+}
+
+int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase,
+                        const struct kp_hostio_join_ctx *jc, struct kp_env **ret, char **ret_msg)
+{
+    struct kp_env_input in = {
+        .phase = phase,
+        .host_address = h->address,
+        .node_address = h->node_address,
+        .host_name = h->e.name,
+        .pool_namespace = h->e.ns,
+    };
+    struct kp_env_pair *labels = NULL, *vars = NULL;
+    struct kp_env_taint *taints = NULL;
+    size_t nl = 0, nt = 0;
+    int r = -ENOMEM;
+
+    if (jc) {
+        const struct kp_nodeclaim_view *nc = jc->nc;
+        size_t cap_l = nc->meta.labels.n + (jc->it ? jc->it->n_labels : 0);
+        size_t cap_t = nc->spec.taints.n + nc->spec.startup_taints.n;
+
+        in.cluster_endpoint = jc->ncl->cluster_endpoint;
+        in.cluster_ca = kp_secret_reveal(jc->ca);
+        in.cluster_ca_len = kp_secret_len(jc->ca);
+        in.bootstrap_token = phase == KP_ENV_JOIN ? jc->token : NULL;
+        in.node_name = nc->e.name;
+        in.provider_id_source = jc->ncl->provider_id_source == KP_PROVIDER_ID_ADOPT
+                                    ? KP_ENV_PROVIDER_ID_ADOPT
+                                    : KP_ENV_PROVIDER_ID_STATIC;
+        labels = kp_calloc(cap_l ? cap_l : 1, sizeof(*labels));
+        taints = kp_calloc(cap_t ? cap_t : 1, sizeof(*taints));
+        vars = kp_calloc(jc->ncl->vars.n ? jc->ncl->vars.n : 1, sizeof(*vars));
+        if (!labels || !taints || !vars)
+            goto out;
+        for (size_t i = 0; i < nc->meta.labels.n; i++) {
+            labels[nl].key = nc->meta.labels.v[i].key;
+            labels[nl++].value = nc->meta.labels.v[i].value;
+        }
+        for (size_t i = 0; jc->it && i < jc->it->n_labels; i++) {
+            if (kp_labels_get(&nc->meta.labels, jc->it->labels[i].key))
+                continue;
+            labels[nl].key = jc->it->labels[i].key;
+            labels[nl++].value = jc->it->labels[i].value;
+        }
+        for (size_t i = 0; i < nc->spec.taints.n; i++) {
+            taints[nt].key = nc->spec.taints.v[i].key;
+            taints[nt].value = nc->spec.taints.v[i].value;
+            taints[nt++].effect = effect_name(nc->spec.taints.v[i].effect);
+        }
+        for (size_t i = 0; i < nc->spec.startup_taints.n; i++) {
+            taints[nt].key = nc->spec.startup_taints.v[i].key;
+            taints[nt].value = nc->spec.startup_taints.v[i].value;
+            taints[nt++].effect = effect_name(nc->spec.startup_taints.v[i].effect);
+        }
+        for (size_t i = 0; i < jc->ncl->vars.n; i++) {
+            vars[i].key = jc->ncl->vars.v[i].key;
+            vars[i].value = jc->ncl->vars.v[i].value;
+        }
+        in.labels = labels;
+        in.nlabels = nl;
+        in.taints = taints;
+        in.ntaints = nt;
+        in.vars = vars;
+        in.nvars = jc->ncl->vars.n;
+        in.secrets = jc->js->pairs;
+        in.nsecrets = jc->js->n;
+    }
+    r = kp_env_build(&in, ret, ret_msg);
+out:
+    kp_free(labels);
+    kp_free(taints);
+    kp_free(vars);
+    return r;
+}
+
+void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
+                      struct kp_ssh_target *ret)
+{
+    *ret = (struct kp_ssh_target){
+        .host = h->address,
+        .port = (uint16_t)(h->port > 0 && h->port <= 65535 ? h->port : 22),
+        .user = h->user,
+        .private_key = cr->key,
+        .known_host = cr->known_host ? kp_secret_reveal(cr->known_host) : NULL,
+        .tofu_fingerprint = h->host_key_fingerprint,
+    };
+}
+
+int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
+                        const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
+                        const struct kp_env *env, const struct kp_ssh_observer *obs, char **ret_msg,
+                        char *ret_fp)
+{
+    struct kp_profile_spec spec;
+    struct kp_ssh_capture cap;
+    struct kp_ssh_target t;
+    const char *obs_phase = phase == KP_PROFILE_INSTALL ? KP_SSH_PHASE_INSTALL
+                            : phase == KP_PROFILE_JOIN  ? KP_SSH_PHASE_JOIN
+                            : phase == KP_PROFILE_LEAVE ? KP_SSH_PHASE_LEAVE
+                                                        : NULL;
+    uint64_t t0;
+    struct kp_ssh_var *vars = NULL;
+    struct kp_ssh_phase ph = {0};
+    size_t n = kp_env_size(env);
+    uint32_t secs = 0;
+    int r;
+
+    kp_profile_spec_from_view(pr, &spec);
+    if ((r = kp_profile_timeout(&spec, phase, &secs)) < 0) {
+        *ret_msg = kp_strdup("profile timeout does not parse");
+        return r;
+    }
+    vars = kp_calloc(n ? n : 1, sizeof(*vars));
+    if (!vars)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        vars[i].name = kp_env_name(env, i);
+        vars[i].value = kp_env_value(env, i);
+        vars[i].secret = kp_env_secret(env, i);
+    }
+    ph.name = kp_profile_phase_name(phase);
+    ph.script = spec.scripts[phase].data;
+    ph.script_len = spec.scripts[phase].len;
+    ph.vars = vars;
+    ph.nvars = n;
+    ph.secrets = kp_env_redact_array(env);
+    ph.nsecrets = kp_env_redact_size(env);
+    ph.deadline = kp_deadline_in((uint64_t)secs * KP_USEC_PER_SEC);
+    kp_hostio_target(h, cr, &t);
+    kp_ssh_capture_init(&cap);
+    t0 = kp_mono_usec();
+    r = kp_ssh_run_phase(&t, &ph, &cap, ret_msg);
+    if (obs_phase)
+        kp_ssh_observe_phase(obs, obs_phase, r == 0, kp_mono_usec() - t0);
+    if (ret_fp && cap.pin == KP_SSH_PIN_NONE && cap.fp[0] && !h->host_key_fingerprint)
+        memcpy(ret_fp, cap.fp, KP_SSH_FP_SIZE);
+    kp_ssh_capture_done(&cap);
+    kp_free(vars);
+    return r;
+}
+
+int kp_hostio_leave(struct kp_store *profiles, struct kp_client *c, const struct kp_sshhost_view *h,
+                    const struct kp_ssh_observer *obs, char **ret_msg)
+{
+    const char *marker = h->installed_profile, *at;
+    struct kp_entry *pr = NULL;
+    struct kp_env *env = NULL;
+    struct kp_hostio_creds cr = {0};
+    char *name = NULL;
+    int r;
+
+    at = marker ? strrchr(marker, '@') : NULL;
+    name = at ? kp_strndup(marker, (size_t)(at - marker)) : NULL;
+    if (!name) {
+        *ret_msg = kp_strdup("no install marker: nothing to leave with");
+        return -ENOENT;
+    }
+    if ((r = kp_store_get(profiles, name, &pr)) < 0) {
+        *ret_msg = kp_strjoin("SSHJoinProfile ", name, " not found", (const char *)NULL);
+        goto out;
+    }
+    if ((r = kp_hostio_load_creds(c, h, &cr, ret_msg)) < 0 ||
+        (r = kp_hostio_build_env(h, KP_ENV_LEAVE, NULL, &env, ret_msg)) < 0)
+        goto out;
+    r = kp_hostio_run_phase(h, &cr, kp_sshjoinprofile_view(pr), KP_PROFILE_LEAVE, env, obs, ret_msg,
+                            NULL);
+out:
+    kp_env_free(env);
+    kp_hostio_creds_done(&cr);
+    kp_entry_unref(pr);
+    kp_free(name);
+    return r;
+}

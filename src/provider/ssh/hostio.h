@@ -1,0 +1,106 @@
+/* provider/ssh/hostio.h: what the SSH provider and the host controller share to reach a host:
+ * the key Secret (and its knownHost pre-pin), the join Secret and cluster CA of a node class,
+ * the KPSSH_* environment of a phase, running one profile phase (timed and reported to the
+ * observer), the dial target of a probe, and leave by install marker.
+ *
+ * Internal to provider/ssh/ (provider.c, hostctl.c); not for cmd/kpssh.
+ *
+ * Threads: the caller's, with its own client; nothing here keeps state. No logging (rule 8):
+ * functions return codes and, for errors the user can fix, a message in *ret_msg (a new string
+ * the caller frees; it never holds secret values). */
+#ifndef KP_PROVIDER_SSH_HOSTIO_H
+#define KP_PROVIDER_SSH_HOSTIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/macro.h"
+#include "provider/ssh/env.h"
+#include "provider/ssh/profile.h"
+#include "provider/ssh/session.h"
+
+typedef struct json_t json_t;
+struct kp_client;
+struct kp_instance_type;
+struct kp_nodeclaim_view;
+struct kp_secret;
+struct kp_ssh_observer;
+struct kp_sshhost_view;
+struct kp_sshjoinprofile_view;
+struct kp_sshnodeclass_view;
+struct kp_store;
+
+/* Ceiling of a decoded Secret value (a private key, a CA bundle, a join secret). */
+#define KP_MAX_SECRET_VALUE (256u * 1024u)
+#define KP_MAX_JOIN_SECRETS 64
+
+/* Base64 (standard alphabet, padded) to bytes, as a secret. 0, -KP_EPARSE, -KP_ELIMIT,
+ * -ENOMEM. Pure. */
+int kp_hostio_b64_secret(const char *s, struct kp_secret **ret) KP_WUR;
+
+/* Everything needed to dial a host: its key, its pre-pin. Zero-initialise; release with _done. */
+struct kp_hostio_creds {
+    struct kp_secret *key;
+    struct kp_secret *known_host; /* optional */
+};
+void kp_hostio_creds_done(struct kp_hostio_creds *cr);
+
+/* GETs the host's key Secret. 0; -EINVAL with *ret_msg for configuration errors (no reference,
+ * Secret missing or forbidden, privateKey missing or not base64); other errors are transient. */
+int kp_hostio_load_creds(struct kp_client *c, const struct kp_sshhost_view *h,
+                         struct kp_hostio_creds *cr, char **ret_msg) KP_WUR;
+
+/* The join Secret's data: keys borrowed from the tree (kept in obj), values decoded.
+ * Zero-initialise; release with _done. */
+struct kp_hostio_join_secret {
+    json_t *obj;
+    struct kp_env_secret_pair pairs[KP_MAX_JOIN_SECRETS];
+    struct kp_secret *vals[KP_MAX_JOIN_SECRETS];
+    size_t n;
+};
+void kp_hostio_join_secret_done(struct kp_hostio_join_secret *js);
+/* Reads the node class's joinSecretRef (none: 0 and nothing read). -EINVAL with *ret_msg for
+ * configuration errors. */
+int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
+                               const struct kp_sshnodeclass_view *ncl,
+                               struct kp_hostio_join_secret *js, char **ret_msg) KP_WUR;
+
+/* Cluster endpoint check and CA bundle of the node class. -EINVAL with *ret_msg. Pure. */
+int kp_hostio_load_cluster(const struct kp_sshnodeclass_view *ncl, struct kp_secret **ret_ca,
+                           char **ret_msg) KP_WUR;
+
+/* What an install or join knows beyond the host (NULL for leave). Borrowed. */
+struct kp_hostio_join_ctx {
+    const struct kp_nodeclaim_view *nc;
+    const struct kp_sshnodeclass_view *ncl;
+    const struct kp_instance_type *it; /* labels to add, or NULL */
+    const struct kp_secret *ca;
+    const struct kp_secret *token; /* join only */
+    const struct kp_hostio_join_secret *js;
+};
+
+/* The KPSSH_* environment of phase on h. Errors of kp_env_build. Pure. */
+int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase,
+                        const struct kp_hostio_join_ctx *jc, struct kp_env **ret,
+                        char **ret_msg) KP_WUR;
+
+/* The dial target of h with creds cr (borrowed: valid while both live). */
+void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
+                      struct kp_ssh_target *ret);
+
+/* Runs one phase of profile pr on h with env, under the profile's timeout, and reports its
+ * wall time to obs (optional) as install, join or leave. 0, or the runner's errors with *ret_msg
+ * (redacted). ret_fp (optional, KP_SSH_FP_SIZE bytes): the host key's fingerprint when no pin
+ * existed yet (TOFU), else left alone. */
+int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
+                        const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
+                        const struct kp_env *env, const struct kp_ssh_observer *obs, char **ret_msg,
+                        char *ret_fp) KP_WUR;
+
+/* Runs leave on h with the profile its install marker names (from profiles): loads the key,
+ * builds the leave environment, runs and reports the phase. 0, -ENOENT (no marker, or the
+ * profile is gone) or the errors above, always with *ret_msg on failure. */
+int kp_hostio_leave(struct kp_store *profiles, struct kp_client *c, const struct kp_sshhost_view *h,
+                    const struct kp_ssh_observer *obs, char **ret_msg) KP_WUR;
+
+#endif

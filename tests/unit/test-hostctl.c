@@ -1,0 +1,412 @@
+/* tests/unit/test-hostctl.c: the host controller's decisions (provider/ssh/hostctl.h) as pure
+ * functions of an SSHHost projection and what the I/O found: maintenance, the staleness guard,
+ * stale claims, InUse on registration, token collection, probe outcomes (TOFU, MITM, capacity
+ * drift, the Ready condition), the zombie verdict and the write-skipping rule; and the status
+ * patch those decisions produce (claim.h). The I/O half runs against the lab in
+ * tests/integration/test-hostctl.c. */
+#include "kp-test.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/str.h"
+#include "json/json.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/store.h"
+#include "provider/ssh/claim.h"
+#include "provider/ssh/hostctl.h"
+#include "provider/ssh/probe.h"
+
+#define SEC 1000000LL
+/* 2026-11-30T12:00:00Z */
+#define NOW (1796040000LL * SEC)
+
+static const struct kp_hostctl_timing T = {
+    .probe_interval_usec = 120 * SEC,
+    .claimed_recheck_usec = 300 * SEC,
+    .token_recheck_usec = 30 * SEC,
+};
+
+/* An SSHHost with these extra metadata members (after name/namespace; may be ""), spec capacity
+ * cpu/memory, and status members (may be ""). NULL when it does not decode (torture). */
+static struct kp_entry *mk(const char *meta, const char *cpu, const char *mem, const char *status)
+{
+    char buf[4096];
+    struct kp_entry *e = NULL;
+    int n;
+
+    n = snprintf(buf, sizeof(buf),
+                 "{\"metadata\":{\"name\":\"h1\",\"namespace\":\"kpssh-system\",\"uid\":\"u1\","
+                 "\"resourceVersion\":\"7\",\"generation\":3%s%s},"
+                 "\"spec\":{\"address\":\"10.0.0.1\",\"sshKeySecretRef\":{\"name\":\"k\"},"
+                 "\"capacity\":{\"cpu\":\"%s\",\"memory\":\"%s\"}},"
+                 "\"status\":{%s}}",
+                 *meta ? "," : "", meta, cpu, mem, status);
+    if (n < 0 || (size_t)n >= sizeof(buf) || kp_sshhost_decode(buf, (size_t)n, &e) < 0)
+        return NULL;
+    return e;
+}
+
+static struct kp_entry *host(const char *meta, const char *status)
+{
+    struct kp_entry *e = mk(meta, "2", "4Gi", status);
+
+    assert_non_null(e);
+    return e;
+}
+
+#define H(e) kp_sshhost_view(e)
+#define MAINT "\"annotations\":{\"karpenter.kpssh.dev/maintenance\":\"\"}"
+#define CLAIM "\"claimRef\":{\"name\":\"nc1\",\"uid\":\"ncu1\"}"
+
+static void test_plan(void **state)
+{
+    struct kp_entry *e;
+    uint64_t wait = 1;
+
+    (void)state;
+    e = host(MAINT, "\"state\":\"Available\"");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_MAINTENANCE_ENTER);
+    kp_entry_unref(e);
+    e = host(MAINT, "\"state\":\"Unhealthy\"");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_MAINTENANCE_ENTER);
+    kp_entry_unref(e);
+    e = host(MAINT, "\"state\":\"Maintenance\"");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PARKED);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Maintenance\"");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_MAINTENANCE_EXIT);
+    kp_entry_unref(e);
+    /* The claim wins over the annotation: the holder finishes first. */
+    e = host(MAINT, "\"state\":\"InUse\"," CLAIM);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_CLAIMED);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Leaving\"," CLAIM); /* the provider's Delete */
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_CLAIMED);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Claimed\""); /* no claimRef: checked (and released) */
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_CLAIMED);
+    kp_entry_unref(e);
+
+    /* Staleness guard. */
+    e = host("", "\"state\":\"Available\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\"");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_FRESH);
+    assert_int_equal(wait, 90 * SEC);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW + 89 * SEC + 500000, &T, &wait),
+                     KP_HOSTCTL_STEP_FRESH);
+    assert_int_equal(wait, KP_HOSTCTL_SOON_USEC); /* at least 1 s */
+    assert_int_equal(kp_hostctl_plan(H(e), NOW + 91 * SEC, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Available\",\"observedGeneration\":2,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\""); /* spec edited */
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    kp_entry_unref(e);
+    e = host("", ""); /* never probed */
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T12:00:10Z\""); /* clock skew: in the future */
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    kp_entry_unref(e);
+}
+
+static void test_claimed(void **state)
+{
+    struct kp_hostctl_claim_action a;
+    struct kp_hostctl_claim_in in = {.nodeclaim_found = true, .nodeclaim_uid = "ncu1"};
+    struct kp_entry *e;
+
+    (void)state;
+    e = host("", "\"state\":\"InUse\"," CLAIM ",\"providerID\":\"kpssh://kpssh-system/h1\"");
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RECHECK);
+    assert_int_equal(a.requeue_usec, T.claimed_recheck_usec);
+
+    in.nodeclaim_found = false;
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RELEASE_STALE);
+    assert_string_equal(a.why, "NodeClaim no longer exists");
+    assert_int_equal(a.requeue_usec, KP_HOSTCTL_SOON_USEC);
+
+    in.nodeclaim_found = true;
+    in.nodeclaim_uid = "another";
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RELEASE_STALE);
+    assert_string_equal(a.why, "NodeClaim name was reused by a different object");
+    in.nodeclaim_uid = NULL; /* a side without a uid: the name decides */
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RECHECK);
+    kp_entry_unref(e);
+
+    /* Claimed whose Node registered: InUse (SPEC 2.6); InUse is never re-marked. */
+    e = host("", "\"state\":\"Claimed\"," CLAIM ",\"bootstrapTokenID\":\"abc123\"");
+    in.nodeclaim_uid = "ncu1";
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RECHECK); /* not registered yet */
+    assert_int_equal(a.requeue_usec, T.claimed_recheck_usec);
+    in.registered_pid = "kpssh://kpssh-system/h1";
+    in.node_exists = true;
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_MARK_IN_USE);
+    assert_int_equal(a.requeue_usec, T.token_recheck_usec); /* the token is collected next */
+    kp_entry_unref(e);
+
+    /* Token hygiene: only with providerID AND token id, and only once the Node exists. */
+    e = host("", "\"state\":\"InUse\"," CLAIM ",\"bootstrapTokenID\":\"abc123\","
+                 "\"providerID\":\"kpssh://kpssh-system/h1\"");
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_COLLECT_TOKEN);
+    in.registered_pid = NULL;
+    in.node_exists = false;
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RECHECK);
+    assert_int_equal(a.requeue_usec, T.token_recheck_usec);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Claimed\"," CLAIM ",\"bootstrapTokenID\":\"abc123\"");
+    in.node_exists = true; /* Create still running (no providerID): hands off */
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RECHECK);
+    kp_entry_unref(e);
+
+    e = host("", "\"state\":\"InUse\"");
+    kp_hostctl_decide_claimed(H(e), &in, &T, &a);
+    assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RELEASE_STALE);
+    kp_entry_unref(e);
+}
+
+static void test_probe_outcomes(void **state)
+{
+    struct kp_hostctl_probe_outcome *o = kp_calloc(1, sizeof(*o));
+    struct kp_probe_result res = {.cpus = 2, .mem_bytes = 4ULL << 30, .machine = "x86_64"};
+    struct kp_hostctl_probe_in in = {.res = &res, .now_usec = NOW, .seen_fp = "SHA256:new"};
+    struct kp_entry *e;
+
+    (void)state;
+    assert_non_null(o);
+    /* First success: Available, pinned, observed, Ready True. */
+    e = host("", "\"state\":\"Pending\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_true(o->write && o->healthy);
+    assert_true(o->st.set_state);
+    assert_int_equal(o->st.state, KP_HOST_AVAILABLE);
+    assert_string_equal(o->st.host_key_fingerprint, "SHA256:new");
+    assert_true(o->st.set_observed);
+    assert_int_equal(o->st.observed_cpus, 2);
+    assert_string_equal(o->st.observed_arch, "amd64");
+    assert_int_equal(o->st.last_probe_usec, NOW);
+    assert_int_equal(o->st.observed_generation, 3);
+    assert_string_equal(o->st.last_probe_error, "");
+    assert_true(o->st.set_ready);
+    assert_int_equal(o->st.ready_status, KP_COND_TRUE);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_SUCCEEDED);
+    assert_int_equal(o->st.ready_transition_usec, NOW);
+    assert_false(o->capacity_drift);
+    assert_false(o->zombie_check);
+    assert_int_equal(o->requeue_usec, T.probe_interval_usec);
+    kp_entry_unref(e);
+
+    /* A pinned host is never re-pinned; the condition keeps its transition time. */
+    e = host("", "\"state\":\"Available\",\"hostKeyFingerprint\":\"SHA256:old\","
+                 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":"
+                 "\"ProbeSucceeded\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_null(o->st.host_key_fingerprint);
+    assert_int_equal(o->st.ready_transition_usec, NOW - 2 * 3600 * SEC);
+    kp_entry_unref(e);
+
+    /* Changed key: Unhealthy, MITM text kept, HostKeyMismatch, no facts, no pin. */
+    e = host("", "\"state\":\"Available\",\"hostKeyFingerprint\":\"SHA256:old\"");
+    in.err = -KP_EHOSTKEY;
+    in.err_msg = "host key mismatch for 10.0.0.1:22: possible man-in-the-middle";
+    in.res = NULL;
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_false(o->healthy);
+    assert_int_equal(o->st.state, KP_HOST_UNHEALTHY);
+    assert_string_equal(o->st.last_probe_error, in.err_msg);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_HOSTKEY);
+    assert_int_equal(o->st.ready_status, KP_COND_FALSE);
+    assert_string_equal(o->st.ready_message, in.err_msg);
+    assert_null(o->st.host_key_fingerprint);
+    assert_false(o->st.set_observed);
+    kp_entry_unref(e);
+    in.err = -ETIMEDOUT;
+    in.err_msg = NULL;
+    e = host("", "\"state\":\"Available\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_FAILED);
+    assert_string_equal(o->st.last_probe_error, kp_strerror(-ETIMEDOUT));
+    kp_entry_unref(e);
+
+    /* Recovery from Unhealthy clears the error. */
+    in.err = 0;
+    in.res = &res;
+    e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"x\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_int_equal(o->st.state, KP_HOST_AVAILABLE);
+    assert_string_equal(o->st.last_probe_error, "");
+    kp_entry_unref(e);
+
+    /* Kubelet active: facts only, the guard decides the state. */
+    res.kubelet_active = true;
+    e = host("", "\"state\":\"Available\",\"installedProfile\":\"p@1\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_true(o->zombie_check);
+    assert_false(o->st.set_state);
+    assert_null(o->st.last_probe_error);
+    assert_true(o->st.set_observed);
+    kp_entry_unref(e);
+    res.kubelet_active = false;
+    kp_free(o);
+}
+
+static void test_capacity_drift(void **state)
+{
+    struct kp_hostctl_probe_outcome *o = kp_calloc(1, sizeof(*o));
+    struct kp_probe_result res = {.cpus = 2, .mem_bytes = 2ULL << 30, .machine = "aarch64"};
+    struct kp_hostctl_probe_in in = {.res = &res, .now_usec = NOW};
+    struct kp_entry *e;
+
+    (void)state;
+    assert_non_null(o);
+    e = mk("", "4", "4Gi", "\"state\":\"Available\"");
+    assert_non_null(e);
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_true(o->capacity_drift);
+    assert_non_null(strstr(o->drift_note, "cpu: observed 2000m < spec 4000m"));
+    assert_non_null(strstr(o->drift_note, "memory: observed"));
+    assert_string_equal(o->st.observed_arch, "arm64");
+    kp_entry_unref(e);
+    /* Already short last time: no new event. */
+    e = mk("", "4", "4Gi",
+           "\"state\":\"Available\",\"observedCapacity\":{\"cpu\":\"2\",\"memory\":\"2Gi\"}");
+    assert_non_null(e);
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_false(o->capacity_drift);
+    assert_string_equal(o->drift_note, "");
+    kp_entry_unref(e);
+    /* Enough: none. */
+    e = mk("", "2", "2Gi", "\"state\":\"Available\"");
+    assert_non_null(e);
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_false(o->capacity_drift);
+    kp_entry_unref(e);
+    kp_free(o);
+}
+
+static void test_zombie_and_unchanged(void **state)
+{
+    struct kp_claim_status st = {0};
+    struct kp_entry *e;
+
+    (void)state;
+    e = host("", "\"state\":\"Available\"");
+    assert_int_equal(kp_hostctl_zombie_verdict(H(e), false), KP_HOSTCTL_ZOMBIE_FOREIGN);
+    assert_int_equal(kp_hostctl_zombie_verdict(H(e), true), KP_HOSTCTL_ZOMBIE_OURS);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Available\",\"installedProfile\":\"tls-bootstrap@1\"");
+    assert_int_equal(kp_hostctl_zombie_verdict(H(e), false), KP_HOSTCTL_ZOMBIE_OURS);
+    kp_entry_unref(e);
+
+    /* A parked foreign host is not written again. */
+    e = host(
+        "",
+        "\"state\":\"Unhealthy\",\"observedGeneration\":3,\"lastProbeError\":\"" KP_HOSTCTL_FOREIGN_MESSAGE
+        "\",\"conditions\":[{\"type\":\"Ready\",\"status\":"
+        "\"False\",\"reason\":\"ForeignKubelet\",\"lastTransitionTime\":"
+        "\"2026-11-30T10:00:00Z\"}]");
+    st.set_state = true;
+    st.state = KP_HOST_UNHEALTHY;
+    st.last_probe_error = KP_HOSTCTL_FOREIGN_MESSAGE;
+    kp_hostctl_ready_for(H(e), KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_FOREIGN, st.last_probe_error,
+                         NOW, &st);
+    assert_true(kp_hostctl_unchanged(H(e), &st));
+    st.last_probe_error = "zombie leave failed: x";
+    assert_false(kp_hostctl_unchanged(H(e), &st));
+    kp_entry_unref(e);
+
+    /* Maintenance exit onto a host already Pending/AwaitingProbe: skipped. */
+    e = host("", "\"state\":\"Pending\",\"observedGeneration\":3,\"conditions\":[{\"type\":"
+                 "\"Ready\",\"status\":\"Unknown\",\"reason\":\"AwaitingProbe\","
+                 "\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    memset(&st, 0, sizeof(st));
+    st.set_state = true;
+    st.state = KP_HOST_PENDING;
+    kp_hostctl_ready_for(H(e), KP_HOST_PENDING, NULL, NULL, NOW, &st);
+    assert_true(kp_hostctl_unchanged(H(e), &st));
+    st.clear_claim = true; /* nothing to clear */
+    assert_true(kp_hostctl_unchanged(H(e), &st));
+    st.state = KP_HOST_MAINTENANCE;
+    assert_false(kp_hostctl_unchanged(H(e), &st));
+    kp_entry_unref(e);
+}
+
+/* The patch a probe writes: probe facts, the Ready condition, the CAS precondition. */
+static int probe_patch(json_t **ret)
+{
+    struct kp_hostctl_probe_outcome *o = kp_calloc(1, sizeof(*o));
+    struct kp_probe_result res = {.cpus = 2, .mem_bytes = 4194304ULL * 1024, .machine = "x86_64"};
+    struct kp_hostctl_probe_in in = {.res = &res, .now_usec = NOW, .seen_fp = "SHA256:abc"};
+    struct kp_entry *e = mk("", "2", "4Gi", "\"state\":\"Pending\"");
+    int r = -ENOMEM;
+
+    if (o && e) {
+        kp_hostctl_decide_probe(H(e), &in, &T, o);
+        r = kp_claim_patch(e->rv, &o->st, ret);
+    }
+    kp_entry_unref(e);
+    kp_free(o);
+    return r;
+}
+
+static void test_patch(void **state)
+{
+    struct kp_buf b = KP_BUF_INIT(1 << 16);
+    json_t *p = NULL;
+
+    (void)state;
+    assert_int_equal(probe_patch(&p), 0);
+    assert_int_equal(kp_json_dump(p, KP_JSON_SORT_KEYS, &b), 0);
+    assert_string_equal(
+        kp_buf_str(&b),
+        "{\"metadata\":{\"resourceVersion\":\"7\"},\"status\":{\"conditions\":[{"
+        "\"lastTransitionTime\":\"2026-11-30T12:00:00.000000Z\",\"message\":\"Available\","
+        "\"observedGeneration\":3,\"reason\":\"ProbeSucceeded\",\"status\":\"True\","
+        "\"type\":\"Ready\"}],\"hostKeyFingerprint\":\"SHA256:abc\",\"lastProbeError\":null,"
+        "\"lastProbeTime\":\"2026-11-30T12:00:00.000000Z\",\"observedArch\":\"amd64\","
+        "\"observedCapacity\":{\"cpu\":\"2\",\"memory\":\"4194304Ki\"},"
+        "\"observedGeneration\":3,\"state\":\"Available\"}}");
+    kp_buf_done(&b);
+    kp_json_unref(p);
+}
+
+static int torture_patch(void)
+{
+    json_t *p = NULL;
+    int r = probe_patch(&p);
+
+    kp_json_unref(p);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_claimed),
+        cmocka_unit_test(test_probe_outcomes),
+        cmocka_unit_test(test_capacity_drift),
+        cmocka_unit_test(test_zombie_and_unchanged),
+        cmocka_unit_test(test_patch),
+    };
+    const struct kp_torture_case cases[] = {
+        KP_TORTURE(torture_patch),
+    };
+
+    return kp_test_main("hostctl", tests, KP_ARRAY_SIZE(tests), cases, KP_ARRAY_SIZE(cases), argc,
+                        argv);
+}
