@@ -30,6 +30,7 @@
 #include "provider/ssh/nodeclassctl.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -282,7 +283,7 @@ struct kp_ssh_nodeclassctl {
     struct kp_events *own_events; /* made by start() when the options gave none */
     struct kp_client *client;
     struct kp_reconciler *rec;
-    bool started;
+    atomic_bool started; /* read by _ready() on any thread */
 };
 
 static void enqueue(struct kp_ssh_nodeclassctl *ctl, const char *name)
@@ -405,6 +406,7 @@ int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
     ctl = kp_calloc(1, sizeof(*ctl));
     if (!ctl)
         return -ENOMEM;
+    atomic_init(&ctl->started, false);
     ctl->pool_ns = kp_strdup(o->pool_namespace);
     if (!ctl->pool_ns) {
         r = -ENOMEM;
@@ -462,7 +464,7 @@ int kp_ssh_nodeclassctl_start(struct kp_ssh_nodeclassctl *ctl)
 {
     int r;
 
-    if (ctl->started)
+    if (atomic_load(&ctl->started))
         return 0;
     if (!ctl->events) {
         /* reportingInstance: the pod name, which is the hostname in a pod. */
@@ -479,7 +481,7 @@ int kp_ssh_nodeclassctl_start(struct kp_ssh_nodeclassctl *ctl)
     }
     if ((r = kp_reconciler_start(ctl->rec)) < 0)
         return r;
-    ctl->started = true;
+    atomic_store(&ctl->started, true);
     return 0;
 }
 
@@ -491,7 +493,7 @@ void kp_ssh_nodeclassctl_stop(struct kp_ssh_nodeclassctl *ctl)
 
 bool kp_ssh_nodeclassctl_ready(struct kp_ssh_nodeclassctl *ctl)
 {
-    return ctl && ctl->started && kp_reconciler_running(ctl->rec) &&
+    return ctl && atomic_load(&ctl->started) && kp_reconciler_running(ctl->rec) &&
            kp_informer_synced(ctl->nodeclasses) && kp_informer_synced(ctl->profiles) &&
            kp_informer_synced(ctl->hosts) && kp_informer_synced(ctl->nodeclaims);
 }

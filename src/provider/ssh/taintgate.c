@@ -23,6 +23,7 @@
 #include "provider/ssh/taintgate.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -195,7 +196,7 @@ struct kp_ssh_taintgate {
     void *gate_opened_ctx;
     uint64_t recheck_usec;
     struct kp_reconciler *rec;
-    bool started;
+    atomic_bool started; /* read by _ready() on any thread */
 };
 
 static void enqueue(struct kp_ssh_taintgate *tg, const char *node)
@@ -302,6 +303,7 @@ int kp_ssh_taintgate_new(const struct kp_ssh_taintgate_opts *o, struct kp_ssh_ta
     tg = kp_calloc(1, sizeof(*tg));
     if (!tg)
         return -ENOMEM;
+    atomic_init(&tg->started, false);
     tg->nodes = o->nodes;
     tg->pods = o->pods;
     tg->nodeclaims = o->nodeclaims;
@@ -348,7 +350,7 @@ int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg)
 {
     int r;
 
-    if (tg->started)
+    if (atomic_load(&tg->started))
         return 0;
     if (!tg->events) {
         /* reportingInstance: the pod name, which is the hostname in a pod. */
@@ -365,7 +367,7 @@ int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg)
     }
     if ((r = kp_reconciler_start(tg->rec)) < 0)
         return r;
-    tg->started = true;
+    atomic_store(&tg->started, true);
     return 0;
 }
 
@@ -377,9 +379,9 @@ void kp_ssh_taintgate_stop(struct kp_ssh_taintgate *tg)
 
 bool kp_ssh_taintgate_ready(struct kp_ssh_taintgate *tg)
 {
-    return tg && tg->started && kp_reconciler_running(tg->rec) && kp_informer_synced(tg->nodes) &&
-           kp_informer_synced(tg->pods) && kp_informer_synced(tg->nodeclaims) &&
-           kp_informer_synced(tg->nodeclasses);
+    return tg && atomic_load(&tg->started) && kp_reconciler_running(tg->rec) &&
+           kp_informer_synced(tg->nodes) && kp_informer_synced(tg->pods) &&
+           kp_informer_synced(tg->nodeclaims) && kp_informer_synced(tg->nodeclasses);
 }
 
 struct kp_ssh_taintgate *kp_ssh_taintgate_free(struct kp_ssh_taintgate *tg)
