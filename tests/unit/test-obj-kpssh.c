@@ -244,6 +244,8 @@ static void test_sshnodeclass(void **state)
     assert_string_equal(c->gates[1].condition_type, "example.com/GPUReady");
     assert_string_equal(c->gates[1].condition_status, "True");
     assert_int_equal(kp_conditions_get(&c->conditions, "Ready")->status, KP_COND_TRUE);
+    assert_string_equal(c->ready_message, "");
+    assert_int_equal(c->ready_observed_generation, 1);
     assert_int_equal(kp_sshnodeclass_validate(c, NULL), 0);
     kp_entry_unref(e);
 }
@@ -268,6 +270,8 @@ static void test_sshnodeclass_defaults(void **state)
     assert_false(c->join_secret_set);
     assert_false(c->cluster_set);
     assert_int_equal(c->n_gates, 0);
+    assert_null(c->ready_message);
+    assert_int_equal(c->ready_observed_generation, -1);
     assert_int_equal(kp_sshnodeclass_validate(c, NULL), 0);
     kp_entry_unref(e);
 }
