@@ -11,6 +11,9 @@
  *                              status write that follows does not lose a race against ourselves)
  *   Ready differs from cache   merge patch of status.conditions on the status subresource
  *
+ * Nothing is decided until the profile, host and NodeClaim caches have synced (the key comes
+ * back shortly): an empty cache would read as "no NodeClaims" or "no hosts".
+ *
  * A lost race answers -KP_ECONFLICT, which the reconciler turns into a short requeue; the next
  * reconcile reads the newer object. The status write is skipped when the cached condition
  * already says the same thing for the same generation, so a status write (which the class
@@ -59,6 +62,8 @@
 /* While a deleting class waits for its NodeClaims: a safety net for a missed NodeClaim event. */
 #define FINALIZER_RECHECK_USEC (60 * KP_USEC_PER_SEC)
 #define MAX_PATCH (64u * 1024u)
+/* How soon a reconcile that found a cache not yet synced looks again. */
+#define SYNC_WAIT_USEC (500 * KP_USEC_PER_MSEC)
 
 /* --- pure decisions ---------------------------------------------------------------------------- */
 
@@ -575,6 +580,15 @@ int kp_ssh_nodeclassctl_reconcile(struct kp_ssh_nodeclassctl *ctl, struct kp_cli
     size_t n_hosts = 0;
     int r;
 
+    /* Decide only on a full picture: before the NodeClaim cache is synced an empty index would
+     * release the finalizer of a class still in use, and before the host cache is synced every
+     * class would flap to NoHosts. */
+    if (!kp_informer_synced(ctl->profiles) || !kp_informer_synced(ctl->hosts) ||
+        !kp_informer_synced(ctl->nodeclaims)) {
+        *ret_requeue_usec = SYNC_WAIT_USEC;
+        r = 0;
+        goto out;
+    }
     r = kp_store_get(kp_informer_store(ctl->nodeclasses), name, &e);
     if (r == -ENOENT) {
         r = 0; /* deleted: nothing left to do */

@@ -49,6 +49,7 @@
 #include "provider/ssh/nodeclassctl.h"
 
 #define MAX_PATCH (256u * 1024u)
+#define SYNC_WAIT_USEC (500 * KP_USEC_PER_MSEC)
 
 /* --- pure decision ------------------------------------------------------------------------------ */
 
@@ -488,6 +489,14 @@ int kp_ssh_taintgate_reconcile(struct kp_ssh_taintgate *tg, struct kp_client *c,
     size_t n_keys = 0, removed = 0;
     int r;
 
+    /* A pod cache that has not synced would only keep gates closed, but say nothing rather
+     * than something half-informed: come back shortly. */
+    if (!kp_informer_synced(tg->pods) || !kp_informer_synced(tg->nodeclaims) ||
+        !kp_informer_synced(tg->nodeclasses)) {
+        *ret_requeue_usec = SYNC_WAIT_USEC;
+        r = 0;
+        goto out;
+    }
     r = kp_store_get(kp_informer_store(tg->nodes), name, &ne);
     if (r < 0) {
         r = r == -ENOENT ? 0 : r;
