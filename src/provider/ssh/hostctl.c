@@ -613,7 +613,7 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
             goto out; /* parked already: reported when it was parked */
         if ((r = write_status(c, host, &st, NULL)) < 0)
             goto out;
-        kp_log_warn("kubelet kpssh did not start is active; host parked and left untouched",
+        kp_log_warn("an active kubelet kpssh did not start: host parked and left untouched",
                     KP_LF("host", h->e.name), KP_LF("address", h->address));
         host_event(hc, h, true, KP_HOSTCTL_EVENT_FOREIGN, "Park", KP_HOSTCTL_FOREIGN_MESSAGE);
         kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_PARKED_FOREIGN);
