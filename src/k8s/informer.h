@@ -46,7 +46,7 @@ struct kp_informer_handler {
     void *ctx;
 };
 
-#define KP_INFORMER_MAX_HANDLERS 4
+#define KP_INFORMER_MAX_HANDLERS 8 /* one per controller reading the kind, with room */
 
 struct kp_informer_stats {
     uint64_t lists;       /* full lists done (the first one included) */

@@ -67,8 +67,6 @@ static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *
     }
     s->calls_b++;
     pthread_mutex_unlock(&s->mu);
-    if (key[0] == 'k')
-        usleep(1000); /* long enough for the other workers to take the next keys */
     return 0;
 }
 
@@ -115,7 +113,7 @@ static int calls_a(struct script *s)
 
 static void wait_calls_a(struct script *s, int n)
 {
-    for (int i = 0; i < 2000 && calls_a(s) < n; i++)
+    for (int i = 0; i < 10000 && calls_a(s) < n; i++)
         usleep(1000);
     assert_true(calls_a(s) >= n);
 }
@@ -231,21 +229,57 @@ static void test_handler_and_one_at_a_time(void **state)
     kp_reconciler_free(r);
 }
 
+/* Three keys, three workers: each reconcile of a "k" key waits (bounded) until two different
+ * clients have been seen, which only happens when two workers hold keys at once, each with its
+ * own clone. Deterministic however loaded the machine is: the wait ends when the second worker
+ * arrives, not after a fixed sleep. */
+static int distinct_clients(struct script *s)
+{
+    int n;
+
+    pthread_mutex_lock(&s->mu);
+    n = s->client_differs ? 2 : (s->seen_client ? 1 : 0);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static int reconcile_wait(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+{
+    struct script *s = ctx;
+
+    (void)key;
+    (void)ret_requeue;
+    pthread_mutex_lock(&s->mu);
+    if (s->seen_client && s->seen_client != c)
+        s->client_differs = true;
+    if (!s->seen_client)
+        s->seen_client = c;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < 10000 && distinct_clients(s) < 2; i++)
+        usleep(1000);
+    return 0;
+}
+
 static void test_workers_have_own_clients(void **state)
 {
     struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    struct kp_reconciler *r = new_reconciler(&s, 3);
+    struct kp_client *c = new_client();
+    struct kp_reconciler_opts o = {
+        .name = "clients", .workers = 3, .reconcile = reconcile_wait, .ctx = &s, .client = c};
+    struct kp_reconciler *r = NULL;
 
     (void)state;
-    for (int i = 0; i < 200 && !s.client_differs; i++) {
-        char key[16];
-
-        (void)snprintf(key, sizeof(key), "k%d", i);
-        assert_int_equal(kp_reconciler_enqueue(r, key), 0);
-    }
+    assert_int_equal(kp_reconciler_new(&o, &r), 0);
+    assert_int_equal(kp_reconciler_start(r), 0);
+    kp_client_free(c);
+    assert_int_equal(kp_reconciler_enqueue(r, "k0"), 0);
+    assert_int_equal(kp_reconciler_enqueue(r, "k1"), 0);
+    assert_int_equal(kp_reconciler_enqueue(r, "k2"), 0);
+    for (int i = 0; i < 10000 && distinct_clients(&s) < 2; i++)
+        usleep(1000);
     kp_reconciler_stop(r);
-    assert_true(s.client_differs);
     kp_reconciler_free(r);
+    assert_true(s.client_differs);
 }
 
 int main(int argc, char **argv)
