@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@
 #include "k8s/obj-node.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
+#include "provider/ssh/indexes.h"
+#include "provider/ssh/observe.h"
 #include "provider/ssh/provider.h"
 
 #define POOL_NS "kpssh-system"
@@ -55,12 +58,33 @@ static struct {
     struct kp_lab lab;
     struct kp_client *c;
     char *host_sh, *key_path, *gateway, *admin_token, *repo;
-    struct kp_informer *inf_hosts, *inf_classes, *inf_profiles;
+    struct kp_informer *inf_hosts, *inf_classes, *inf_profiles, *inf_nodes;
     struct kp_ssh_provider *sp;
     struct kp_provider prov;
     unsigned serial;
     bool race_hosts_added[RACE_HOSTS];
 } T;
+
+/* Phase reports (observe.h): how many of each phase ran, and how many failed. */
+static struct {
+    atomic_uint install, join, leave, failed;
+} P;
+
+static void obs_phase(void *ctx, const char *phase, bool ok, uint64_t usec)
+{
+    (void)ctx;
+    (void)usec;
+    if (kp_streq(phase, KP_SSH_PHASE_INSTALL))
+        atomic_fetch_add(&P.install, 1);
+    else if (kp_streq(phase, KP_SSH_PHASE_JOIN))
+        atomic_fetch_add(&P.join, 1);
+    else if (kp_streq(phase, KP_SSH_PHASE_LEAVE))
+        atomic_fetch_add(&P.leave, 1);
+    if (!ok)
+        atomic_fetch_add(&P.failed, 1);
+}
+
+static const struct kp_ssh_observer observer = {.phase = obs_phase};
 
 /* --- process helpers ----------------------------------------------------------------------- */
 
@@ -531,11 +555,22 @@ static int setup(void **state)
     wait_cached(T.inf_profiles, "prov-race");
     wait_cached_available("lab-1");
     wait_cached_available("nokey-1");
+    /* Registration reads the Node informer through the shared indexes, as in the controller. */
+    {
+        struct kp_informer_opts no = {.res = &KP_RES_NODE, .project = kp_node_project};
+
+        assert_int_equal(kp_informer_new(T.c, &no, &T.inf_nodes), 0);
+        assert_int_equal(kp_ssh_index_nodes(T.inf_nodes), 0);
+        assert_int_equal(kp_informer_start(T.inf_nodes), 0);
+        assert_int_equal(kp_informer_wait_synced(T.inf_nodes, 60 * KP_USEC_PER_SEC), 0);
+    }
 
     po.pool_namespace = POOL_NS;
     po.hosts = kp_informer_store(T.inf_hosts);
     po.nodeclasses = kp_informer_store(T.inf_classes);
     po.profiles = kp_informer_store(T.inf_profiles);
+    po.nodes = kp_informer_store(T.inf_nodes);
+    po.observer = &observer;
     po.registration_timeout_usec = 180 * KP_USEC_PER_SEC;
     po.registration_poll_usec = 250 * KP_USEC_PER_MSEC;
     assert_int_equal(kp_ssh_provider_new(&po, &T.sp), 0);
@@ -558,6 +593,7 @@ static int teardown(void **state)
     T.inf_hosts = kp_informer_free(T.inf_hosts);
     T.inf_classes = kp_informer_free(T.inf_classes);
     T.inf_profiles = kp_informer_free(T.inf_profiles);
+    T.inf_nodes = kp_informer_free(T.inf_nodes);
     T.c = kp_client_free(T.c);
     kp_free(T.host_sh);
     kp_free(T.key_path);
@@ -725,6 +761,11 @@ static void test_lifecycle(void **state)
     /* Deleting again: gone. */
     assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), -ENOENT);
     assert_int_equal(tokens_for("prov-b"), 0);
+    /* Every phase was timed and reported: cold install, two joins, two leaves. */
+    assert_int_equal(atomic_load(&P.install), 1);
+    assert_int_equal(atomic_load(&P.join), 2);
+    assert_int_equal(atomic_load(&P.leave), 2);
+    assert_int_equal(atomic_load(&P.failed), 0);
 
     kp_provider_instance_done(&inst);
     kp_provider_err_done(&err);

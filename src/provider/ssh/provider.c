@@ -31,6 +31,13 @@
  *
  * Reads come from the informer stores (possibly stale: a stale read only costs a Conflict);
  * the Delete fence and every retry after a Conflict read the host fresh from the API server.
+ * Registration is a read of the Node informer's store through the shared indexes (indexes.h:
+ * providerID for Static, InternalIP for Adopt), so waiting for it costs no API request; without
+ * a Node store it falls back to asking the API server.
+ *
+ * Reaching a host (Secrets, the KPSSH_* environment, running and timing a phase, leave by
+ * marker) lives in hostio.c, shared with the host controller (hostctl.c), whose zombie guard
+ * must leave exactly as Delete does. Every phase's wall time goes to the observer (observe.h).
  *
  * Threads: each op runs on the calling worker's thread with that worker's client; SSH sessions
  * are per phase and per call. Nothing here is mutable after kp_ssh_provider_new().
