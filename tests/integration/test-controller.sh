@@ -92,7 +92,7 @@ status_of() {
     echo "$rc"
 }
 
-common=(--kubeconfig "$KUBECONFIG" --leader-election-namespace "$NS"
+common=(--kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --leader-election-namespace "$NS"
     --leader-election-name "$LEASE" --leader-election-lease-duration 4s
     --leader-election-renew-deadline 3s --leader-election-retry-period 500ms
     --bind-address 127.0.0.1 --shutdown-timeout 10s)
@@ -146,6 +146,9 @@ usage_case "inconsistent lease timings" 'renew-deadline must be shorter than' --
 usage_case "flag wins over env" '--workers="65"' KPSSH_WORKERS=3 -- --workers=65
 
 # --- 2. instance A -----------------------------------------------------------------------------
+# The SSH provider's informers list our kinds: the CRDs must exist before a replica can lead.
+kc apply --server-side -f "$KP_REPO/deploy/crds" >/dev/null
+kc wait --for=condition=established --timeout=60s crd --all >/dev/null
 kc create namespace "$NS" >/dev/null
 token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
 KPSSH_TOKEN="$token" POD_NAME=ctl-a KPSSH_LOG_LEVEL=debug "$BIN" "${common[@]}" \
@@ -166,6 +169,12 @@ check "A: /metrics has HELP and TYPE lines" has '^# TYPE kpssh_log_dropped_lines
 check "A: /metrics has process metrics" has '^process_resident_memory_bytes [1-9]'
 check "A: /metrics has process_cpu_seconds_total" has '^process_cpu_seconds_total [0-9]'
 check "A: /metrics has process_open_fds" has '^process_open_fds [1-9]'
+check "A: /metrics has kpssh_pool_hosts" has '^# TYPE kpssh_pool_hosts gauge$'
+check "A: /metrics has the probe histogram" \
+    has '^kpssh_host_probe_duration_seconds_count\{outcome="success"\} [0-9]+$'
+check "A: /metrics has the phase histogram" \
+    has '^# TYPE kpssh_instance_phase_duration_seconds histogram$'
+check "A: /metrics has the zombie counter" has '^# TYPE kpssh_host_zombie_actions_total counter$'
 ctype=$(curl -s -o /dev/null -w '%{content_type}' "http://127.0.0.1:$A_METRICS/metrics")
 check "A: /metrics content type is text 0.0.4 ($ctype)" \
     starts_with "$ctype" "text/plain; version=0.0.4"

@@ -11,14 +11,16 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/macro.h"
+#include "cmd/controller/ssh.h"
 
-/* Controllers of this binary. The SSH provider's and the core's controllers are added here,
- * each as a def whose functions adapt that layer's API, e.g.
- *     extern const struct kp_controller_def kp_ssh_host_controller;
- *     &kp_ssh_host_controller,
- * The empty entry keeps the array valid C while the table has no members. */
-const struct kp_controller_def *const kp_controller_defs[] = {NULL};
-const size_t kp_controller_defs_count = 0;
+/* Controllers of this binary, each a def whose functions adapt its layer's API. The SSH
+ * provider's come first: the core's controllers, when they join, use its provider
+ * (kp_controller_ssh_provider()). */
+const struct kp_controller_def *const kp_controller_defs[] = {
+    &kp_controller_ssh,
+};
+const size_t kp_controller_defs_count = KP_ARRAY_SIZE(kp_controller_defs);
 
 struct kp_controller_set {
     const struct kp_controller_def *const *defs;
