@@ -1,0 +1,893 @@
+/* tests/integration/test-crash.c: crash convergence of the SSH provider and its host controller.
+ *
+ * Two processes do the work, and both are killed with SIGKILL at random moments and started
+ * again:
+ *   the driver      this binary run as `itest-crash --driver`: it plays the core's part for
+ *                   CRASH_CYCLES create/delete cycles over real NodeClaim objects, the way
+ *                   Karpenter drives a CloudProvider: NodeClaim (with the termination finalizer)
+ *                   -> provider Create -> status.providerID -> NodeClaim deleted -> provider
+ *                   Delete (only when a providerID was recorded) -> Node deleted -> finalizer
+ *                   removed. It keeps no state of its own: after a restart it reads the
+ *                   NodeClaims and the progress ConfigMap and carries on where the cluster says
+ *                   it was. A restarted driver sometimes gives up on an unfinished launch and
+ *                   deletes its NodeClaim, as Karpenter's registration timeout would: the host
+ *                   that launch claimed is then only freed by the host controller's stale-claim
+ *                   release.
+ *   kpssh-controller  the real binary (KPSSH_CONTROLLER_BIN) with a short Lease, probing the two
+ *                   pool hosts, releasing stale claims and collecting spent tokens.
+ *
+ * Done means: every cycle completes, and within the convergence bound every host is Available
+ * with no claim and no token id, and no bootstrap-token Secret, Node or NodeClaim of the test is
+ * left. The join script registers the Node through the API (as test-provider.c's race profile
+ * does) so a cycle takes seconds, not a kubelet's TLS bootstrap.
+ *
+ * Figures printed: kills of each process, cycles, wall time, time to converge after the last
+ * cycle. Seed: KP_CRASH_SEED (default: from the clock), printed so a failure can be replayed. */
+#include "kp-lab.h"
+#include "kp-test.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/base64.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/secret.h"
+#include "base/spawn.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "core/provider.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/obj-karpenter.h"
+#include "k8s/obj-kpssh.h"
+#include "k8s/status.h"
+#include "k8s/store.h"
+#include "provider/ssh/provider.h"
+
+#define NS "kpssh-crash"
+#define CLASS "crash"
+#define PROGRESS "crash-progress"
+#define FINALIZER "karpenter.sh/termination"
+#define CRASH_CYCLES 20
+#define CRASH_KILLS 60 /* at most this many driver kills; the controller dies with every third */
+#define HOST_FIRST 141
+#define N_HOSTS 2
+#define CONVERGE_SECONDS 150
+
+static struct {
+    struct kp_lab lab;
+    struct kp_client *c;
+    char *host_sh, *key_path, *gateway, *admin_token, *repo, *kubeconfig, *workdir;
+    uint64_t rng;
+} T;
+
+/* --- small helpers ------------------------------------------------------------------------- */
+
+static char *env_var(const char *name)
+{
+    char *v = kp_lab_env(&T.lab, name);
+
+    if (!v)
+        fail_msg("%s missing from the lab's env.sh", name);
+    return v;
+}
+
+static int run(const char *const *argv)
+{
+    struct kp_spawn_opts o = {.argv = argv,
+                              .timeout_usec = 300 * KP_USEC_PER_SEC,
+                              .max_stdout = 1 << 20,
+                              .stderr_tail = 4096};
+    struct kp_spawn_result res;
+    int st;
+
+    assert_int_equal(kp_spawn_run(&o, &res), 0);
+    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
+    if (st != 0)
+        print_message("# %s %s: status %d: %s\n", argv[0], argv[1] ? argv[1] : "", st,
+                      kp_buf_str(&res.err));
+    kp_spawn_result_done(&res);
+    return st;
+}
+
+static int host_sh(const char *verb, unsigned i)
+{
+    char idx[16];
+    const char *argv[] = {T.host_sh, verb, idx, NULL};
+
+    (void)snprintf(idx, sizeof(idx), "%u", i);
+    return run(argv);
+}
+
+static void set(json_t *o, const char *const *path, const char *v)
+{
+    assert_int_equal(kp_json_patch_set_str(o, path, v), 0);
+}
+
+static json_t *obj_new(const char *api_version, const char *kind, const char *ns, const char *name)
+{
+    json_t *o = NULL;
+
+    assert_int_equal(kp_json_patch_new(&o), 0);
+    set(o, KP_JSON_PATH("apiVersion"), api_version);
+    set(o, KP_JSON_PATH("kind"), kind);
+    set(o, KP_JSON_PATH("metadata", "name"), name);
+    if (ns)
+        set(o, KP_JSON_PATH("metadata", "namespace"), ns);
+    return o;
+}
+
+/* Creates obj, or replaces what is there under its name. Takes obj. */
+static void put(const struct kp_resource *res, const char *ns, const char *name, json_t *obj)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    int r = kp_client_delete(T.c, res, ns, name, NULL, &e);
+
+    if (r != -ENOENT)
+        kp_lab_check(r, &e, "delete old object");
+    for (int i = 0; i < 100; i++) {
+        kp_error_done(&e);
+        r = kp_client_create(T.c, res, ns, obj, NULL, &e);
+        if (r != -EEXIST && r != -KP_ECONFLICT)
+            break;
+        kp_sleep_usec(100 * KP_USEC_PER_MSEC);
+    }
+    kp_lab_check(r, &e, name);
+    kp_error_done(&e);
+    kp_json_unref(obj);
+}
+
+static int atoi_lab(void)
+{
+    const char *s = getenv("KPSSH_LAB_ID");
+    uint32_t id = 0;
+
+    if (s && kp_safe_atou32(s, &id) < 0)
+        fail_msg("bad KPSSH_LAB_ID %s", s);
+    return (int)id;
+}
+
+static uint64_t rnd(uint64_t below)
+{
+    return kp_rand_below(&T.rng, below);
+}
+
+/* --- the driver: a core stand-in that survives SIGKILL ------------------------------------- */
+
+struct driver {
+    struct kp_informer *hosts, *classes, *profiles;
+    struct kp_ssh_provider *sp;
+};
+
+static struct kp_informer *informer(const struct kp_resource *res, const char *ns,
+                                    kp_project_fn project)
+{
+    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
+    struct kp_informer *inf = NULL;
+
+    assert_int_equal(kp_informer_new(T.c, &o, &inf), 0);
+    assert_int_equal(kp_informer_start(inf), 0);
+    assert_int_equal(kp_informer_wait_synced(inf, 60 * KP_USEC_PER_SEC), 0);
+    return inf;
+}
+
+/* cycles done, and the ConfigMap's resourceVersion for the CAS that bumps it. */
+static unsigned progress_get(char *rv, size_t rv_size)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    const char *s = NULL, *v = NULL;
+    json_t *o = NULL;
+    uint32_t n = 0;
+
+    kp_lab_check(kp_client_get(T.c, &KP_RES_CONFIGMAP, NS, PROGRESS, &o, &e), &e, "progress");
+    assert_int_equal(kp_json_pathv_str(o, KP_JSON_PATH("data", "done"), &s), 0);
+    assert_int_equal(kp_safe_atou32(s, &n), 0);
+    assert_int_equal(kp_json_pathv_str(o, KP_JSON_PATH("metadata", "resourceVersion"), &v), 0);
+    assert_int_equal(kp_strscpy(rv, rv_size, v), 0);
+    kp_json_unref(o);
+    return n;
+}
+
+static void progress_bump(unsigned done, const char *rv)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    char num[16];
+    json_t *p = NULL;
+
+    (void)snprintf(num, sizeof(num), "%u", done + 1);
+    assert_int_equal(kp_json_patch_new(&p), 0);
+    set(p, KP_JSON_PATH("metadata", "resourceVersion"), rv);
+    set(p, KP_JSON_PATH("data", "done"), num);
+    kp_lab_check(
+        kp_client_patch(T.c, &KP_RES_CONFIGMAP, NS, PROGRESS, NULL, KP_PATCH_MERGE, p, NULL, &e),
+        &e, "progress bump");
+    kp_json_unref(p);
+}
+
+/* The NodeClaim as the server has it (projected), or NULL when it does not exist. */
+static struct kp_entry *nodeclaim_get(const char *name, json_t **ret_obj)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *v = NULL;
+    json_t *o = NULL;
+    int r = kp_client_get(T.c, &KP_RES_NODECLAIM, NULL, name, &o, &e);
+
+    if (r == -ENOENT) {
+        kp_error_done(&e);
+        return NULL;
+    }
+    kp_lab_check(r, &e, "get nodeclaim");
+    assert_int_equal(kp_nodeclaim_project(o, &v), 0);
+    if (ret_obj)
+        *ret_obj = o;
+    else
+        kp_json_unref(o);
+    return v;
+}
+
+static void nodeclaim_create(const char *name)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *o = obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
+    int r;
+
+    set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "crash");
+    assert_int_equal(kp_json_patch_set_steal(o, KP_JSON_PATH("metadata", "finalizers"),
+                                             kp_lab_json("[\"" FINALIZER "\"]")),
+                     0);
+    set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
+    set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), CLASS);
+    assert_int_equal(
+        kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "requirements"),
+                                kp_lab_json("[{\"key\":\"karpenter.sh/capacity-type\","
+                                            "\"operator\":\"In\",\"values\":[\"on-demand\"]}]")),
+        0);
+    set(o, KP_JSON_PATH("spec", "resources", "requests", "cpu"), "100m");
+    r = kp_client_create(T.c, &KP_RES_NODECLAIM, NULL, o, NULL, &e);
+    if (r != -EEXIST)
+        kp_lab_check(r, &e, "create nodeclaim");
+    kp_error_done(&e);
+    kp_json_unref(o);
+}
+
+static void nodeclaim_set_provider_id(const struct kp_nodeclaim_view *nc, const char *pid)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *p = NULL;
+
+    assert_int_equal(kp_json_patch_new(&p), 0);
+    set(p, KP_JSON_PATH("metadata", "resourceVersion"), nc->e.rv);
+    set(p, KP_JSON_PATH("status", "providerID"), pid);
+    kp_lab_check(kp_client_patch(T.c, &KP_RES_NODECLAIM, NULL, nc->e.name, "status", KP_PATCH_MERGE,
+                                 p, NULL, &e),
+                 &e, "nodeclaim providerID");
+    kp_json_unref(p);
+}
+
+static void nodeclaim_delete(const char *name)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    int r = kp_client_delete(T.c, &KP_RES_NODECLAIM, NULL, name, NULL, &e);
+
+    if (r != -ENOENT)
+        kp_lab_check(r, &e, "delete nodeclaim");
+    kp_error_done(&e);
+}
+
+/* The termination controller's part once the NodeClaim is being deleted: the provider's Delete
+ * while it has a providerID (until gone or NotFound), the Node, then the finalizer. */
+static void terminate(struct driver *d, const struct kp_nodeclaim_view *nc)
+{
+    struct kp_provider prov = kp_ssh_provider_as_provider(d->sp);
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *p;
+    int r;
+
+    if (nc->provider_id && *nc->provider_id)
+        for (int i = 0;; i++) {
+            struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+
+            r = prov.ops->delete (prov.ctx, T.c, nc, &err);
+            if (r >= 0 || err.kind == KP_PROVIDER_ERR_NOT_FOUND) {
+                kp_provider_err_done(&err);
+                break;
+            }
+            if (i == 120)
+                fail_msg("Delete %s: %s %s", nc->e.name, kp_provider_err_kind_name(err.kind),
+                         err.message ? err.message : "");
+            kp_provider_err_done(&err);
+            kp_sleep_usec(KP_USEC_PER_SEC);
+        }
+    r = kp_ssh_provider_delete_node(T.c, nc->e.name);
+    assert_int_equal(r, 0);
+    p = kp_lab_json("{\"metadata\":{\"finalizers\":null,\"resourceVersion\":\"%s\"}}", nc->e.rv);
+    r = kp_client_patch(T.c, &KP_RES_NODECLAIM, NULL, nc->e.name, NULL, KP_PATCH_MERGE, p, NULL,
+                        &e);
+    if (r != -ENOENT && r != -KP_ECONFLICT)
+        kp_lab_check(r, &e, "remove finalizer");
+    kp_error_done(&e);
+    kp_json_unref(p);
+}
+
+/* Creates (or resumes creating) nc's instance; retries while the pool is still converging. */
+static bool launch(struct driver *d, const struct kp_nodeclaim_view *nc, char **ret_pid)
+{
+    for (int i = 0; i < 180; i++) {
+        struct kp_provider_instance inst = {0};
+        struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+        struct kp_ssh_create_report rep;
+        int r = kp_ssh_provider_create(d->sp, T.c, nc, &inst, &rep, &err);
+
+        if (r >= 0) {
+            print_message("# driver: %s on %s%s (claim %.0f ms, join %.0f ms, registration "
+                          "%.0f ms)\n",
+                          nc->e.name, rep.host, rep.resumed ? " resumed" : "", rep.claim_usec / 1e3,
+                          rep.join_usec / 1e3, rep.registration_usec / 1e3);
+            *ret_pid = kp_strdup(inst.provider_id);
+            assert_non_null(*ret_pid);
+            kp_provider_instance_done(&inst);
+            kp_provider_err_done(&err);
+            return true;
+        }
+        if (err.kind != KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY &&
+            err.kind != KP_PROVIDER_ERR_RETRYABLE && err.kind != KP_PROVIDER_ERR_CREATE)
+            fail_msg("Create %s: %s %s", nc->e.name, kp_provider_err_kind_name(err.kind),
+                     err.message ? err.message : "");
+        if (i % 10 == 0)
+            print_message("# driver: %s waits: %s %s\n", nc->e.name,
+                          kp_provider_err_kind_name(err.kind), err.message ? err.message : "");
+        kp_provider_err_done(&err);
+        kp_sleep_usec(KP_USEC_PER_SEC);
+    }
+    return false;
+}
+
+static void driver_cycle(struct driver *d, unsigned n, bool fresh_start)
+{
+    char name[32];
+    struct kp_entry *e;
+
+    (void)snprintf(name, sizeof(name), "crash-%02u", n);
+    e = nodeclaim_get(name, NULL);
+    if (!e) {
+        nodeclaim_create(name);
+        e = nodeclaim_get(name, NULL);
+        assert_non_null(e);
+    } else if (fresh_start && !kp_nodeclaim_view(e)->meta.deletion_usec &&
+               !kp_nodeclaim_view(e)->provider_id && rnd(3) == 0) {
+        /* A launch the crash interrupted, abandoned as a registration timeout would. */
+        print_message("# driver: abandoning the unfinished launch of %s\n", name);
+        nodeclaim_delete(name);
+        kp_entry_unref(e);
+        e = nodeclaim_get(name, NULL);
+    }
+    if (e && !kp_nodeclaim_view(e)->meta.deletion_usec) {
+        char *pid = NULL;
+
+        if (!kp_nodeclaim_view(e)->provider_id) {
+            if (!launch(d, kp_nodeclaim_view(e), &pid))
+                fail_msg("%s never launched", name);
+            nodeclaim_set_provider_id(kp_nodeclaim_view(e), pid);
+            kp_free(pid);
+        }
+        nodeclaim_delete(name);
+        kp_entry_unref(e);
+        e = nodeclaim_get(name, NULL);
+    }
+    if (e) {
+        terminate(d, kp_nodeclaim_view(e));
+        kp_entry_unref(e);
+    }
+    for (int i = 0; i < 300 && (e = nodeclaim_get(name, NULL)); i++) {
+        kp_entry_unref(e);
+        kp_sleep_usec(100 * KP_USEC_PER_MSEC);
+    }
+}
+
+static void test_driver(void **state)
+{
+    struct kp_ssh_provider_opts po = {0};
+    struct driver d = {0};
+    char rv[64];
+    unsigned done;
+    bool first = true;
+
+    (void)state;
+    d.hosts = informer(&KP_RES_SSHHOST, NS, kp_sshhost_project);
+    d.classes = informer(&KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
+    d.profiles = informer(&KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
+    po.pool_namespace = NS;
+    po.hosts = kp_informer_store(d.hosts);
+    po.nodeclasses = kp_informer_store(d.classes);
+    po.profiles = kp_informer_store(d.profiles);
+    po.registration_timeout_usec = 60 * KP_USEC_PER_SEC;
+    po.registration_poll_usec = 200 * KP_USEC_PER_MSEC;
+    assert_int_equal(kp_ssh_provider_new(&po, &d.sp), 0);
+    while ((done = progress_get(rv, sizeof(rv))) < CRASH_CYCLES) {
+        driver_cycle(&d, done, first);
+        first = false;
+        progress_bump(done, rv);
+    }
+    kp_ssh_provider_free(d.sp);
+    kp_informer_free(d.hosts);
+    kp_informer_free(d.classes);
+    kp_informer_free(d.profiles);
+}
+
+/* --- the parent: set-up, kills, convergence -------------------------------------------------- */
+
+static pid_t start(const char *const *argv, const char *log)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int r;
+
+    assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+    assert_int_equal(
+        posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600), 0);
+    assert_int_equal(posix_spawn_file_actions_adddup2(&fa, 1, 2), 0);
+    {
+        /* posix_spawn's argv is char *const[] for historical reasons; it does not write it. */
+        union {
+            const char *const *c;
+            char *const *m;
+        } av = {.c = argv};
+
+        r = posix_spawn(&pid, argv[0], &fa, NULL, av.m, environ);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    if (r != 0)
+        fail_msg("cannot start %s: %s", argv[0], strerror(r));
+    return pid;
+}
+
+/* Waits for pid at most usec; its exit status, or -1 when it is still running. */
+static int wait_for(pid_t pid, uint64_t usec)
+{
+    uint64_t end = kp_mono_usec() + usec;
+    int st;
+
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+
+        if (w == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        assert_int_equal(w, 0);
+        if (kp_mono_usec() >= end)
+            return -1;
+        kp_sleep_usec(50 * KP_USEC_PER_MSEC);
+    }
+}
+
+static void kill_wait(pid_t pid)
+{
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_not_equal(wait_for(pid, 10 * KP_USEC_PER_SEC), -1);
+}
+
+static pid_t start_controller(void)
+{
+    char *bin = getenv("KPSSH_CONTROLLER_BIN");
+    char port_m[16], port_h[16], *log;
+    pid_t pid;
+
+    if (!bin || !*bin)
+        fail_msg("KPSSH_CONTROLLER_BIN is not set (ctest sets it for integration tests)");
+    (void)snprintf(port_m, sizeof(port_m), "%d", 31005 + 10 * atoi_lab());
+    (void)snprintf(port_h, sizeof(port_h), "%d", 31006 + 10 * atoi_lab());
+    {
+        const char *argv[] = {bin,
+                              "--kubeconfig",
+                              T.kubeconfig,
+                              "--pool-namespace",
+                              NS,
+                              "--leader-election-name",
+                              "kpssh-crash",
+                              "--leader-election-lease-duration",
+                              "4s",
+                              "--leader-election-renew-deadline",
+                              "3s",
+                              "--leader-election-retry-period",
+                              "500ms",
+                              "--probe-interval",
+                              "10s",
+                              "--probe-timeout",
+                              "5s",
+                              "--metrics-port",
+                              port_m,
+                              "--health-probe-port",
+                              port_h,
+                              NULL};
+
+        log = kp_strjoin(T.workdir, "/controller.log", (const char *)NULL);
+        pid = start(argv, log);
+        kp_free(log);
+    }
+    return pid;
+}
+
+/* What is left of the test's cycles: hosts not Available or still holding something, token
+ * Secrets, Nodes and NodeClaims. A description of the first leftover into buf; 0 when none. */
+struct leftovers {
+    unsigned n;
+    struct kp_buf *why;
+};
+
+static void leftover(struct leftovers *l, const char *fmt, ...) KP_PRINTF(2, 3);
+static void leftover(struct leftovers *l, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (l->n++)
+        return;
+    va_start(ap, fmt);
+    assert_int_equal(kp_buf_vprintf(l->why, fmt, ap), 0);
+    va_end(ap);
+}
+
+static int host_page(const struct kp_list_page *page, void *ud)
+{
+    for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
+        struct kp_entry *e = NULL;
+        const struct kp_sshhost_view *h;
+
+        assert_int_equal(kp_sshhost_project(kp_json_array_at(page->items, i), &e), 0);
+        h = kp_sshhost_view(e);
+        if (h->state != KP_HOST_AVAILABLE || h->claim_name || h->bootstrap_token_id ||
+            h->provider_id)
+            leftover(ud, "host %s is %s (or holds a claim or token)", h->e.name,
+                     kp_host_state_name(h->state));
+        kp_entry_unref(e);
+    }
+    return 0;
+}
+
+static int named_page(const struct kp_list_page *page, void *ud)
+{
+    for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
+        const char *name = NULL, *desc = NULL, *kind = NULL;
+        json_t *it = kp_json_array_at(page->items, i);
+
+        assert_int_equal(kp_json_pathv_str(it, KP_JSON_PATH("metadata", "name"), &name), 0);
+        if (kp_json_pathv_str(it, KP_JSON_PATH("kind"), &kind) < 0)
+            kind = NULL;
+        if (kp_startswith(name, "crash-"))
+            leftover(ud, "%s %s is left", kind ? kind : "object", name);
+        /* Bootstrap tokens name their NodeClaim in the (base64) description. */
+        if (kp_json_pathv_str(it, KP_JSON_PATH("data", "description"), &desc) == 0) {
+            struct kp_buf d = KP_BUF_INIT(4096);
+
+            if (kp_base64_decode(desc, strlen(desc), 0, &d) == 0 &&
+                strstr(kp_buf_str(&d), "nodeclaim crash-"))
+                leftover(ud, "bootstrap token %s (%s) is left", name, kp_buf_str(&d));
+            kp_buf_done(&d);
+        }
+    }
+    return 0;
+}
+
+static unsigned count_leftovers(struct kp_buf *why)
+{
+    struct leftovers l = {.n = 0, .why = why};
+    struct kp_list_opts tok = {.field_selector = "type=bootstrap.kubernetes.io/token"};
+    struct kp_error e = KP_ERROR_INIT;
+
+    kp_buf_truncate(why, 0);
+    kp_lab_check(kp_client_list(T.c, &KP_RES_SSHHOST, NS, NULL, host_page, &l, NULL, &e), &e,
+                 "list hosts");
+    kp_lab_check(kp_client_list(T.c, &KP_RES_SECRET, "kube-system", &tok, named_page, &l, NULL, &e),
+                 &e, "list tokens");
+    kp_lab_check(kp_client_list(T.c, &KP_RES_NODE, NULL, NULL, named_page, &l, NULL, &e), &e,
+                 "list nodes");
+    kp_lab_check(kp_client_list(T.c, &KP_RES_NODECLAIM, NULL, NULL, named_page, &l, NULL, &e), &e,
+                 "list nodeclaims");
+    return l.n;
+}
+
+static char *host_ip(unsigned i)
+{
+    char buf[64];
+    const char *dot = strrchr(T.gateway, '.');
+
+    assert_non_null(dot);
+    assert_true(snprintf(buf, sizeof(buf), "%.*s.%u", (int)(dot - T.gateway), T.gateway, 10 + i) >
+                0);
+    return kp_strdup(buf);
+}
+
+/* The join registers the Node through the API as a kubelet would (test-provider.c's race
+ * profile), so a cycle costs seconds. */
+static const char join_sh[] =
+    "body=$(printf '{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\"},"
+    "\"spec\":{\"providerID\":\"%s\"}}' \"$KPSSH_NODE_NAME\" \"$KPSSH_PROVIDER_ID\")\n"
+    "printf '%s' \"$KPSSH_CLUSTER_CA_B64\" | base64 -d > /tmp/kpssh-crash-ca.crt\n"
+    "code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert /tmp/kpssh-crash-ca.crt "
+    "-H \"Authorization: Bearer $KPSSH_VAR_adminToken\" -H 'Content-Type: application/json' "
+    "-X POST \"$KPSSH_CLUSTER_ENDPOINT/api/v1/nodes\" -d \"$body\")\n"
+    "case $code in 201|409) ;; *) echo \"node create: HTTP $code\" >&2; exit 1 ;; esac\n";
+
+static int setup(void **state)
+{
+    char *token_file, tmpl[] = "/tmp/kpssh-crash-XXXXXX";
+    const char *seed = getenv("KP_CRASH_SEED");
+
+    (void)state;
+    kp_lab_load(&T.lab);
+    T.c = kp_lab_admin_client(&T.lab);
+    T.host_sh = env_var("KPSSH_LAB_HOST_SH");
+    T.key_path = env_var("KPSSH_LAB_SSH_KEY");
+    T.gateway = env_var("KPSSH_LAB_GATEWAY");
+    T.kubeconfig = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
+    T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
+    token_file = env_var("KPSSH_LAB_ADMIN_TOKEN_FILE");
+    T.admin_token = kp_lab_read_file(token_file, NULL);
+    kp_free(token_file);
+    for (char *p = T.admin_token; *p; p++)
+        if (*p == '\n')
+            *p = '\0';
+    T.rng = kp_mono_usec();
+    if (seed && kp_safe_atou64(seed, &T.rng) < 0)
+        fail_msg("bad KP_CRASH_SEED %s", seed);
+    T.rng ^= (uint64_t)getpid() << 32;
+    assert_non_null(mkdtemp(tmpl));
+    T.workdir = kp_strdup(tmpl);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    T.c = kp_client_free(T.c);
+    kp_free(T.host_sh);
+    kp_free(T.key_path);
+    kp_free(T.gateway);
+    kp_free(T.kubeconfig);
+    kp_free(T.repo);
+    kp_free(T.workdir);
+    if (T.admin_token)
+        kp_wipe(T.admin_token, strlen(T.admin_token));
+    kp_free(T.admin_token);
+    kp_lab_done(&T.lab);
+    return 0;
+}
+
+static void objects(void)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    char *pem, *ca, *crds;
+    json_t *o;
+    int r;
+
+    crds = kp_strjoin(T.repo, "/deploy/crds", (const char *)NULL);
+    {
+        const char *argv[] = {T.lab.kubectl,   "--kubeconfig", T.kubeconfig, "apply",
+                              "--server-side", "-f",           crds,         NULL};
+        const char *wait[] = {
+            T.lab.kubectl,   "--kubeconfig", T.kubeconfig, "wait", "--for=condition=established",
+            "--timeout=60s", "crd",          "--all",      NULL};
+
+        assert_int_equal(run(argv), 0);
+        assert_int_equal(run(wait), 0);
+    }
+    kp_free(crds);
+    o = kp_lab_json("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" NS
+                    "\"}}");
+    r = kp_client_create(T.c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);
+    if (r != -EEXIST)
+        kp_lab_check(r, &e, "namespace");
+    kp_error_done(&e);
+    kp_json_unref(o);
+
+    pem = kp_lab_read_file(T.key_path, NULL);
+    o = obj_new("v1", "Secret", NS, "crash-key");
+    set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    kp_wipe(pem, strlen(pem));
+    kp_free(pem);
+    put(&KP_RES_SECRET, NS, "crash-key", o);
+
+    o = obj_new("v1", "ConfigMap", NS, PROGRESS);
+    set(o, KP_JSON_PATH("data", "done"), "0");
+    put(&KP_RES_CONFIGMAP, NS, PROGRESS, o);
+
+    o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, "crash");
+    set(o, KP_JSON_PATH("spec", "version"), "1");
+    set(o, KP_JSON_PATH("spec", "scripts", "install"), "mkdir -p /var/lib/kpssh\n");
+    set(o, KP_JSON_PATH("spec", "scripts", "join"), join_sh);
+    set(o, KP_JSON_PATH("spec", "scripts", "leave"), "true\n");
+    put(&KP_RES_SSHJOINPROFILE, NULL, "crash", o);
+
+    o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, CLASS);
+    {
+        struct kp_buf b = KP_BUF_INIT(1 << 20);
+
+        assert_int_equal(kp_base64_encode(T.lab.ca, T.lab.ca_len, 0, &b), 0);
+        ca = kp_strdup(kp_buf_str(&b));
+        assert_non_null(ca);
+        kp_buf_done(&b);
+    }
+    set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS), CLASS);
+    set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), "crash");
+    set(o, KP_JSON_PATH("spec", "cluster", "endpoint"), T.lab.api_url);
+    set(o, KP_JSON_PATH("spec", "cluster", "caBundle"), ca);
+    set(o, KP_JSON_PATH("spec", "vars", "adminToken"), T.admin_token);
+    kp_free(ca);
+    put(&KP_RES_SSHNODECLASS, NULL, CLASS, o);
+
+    for (unsigned i = 0; i < N_HOSTS; i++) {
+        char name[32], *ip;
+
+        assert_int_equal(host_sh("add", HOST_FIRST + i), 0);
+        (void)snprintf(name, sizeof(name), "crash-host-%u", i);
+        ip = host_ip(HOST_FIRST + i);
+        o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", NS, name);
+        set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_LABEL_HOST_CLASS), CLASS);
+        set(o, KP_JSON_PATH("spec", "address"), ip);
+        set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), "crash-key");
+        set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
+        set(o, KP_JSON_PATH("spec", "capacity", "memory"), "2Gi");
+        put(&KP_RES_SSHHOST, NS, name, o);
+        kp_free(ip);
+    }
+}
+
+static pid_t start_driver(void)
+{
+    char *log = kp_strjoin(T.workdir, "/driver.log", (const char *)NULL);
+    const char *argv[] = {"/proc/self/exe", "--driver", NULL};
+    pid_t pid = start(argv, log);
+
+    kp_free(log);
+    return pid;
+}
+
+static void dump_logs(void)
+{
+    static const char *const files[] = {"/driver.log", "/controller.log"};
+
+    for (size_t i = 0; i < KP_ARRAY_SIZE(files); i++) {
+        char *path = kp_strjoin(T.workdir, files[i], (const char *)NULL);
+        size_t len = 0;
+        char *s = kp_lab_read_file(path, &len);
+        size_t from = len > 6000 ? len - 6000 : 0;
+
+        print_message("# --- last of %s ---\n%s\n", files[i], s + from);
+        kp_free(s);
+        kp_free(path);
+    }
+}
+
+static unsigned count_in(const char *s, const char *what)
+{
+    unsigned n = 0;
+
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* What the kills interrupted, from the driver's log: launches resumed by claimRef and launches
+ * abandoned (left to the stale-claim release). */
+static void driver_summary(void)
+{
+    char *path = kp_strjoin(T.workdir, "/driver.log", (const char *)NULL);
+    char *s = kp_lab_read_file(path, NULL);
+
+    print_message("# driver: %u launches resumed after a kill, %u abandoned to the stale-claim "
+                  "release\n",
+                  count_in(s, " resumed ("), count_in(s, "abandoning the unfinished launch"));
+    kp_free(s);
+    kp_free(path);
+}
+
+static void remove_workdir(void)
+{
+    static const char *const files[] = {"/driver.log", "/controller.log"};
+
+    for (size_t i = 0; i < KP_ARRAY_SIZE(files); i++) {
+        char *path = kp_strjoin(T.workdir, files[i], (const char *)NULL);
+
+        (void)unlink(path);
+        kp_free(path);
+    }
+    (void)rmdir(T.workdir);
+}
+
+static void test_crash_convergence(void **state)
+{
+    struct kp_buf why = KP_BUF_INIT(4096);
+    unsigned driver_kills = 0, controller_kills = 0, left;
+    uint64_t t0, t_cycles, t_conv;
+    pid_t ctl, drv;
+    int st = -1;
+
+    (void)state;
+    print_message("# seed %llu (KP_CRASH_SEED replays it)\n", (unsigned long long)T.rng);
+    objects();
+    ctl = start_controller();
+    /* The controller's probe makes the pool Available. */
+    for (int i = 0; i < 120; i++) {
+        if (count_leftovers(&why) == 0)
+            break;
+        kp_sleep_usec(KP_USEC_PER_SEC);
+    }
+    if (count_leftovers(&why) != 0) {
+        dump_logs();
+        fail_msg("the pool never became Available: %s", kp_buf_str(&why));
+    }
+
+    t0 = kp_mono_usec();
+    drv = start_driver();
+    while (driver_kills < CRASH_KILLS) {
+        /* 0.05 .. 1.5 s into a run (a cycle takes about a second on the lab): start-up,
+         * claims, token mints, joins, deletes and every step between them. */
+        st = wait_for(drv, 50 * KP_USEC_PER_MSEC + rnd(1450) * KP_USEC_PER_MSEC);
+        if (st >= 0)
+            break;
+        kill_wait(drv);
+        driver_kills++;
+        if (driver_kills % 3 == 0) {
+            kill_wait(ctl);
+            controller_kills++;
+            ctl = start_controller();
+        }
+        drv = start_driver();
+    }
+    if (st < 0)
+        st = wait_for(drv, 600 * KP_USEC_PER_SEC);
+    t_cycles = kp_mono_usec() - t0;
+    if (st != 0) {
+        if (st < 0)
+            kill_wait(drv);
+        dump_logs();
+        fail_msg("the driver did not finish its cycles: status %d", st);
+    }
+    /* Convergence: the host controller releases what the kills left claimed. */
+    t0 = kp_mono_usec();
+    for (int i = 0; i < CONVERGE_SECONDS; i++) {
+        if ((left = count_leftovers(&why)) == 0)
+            break;
+        kp_sleep_usec(KP_USEC_PER_SEC);
+    }
+    t_conv = kp_mono_usec() - t0;
+    print_message("# %u cycles in %.1f s with %u driver kills and %u controller kills; converged "
+                  "%.1f s after the last cycle\n",
+                  CRASH_CYCLES, t_cycles / 1e6, driver_kills, controller_kills, t_conv / 1e6);
+    driver_summary();
+    if (left) {
+        dump_logs();
+        fail_msg("not converged after %d s: %u leftovers, first: %s", CONVERGE_SECONDS, left,
+                 kp_buf_str(&why));
+    }
+    assert_int_equal(kill(ctl, SIGTERM), 0);
+    assert_int_equal(wait_for(ctl, 30 * KP_USEC_PER_SEC), 0);
+    kp_buf_done(&why);
+    for (unsigned i = 0; i < N_HOSTS; i++)
+        (void)host_sh("del", HOST_FIRST + i);
+    remove_workdir();
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest driver[] = {
+        cmocka_unit_test_setup_teardown(test_driver, setup, teardown),
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_crash_convergence, setup, teardown),
+    };
+
+    if (argc > 1 && strcmp(argv[1], "--driver") == 0)
+        return kp_test_main("crash-driver", driver, KP_ARRAY_SIZE(driver), NULL, 0, 1, argv);
+    return kp_test_main("crash", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);
+}
