@@ -730,7 +730,7 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     const struct kp_sshhost_view *h = kp_sshhost_view(host);
     struct kp_hostctl_probe_outcome *out = NULL;
     struct kp_hostctl_probe_in in = {0};
-    struct kp_probe_result res;
+    struct kp_probe_result res = {0};
     struct kp_entry *got = NULL;
     char fp[KP_SSH_FP_SIZE], *msg = NULL;
     int r, perr = 0;
@@ -746,7 +746,8 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     in.seen_fp = fp[0] ? fp : NULL;
     in.now_usec = (int64_t)kp_real_usec();
     kp_hostctl_decide_probe(h, &in, &hc->t, out);
-    if (out->write && (r = write_status(c, host, &out->st, &got)) < 0)
+    /* write_status skips an unchanged status and still hands back the host for the guard. */
+    if ((r = write_status(c, host, &out->st, &got)) < 0)
         goto out;
     if (out->st.set_state && out->st.state != h->state) {
         if (out->healthy)

@@ -1047,9 +1047,7 @@ static int op_get(void *ctx, struct kp_client *c, const char *provider_id,
     if (r == -ENOENT)
         r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
                                 "no claimed SSHHost for %s", provider_id);
-    else if (r < 0)
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
-    else if ((r = instance_of(p, kp_sshhost_view(host), ret)) < 0)
+    else if (r < 0 || (r = instance_of(p, kp_sshhost_view(host), ret)) < 0)
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
     kp_entry_unref(host);
     return r;
