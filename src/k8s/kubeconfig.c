@@ -161,7 +161,9 @@ static int check_section(const struct kp_yaml_node *root, size_t si, struct kp_m
         r = opt_str(item, "name", &name, &name_node, err);
         if (r < 0)
             return r;
-        if (!name || !*name) {
+        /* An explicit empty name is a cluster's name in kube-public/cluster-info, which
+         * kubeadm writes with one cluster named "" (kp_kubeconfig_resolve_cluster reads it). */
+        if (!name || (!*name && strcmp(sections[si].section, "clusters") != 0)) {
             kp_yaml_errorf(err, item, NULL, "%s[%zu]: missing name", sections[si].section, i);
             return -KP_EPARSE;
         }
@@ -779,6 +781,49 @@ out:
         kp_wipe(key, key_len);
     kp_free(key);
     return r;
+}
+
+int kp_kubeconfig_resolve_cluster(const struct kp_kubeconfig *kc, const char *cluster,
+                                  enum kp_kubeconfig_flags flags, struct kp_kubeconfig_rest **ret,
+                                  struct kp_yaml_error *reterr)
+{
+    const char *first_file = kc->ndocs ? kp_yaml_doc_file(kc->docs[0]) : "kubeconfig";
+    const struct kp_yaml_node *entry = NULL;
+    struct kp_kubeconfig_rest *rest;
+    int r;
+
+    if (!cluster) {
+        /* The first cluster by name: a map has no order, a sort does. */
+        const char *name;
+        void *value;
+        size_t it = 0;
+
+        while (kp_map_next(kc->clusters, &it, &name, &value))
+            if (!cluster || strcmp(name, cluster) < 0) {
+                cluster = name;
+                entry = value;
+            }
+        if (!cluster) {
+            kp_yaml_errorf(reterr, NULL, first_file, "no cluster is defined");
+            return -ENOENT;
+        }
+    } else if (!(entry = kp_map_get(kc->clusters, cluster))) {
+        kp_yaml_errorf(reterr, NULL, first_file, "cluster \"%s\" is not defined", cluster);
+        return -ENOENT;
+    }
+    rest = kp_calloc(1, sizeof(*rest));
+    if (!rest)
+        return -ENOMEM;
+    if (kp_strset(&rest->cluster, cluster) < 0 || kp_strset(&rest->namespace, "default") < 0) {
+        kp_kubeconfig_rest_free(rest);
+        return -ENOMEM;
+    }
+    if ((r = resolve_cluster(entry, cluster, flags, rest, reterr)) < 0) {
+        kp_kubeconfig_rest_free(rest);
+        return r;
+    }
+    *ret = rest;
+    return 0;
 }
 
 int kp_kubeconfig_resolve(const struct kp_kubeconfig *kc, const char *context,

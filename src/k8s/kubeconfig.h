@@ -109,6 +109,13 @@ const char *kp_kubeconfig_current_context(const struct kp_kubeconfig *kc);
 int kp_kubeconfig_resolve(const struct kp_kubeconfig *kc, const char *context,
                           enum kp_kubeconfig_flags flags, struct kp_kubeconfig_rest **ret,
                           struct kp_yaml_error *reterr) KP_WUR;
+/* Resolves one cluster alone (no context, no user): server, TLS server name and CA of the
+ * cluster named cluster, or with NULL of the first cluster by name, which is how a
+ * kube-public/cluster-info kubeconfig (clusters only) is read. Fills the cluster fields of a
+ * new *ret and namespace "default". Errors as kp_kubeconfig_resolve(). */
+int kp_kubeconfig_resolve_cluster(const struct kp_kubeconfig *kc, const char *cluster,
+                                  enum kp_kubeconfig_flags flags, struct kp_kubeconfig_rest **ret,
+                                  struct kp_yaml_error *reterr) KP_WUR;
 /* Frees every field (secrets are wiped); accepts and returns NULL. */
 struct kp_kubeconfig_rest *kp_kubeconfig_rest_free(struct kp_kubeconfig_rest *rest);
 

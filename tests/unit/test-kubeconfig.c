@@ -229,6 +229,50 @@ static void test_from_memory(void **state)
     kp_kubeconfig_free(kc);
 }
 
+/* kube-public/cluster-info carries a kubeconfig of clusters only, often one named "". */
+static void test_resolve_cluster(void **state)
+{
+    static const char info[] = "apiVersion: v1\n"
+                               "kind: Config\n"
+                               "clusters:\n"
+                               "- name: zeta\n"
+                               "  cluster: {server: \"https://z:6443\"}\n"
+                               "- name: \"\"\n"
+                               "  cluster:\n"
+                               "    certificate-authority-data: aGVsbG8=\n"
+                               "    server: https://10.0.0.1:6443\n"
+                               "contexts: null\n"
+                               "current-context: \"\"\n"
+                               "users: null\n"
+                               "preferences: {}\n";
+    struct kp_kubeconfig *kc = NULL;
+    struct kp_kubeconfig_rest *rest = NULL;
+    struct kp_yaml_error err = {0};
+
+    (void)state;
+    assert_int_equal(kp_kubeconfig_new(&kc), 0);
+    assert_int_equal(kp_kubeconfig_resolve_cluster(kc, NULL, 0, &rest, &err), -ENOENT);
+    assert_string_equal(err.text, "kubeconfig: no cluster is defined");
+    if (kp_kubeconfig_add(kc, info, sizeof(info) - 1, "cluster-info", &err) < 0)
+        fail_msg("%s", err.text);
+    /* First by name: "" sorts before "zeta". */
+    assert_int_equal(kp_kubeconfig_resolve_cluster(kc, NULL, KP_KUBECONFIG_NO_FILES, &rest, &err),
+                     0);
+    assert_string_equal(rest->cluster, "");
+    assert_string_equal(rest->server, "https://10.0.0.1:6443");
+    assert_int_equal(rest->ca_pem_len, 5);
+    assert_memory_equal(rest->ca_pem, "hello", 5);
+    assert_null(rest->user);
+    rest = kp_kubeconfig_rest_free(rest);
+    assert_int_equal(kp_kubeconfig_resolve_cluster(kc, "zeta", 0, &rest, &err), 0);
+    assert_string_equal(rest->server, "https://z:6443");
+    assert_null(rest->ca_pem);
+    rest = kp_kubeconfig_rest_free(rest);
+    assert_int_equal(kp_kubeconfig_resolve_cluster(kc, "nope", 0, &rest, &err), -ENOENT);
+    assert_string_equal(err.text, "cluster-info: cluster \"nope\" is not defined");
+    kp_kubeconfig_free(kc);
+}
+
 /* --- torture ------------------------------------------------------------------------------ */
 
 static const char torture_a[] =
@@ -305,10 +349,9 @@ static int torture_load_files(void)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_broken),
-        cmocka_unit_test(test_from_memory),
+        cmocka_unit_test(test_valid),           cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_broken),          cmocka_unit_test(test_from_memory),
+        cmocka_unit_test(test_resolve_cluster),
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_resolve),
