@@ -233,6 +233,20 @@ int kp_obj_resources(const json_t *map, struct kp_pack *p, struct kp_resources *
     return 0;
 }
 
+const char *kp_taint_effect_name(enum kp_taint_effect e)
+{
+    switch (e) {
+    case KP_TAINT_NO_SCHEDULE:
+        return "NoSchedule";
+    case KP_TAINT_PREFER_NO_SCHEDULE:
+        return "PreferNoSchedule";
+    case KP_TAINT_NO_EXECUTE:
+        return "NoExecute";
+    default:
+        return "";
+    }
+}
+
 static int kp_obj_effect(const json_t *obj, bool required, enum kp_taint_effect *ret)
 {
     const char *s;

@@ -668,20 +668,6 @@ static void check_requirements(struct kp_valid *c, const char *path,
     }
 }
 
-static const char *effect_name(enum kp_taint_effect e)
-{
-    switch (e) {
-    case KP_TAINT_NO_SCHEDULE:
-        return "NoSchedule";
-    case KP_TAINT_PREFER_NO_SCHEDULE:
-        return "PreferNoSchedule";
-    case KP_TAINT_NO_EXECUTE:
-        return "NoExecute";
-    default:
-        return "";
-    }
-}
-
 static void check_taint_list(struct kp_valid *c, const char *path, const struct kp_taints *t)
 {
     const char *why = NULL;
@@ -717,7 +703,7 @@ static void check_taint_dups(struct kp_valid *c, const char *path,
                 kp_valid_add(c,
                              "%s: taint \"%.63s:%s\" appears more than once across taints and "
                              "startupTaints",
-                             path, a->key, effect_name(a->effect));
+                             path, a->key, kp_taint_effect_name(a->effect));
                 break;
             }
         }

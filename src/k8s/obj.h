@@ -54,6 +54,8 @@ enum kp_taint_effect {
     KP_TAINT_PREFER_NO_SCHEDULE,
     KP_TAINT_NO_EXECUTE,
 };
+/* "NoSchedule", "PreferNoSchedule", "NoExecute"; "" for KP_TAINT_ANY. */
+const char *kp_taint_effect_name(enum kp_taint_effect e);
 struct kp_taint {
     const char *key;
     const char *value; /* NULL when absent */

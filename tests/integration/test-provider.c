@@ -808,6 +808,90 @@ static void test_config_error(void **state)
     kp_entry_unref(nc);
 }
 
+/* A node class without spec.cluster joins with the endpoint and CA of kube-public/cluster-info
+ * (the reference's default); without that ConfigMap, Create is a configuration error that names
+ * it, and the host stays Available. */
+static void cluster_info_put(bool present)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    int r = kp_client_delete(T.c, &KP_RES_CONFIGMAP, "kube-public", "cluster-info", NULL, &e);
+
+    if (r != -ENOENT)
+        kp_lab_check(r, &e, "delete cluster-info");
+    kp_error_done(&e);
+    if (present) {
+        char *ca = b64(T.lab.ca, T.lab.ca_len);
+        char *kc = kp_strjoin("apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n"
+                              "    certificate-authority-data: ",
+                              ca, "\n    server: ", T.lab.api_url,
+                              "\ncontexts: null\ncurrent-context: \"\"\nusers: null\n",
+                              (const char *)NULL);
+        json_t *o = obj_new("v1", "ConfigMap", "kube-public", "cluster-info");
+
+        set(o, KP_JSON_PATH("data", "kubeconfig"), kc);
+        create_or_replace(&KP_RES_CONFIGMAP, "kube-public", "cluster-info", o);
+        kp_free(kc);
+        kp_free(ca);
+    }
+}
+
+static void test_cluster_info(void **state)
+{
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_entry *nc, *h, *n;
+    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, "prov-ci");
+    char uid[64];
+    int r;
+
+    (void)state;
+    set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS),
+        "prov-ci");
+    set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), "prov-race");
+    set(o, KP_JSON_PATH("spec", "vars", "adminToken"), T.admin_token);
+    create_or_replace(&KP_RES_SSHNODECLASS, NULL, "prov-ci", o);
+    sshhost("ci-1", 2, "prov-ci", "prov-key");
+    wait_cached(T.inf_classes, "prov-ci");
+    wait_cached_available("ci-1");
+
+    cluster_info_put(false);
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-ci-a", uid, "prov-ci", NULL);
+    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    assert_true(r < 0);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
+    assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
+    assert_non_null(strstr(err.message, "kube-public/cluster-info"));
+    h = host_get("ci-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE);
+    assert_null(kp_sshhost_view(h)->claim_name);
+    kp_entry_unref(h);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+
+    cluster_info_put(true);
+    wait_cached_available("ci-1");
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-ci-b", uid, "prov-ci", NULL);
+    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    if (r < 0)
+        fail_msg("Create with cluster-info: %s [%s/%s] %s", kp_strerror(r),
+                 kp_provider_err_kind_name(err.kind), err.reason, err.message ? err.message : "");
+    /* The join reached the API server at cluster-info's endpoint with its CA. */
+    n = node_get("prov-ci-b");
+    assert_non_null(n);
+    assert_string_equal(kp_node_view(n)->provider_id, inst.provider_id);
+    kp_entry_unref(n);
+    kp_entry_unref(nc);
+    nc = nodeclaim("prov-ci-b", uid, "prov-ci", inst.provider_id);
+    assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(nc), &err), 0);
+    assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-ci-b"), 0);
+    kp_provider_instance_done(&inst);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+    cluster_info_put(false);
+}
+
 struct racer {
     pthread_t th;
     struct kp_client *c;
@@ -953,6 +1037,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lifecycle),
         cmocka_unit_test(test_config_error),
+        cmocka_unit_test(test_cluster_info),
         cmocka_unit_test(test_race),
     };
     int r;

@@ -367,19 +367,7 @@ struct kp_ssh_hostctl {
 static void host_event(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h, bool warning,
                        const char *reason, const char *action, const char *note)
 {
-    struct kp_event_ref ref = {
-        .kind = "SSHHost",
-        .api_version = KP_KPSSH_GROUP "/" KP_KPSSH_VERSION,
-        .ns = h->e.ns,
-        .name = h->e.name,
-        .uid = h->e.uid,
-    };
-
-    if (!hc->events)
-        return;
-    /* Dropped events are counted by the recorder; nothing to decide here. */
-    (void)kp_events_emit(hc->events, &ref, warning ? KP_EVENT_WARNING : KP_EVENT_NORMAL, reason,
-                         action, note);
+    kp_hostio_event(hc->events, h, warning, reason, action, note);
 }
 
 /* Writes st on host by CAS unless it changes nothing. *ret_host (optional): the host as written

@@ -26,12 +26,15 @@
 #include "core/provider.h"
 #include "json/json.h"
 #include "k8s/client.h"
+#include "k8s/events.h"
+#include "k8s/kubeconfig.h"
 #include "k8s/obj-karpenter.h"
 #include "k8s/obj-kpssh.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
 #include "provider/ssh/observe.h"
 #include "provider/ssh/runner.h"
+#include "yaml/yaml.h"
 
 /* Base64 (standard alphabet, padded) to bytes, as a secret. 0, -KP_EPARSE, -KP_ELIMIT, -ENOMEM. */
 int kp_hostio_b64_secret(const char *s, struct kp_secret **ret)
@@ -180,41 +183,114 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
     return 0;
 }
 
-/* Cluster endpoint and CA from the node class.
- * XXX: the fallback to kube-public/cluster-info (the reference's default) is not implemented
- * yet; until it is, a node class without spec.cluster is a configuration error that says so. */
-int kp_hostio_load_cluster(const struct kp_sshnodeclass_view *ncl, struct kp_secret **ret_ca,
-                           char **ret_msg)
+void kp_hostio_event(struct kp_events *ev, const struct kp_sshhost_view *h, bool warning,
+                     const char *reason, const char *action, const char *note)
 {
-    if (!ncl->cluster_endpoint || !*ncl->cluster_endpoint) {
-        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.endpoint is not set (the cluster-info "
-                             "fallback is not implemented yet): set spec.cluster");
-        return -EINVAL;
+    struct kp_event_ref ref = {
+        .kind = "SSHHost",
+        .api_version = KP_KPSSH_GROUP "/" KP_KPSSH_VERSION,
+        .ns = h->e.ns,
+        .name = h->e.name,
+        .uid = h->e.uid,
+    };
+
+    if (ev)
+        (void)kp_events_emit(ev, &ref, warning ? KP_EVENT_WARNING : KP_EVENT_NORMAL, reason, action,
+                             note);
+}
+
+/* kube-public/cluster-info: the kubeconfig kubeadm (and most installers) publish for bootstrap,
+ * clusters only. The first cluster by name gives the server and CA. -EINVAL with a message when
+ * it is missing or unusable (a configuration error: the node class should say spec.cluster). */
+static int cluster_info(struct kp_client *c, char **ret_server, char **ret_ca, size_t *ret_ca_len,
+                        char **ret_msg)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_yaml_error ye = {0};
+    struct kp_kubeconfig *kc = NULL;
+    struct kp_kubeconfig_rest *rest = NULL;
+    const char *doc = NULL;
+    json_t *cm = NULL;
+    int r;
+
+    r = kp_client_get(c, &KP_RES_CONFIGMAP, KP_HOSTIO_CLUSTER_INFO_NS, KP_HOSTIO_CLUSTER_INFO, &cm,
+                      &e);
+    if (r == -ENOENT || r == -KP_EFORBIDDEN) {
+        *ret_msg = kp_strjoin("SSHNodeClass spec.cluster is not set and the ConfigMap "
+                              "kube-public/cluster-info cannot be read (",
+                              r == -ENOENT ? "not found" : "forbidden", "): set spec.cluster",
+                              (const char *)NULL);
+        r = -EINVAL;
+        goto out;
     }
-    if (!ncl->cluster_ca_bundle || !*ncl->cluster_ca_bundle) {
-        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not set");
-        return -EINVAL;
+    if (r < 0)
+        goto out; /* transient: the caller retries */
+    if (kp_json_pathv_str(cm, KP_JSON_PATH("data", "kubeconfig"), &doc) < 0 || !doc) {
+        *ret_msg = kp_strdup("kube-public/cluster-info has no data.kubeconfig: set "
+                             "SSHNodeClass spec.cluster");
+        r = -EINVAL;
+        goto out;
     }
-    if (kp_hostio_b64_secret(ncl->cluster_ca_bundle, ret_ca) < 0) {
+    if ((r = kp_kubeconfig_new(&kc)) < 0)
+        goto out;
+    r = kp_kubeconfig_add(kc, doc, strlen(doc), "cluster-info", &ye);
+    if (r >= 0)
+        r = kp_kubeconfig_resolve_cluster(kc, NULL, KP_KUBECONFIG_NO_FILES, &rest, &ye);
+    if (r == -ENOMEM)
+        goto out;
+    if (r < 0 || !rest->ca_pem || !kp_startswith(rest->server, "https://")) {
+        *ret_msg = kp_strjoin("kube-public/cluster-info is not usable (",
+                              r < 0           ? ye.text
+                              : !rest->ca_pem ? "no certificate-authority-data"
+                                              : "server is not https://",
+                              "): set SSHNodeClass spec.cluster", (const char *)NULL);
+        r = -EINVAL;
+        goto out;
+    }
+    *ret_server = rest->server;
+    rest->server = NULL;
+    *ret_ca = rest->ca_pem;
+    *ret_ca_len = rest->ca_pem_len;
+    rest->ca_pem = NULL;
+out:
+    kp_kubeconfig_rest_free(rest);
+    kp_kubeconfig_free(kc);
+    kp_json_unref(cm);
+    kp_error_done(&e);
+    return r;
+}
+
+int kp_hostio_load_cluster(struct kp_client *c, const struct kp_sshnodeclass_view *ncl,
+                           struct kp_secret **ret_ca, char **ret_endpoint, char **ret_msg)
+{
+    bool have_ep = ncl->cluster_endpoint && *ncl->cluster_endpoint;
+    bool have_ca = ncl->cluster_ca_bundle && *ncl->cluster_ca_bundle;
+    char *server = NULL, *ca = NULL;
+    size_t ca_len = 0;
+    int r;
+
+    if (have_ca && kp_hostio_b64_secret(ncl->cluster_ca_bundle, ret_ca) < 0) {
         *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not base64");
         return -EINVAL;
     }
-    return 0;
-}
-
-static const char *effect_name(enum kp_taint_effect e)
-{
-    switch (e) {
-    case KP_TAINT_NO_SCHEDULE:
-        return "NoSchedule";
-    case KP_TAINT_PREFER_NO_SCHEDULE:
-        return "PreferNoSchedule";
-    case KP_TAINT_NO_EXECUTE:
-        return "NoExecute";
-    case KP_TAINT_ANY:
-        break;
-    }
-    return "";
+    if (have_ep && have_ca)
+        return (*ret_endpoint = kp_strdup(ncl->cluster_endpoint)) ? 0 : -ENOMEM;
+    /* What the node class leaves out comes from cluster-info. */
+    if ((r = cluster_info(c, &server, &ca, &ca_len, ret_msg)) < 0)
+        goto out;
+    if (!have_ca && (r = kp_secret_new(ca, ca_len, ret_ca)) < 0)
+        goto out;
+    *ret_endpoint = have_ep ? kp_strdup(ncl->cluster_endpoint) : server;
+    if (have_ep)
+        kp_free(server);
+    server = NULL;
+    r = *ret_endpoint ? 0 : -ENOMEM;
+out:
+    if (r < 0 && !have_ca)
+        *ret_ca = kp_secret_free(*ret_ca);
+    kp_free(server);
+    kp_free(ca);
+    return r;
 }
 
 int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase,
@@ -237,7 +313,7 @@ int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase
         size_t cap_l = nc->meta.labels.n + (jc->it ? jc->it->n_labels : 0);
         size_t cap_t = nc->spec.taints.n + nc->spec.startup_taints.n;
 
-        in.cluster_endpoint = jc->ncl->cluster_endpoint;
+        in.cluster_endpoint = jc->endpoint;
         in.cluster_ca = kp_secret_reveal(jc->ca);
         in.cluster_ca_len = kp_secret_len(jc->ca);
         in.bootstrap_token = phase == KP_ENV_JOIN ? jc->token : NULL;
@@ -263,12 +339,12 @@ int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase
         for (size_t i = 0; i < nc->spec.taints.n; i++) {
             taints[nt].key = nc->spec.taints.v[i].key;
             taints[nt].value = nc->spec.taints.v[i].value;
-            taints[nt++].effect = effect_name(nc->spec.taints.v[i].effect);
+            taints[nt++].effect = kp_taint_effect_name(nc->spec.taints.v[i].effect);
         }
         for (size_t i = 0; i < nc->spec.startup_taints.n; i++) {
             taints[nt].key = nc->spec.startup_taints.v[i].key;
             taints[nt].value = nc->spec.startup_taints.v[i].value;
-            taints[nt++].effect = effect_name(nc->spec.startup_taints.v[i].effect);
+            taints[nt++].effect = kp_taint_effect_name(nc->spec.startup_taints.v[i].effect);
         }
         for (size_t i = 0; i < jc->ncl->vars.n; i++) {
             vars[i].key = jc->ncl->vars.v[i].key;

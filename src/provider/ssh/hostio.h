@@ -21,6 +21,7 @@
 
 typedef struct json_t json_t;
 struct kp_client;
+struct kp_events;
 struct kp_instance_type;
 struct kp_nodeclaim_view;
 struct kp_secret;
@@ -65,9 +66,19 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
                                const struct kp_sshnodeclass_view *ncl,
                                struct kp_hostio_join_secret *js, char **ret_msg) KP_WUR;
 
-/* Cluster endpoint check and CA bundle of the node class. -EINVAL with *ret_msg. Pure. */
-int kp_hostio_load_cluster(const struct kp_sshnodeclass_view *ncl, struct kp_secret **ret_ca,
-                           char **ret_msg) KP_WUR;
+/* An event about SSHHost h on recorder ev (NULL: none). Drops are the recorder's to count. */
+void kp_hostio_event(struct kp_events *ev, const struct kp_sshhost_view *h, bool warning,
+                     const char *reason, const char *action, const char *note);
+
+#define KP_HOSTIO_CLUSTER_INFO_NS "kube-public"
+#define KP_HOSTIO_CLUSTER_INFO "cluster-info"
+
+/* The cluster endpoint and CA a join uses: spec.cluster of the node class, and for whatever it
+ * leaves out the first cluster of the kubeconfig in kube-public/cluster-info (the reference's
+ * default). *ret_ca and *ret_endpoint are new. -EINVAL with *ret_msg for configuration errors
+ * (bad caBundle, cluster-info missing, forbidden or unusable); other errors are transient. */
+int kp_hostio_load_cluster(struct kp_client *c, const struct kp_sshnodeclass_view *ncl,
+                           struct kp_secret **ret_ca, char **ret_endpoint, char **ret_msg) KP_WUR;
 
 /* What an install or join knows beyond the host (NULL for leave). Borrowed. */
 struct kp_hostio_join_ctx {
@@ -75,6 +86,7 @@ struct kp_hostio_join_ctx {
     const struct kp_sshnodeclass_view *ncl;
     const struct kp_instance_type *it; /* labels to add, or NULL */
     const struct kp_secret *ca;
+    const char *endpoint;          /* the API server URL the node joins */
     const struct kp_secret *token; /* join only */
     const struct kp_hostio_join_secret *js;
 };

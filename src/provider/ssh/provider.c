@@ -127,19 +127,7 @@ struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
 static void host_event(struct kp_ssh_provider *p, const struct kp_sshhost_view *h, bool warning,
                        const char *reason, const char *action, const char *note)
 {
-    struct kp_event_ref ref = {
-        .kind = "SSHHost",
-        .api_version = KP_KPSSH_GROUP "/" KP_KPSSH_VERSION,
-        .ns = h->e.ns,
-        .name = h->e.name,
-        .uid = h->e.uid,
-    };
-
-    if (!p->events)
-        return;
-    /* Dropped events are counted by the recorder; nothing to decide here. */
-    (void)kp_events_emit(p->events, &ref, warning ? KP_EVENT_WARNING : KP_EVENT_NORMAL, reason,
-                         action, note);
+    kp_hostio_event(p->events, h, warning, reason, action, note);
 }
 
 static char *provider_id_static(const char *ns, const char *host)
@@ -647,6 +635,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     struct kp_hostio_creds cr = {0};
     struct kp_hostio_join_secret js = {0};
     struct kp_secret *ca = NULL, *token = NULL;
+    char *endpoint = NULL;
     struct kp_env *env = NULL;
     struct kp_error e = KP_ERROR_INIT;
     char *marker = NULL, *msg = NULL, *static_pid = NULL, *pid = NULL;
@@ -719,22 +708,23 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
 
     /* Configuration: errors here are the user's to fix and release the host Available. */
     if ((r = kp_hostio_load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
-        (r = kp_hostio_load_cluster(ncl, &ca, &msg)) < 0 ||
+        (r = kp_hostio_load_cluster(c, ncl, &ca, &endpoint, &msg)) < 0 ||
         (r = kp_hostio_load_join_secret(c, kp_sshhost_view(host)->e.ns, ncl, &js, &msg)) < 0) {
         if (r == -EINVAL) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
                                 msg ? msg : "configuration error");
             release_after(p, c, nc, host, true, msg ? msg : "configuration error");
         } else
-            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "reading Secrets: %s",
-                                kp_strerror(r));
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                "reading Secrets and cluster-info: %s", kp_strerror(r));
         goto out;
     }
 
     /* Install once per <profile>@<version>. */
     t = kp_mono_usec();
     if (!kp_streq(kp_sshhost_view(host)->installed_profile, marker)) {
-        struct kp_hostio_join_ctx jc = {.nc = nc, .ncl = ncl, .it = it, .ca = ca, .js = &js};
+        struct kp_hostio_join_ctx jc = {
+            .nc = nc, .ncl = ncl, .it = it, .ca = ca, .endpoint = endpoint, .js = &js};
         struct kp_claim_status st = {.installed_profile = marker};
 
         if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &env, &msg)) < 0) {
@@ -760,36 +750,50 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
         rep.install_usec = kp_mono_usec() - t;
     }
 
-    /* Token: collect an earlier attempt's, mint, record the id before join. */
+    /* Token: collect an earlier attempt's, then record the new id on the host BEFORE its
+     * Secret exists. A crash between the two leaves an id that names nothing (deleting it later
+     * is a no-op), never a live token that no host points at. An id collision (-EEXIST on
+     * create) takes a fresh id. */
     t = kp_mono_usec();
     if (kp_sshhost_view(host)->bootstrap_token_id &&
         kp_token_delete(c, kp_sshhost_view(host)->bootstrap_token_id, &e) < 0)
         kp_log_warn("old bootstrap token not deleted", KP_LF("host", rep.host));
     kp_error_done(&e);
-    if ((r = kp_token_mint(c, nc->e.name, tok_id, &token, &e)) < 0) {
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "minting bootstrap token: %s",
-                            e.message ? e.message : kp_strerror(r));
-        goto out;
-    }
-    {
-        struct kp_claim_status st = {.bootstrap_token_id = tok_id};
+    r = -EEXIST;
+    for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
+        struct kp_claim_status st = {0};
 
-        if (!rep.installed && fp[0])
-            st.host_key_fingerprint = fp;
-        if ((r = holder_write(c, nc, &host, &st, err)) < 0) {
-            /* Not recorded: delete it now, or nobody will. */
-            if (kp_token_delete(c, tok_id, &e) < 0)
-                kp_log_warn("unrecorded bootstrap token not deleted", KP_LF("token_id", tok_id));
+        token = kp_secret_free(token);
+        if ((r = kp_token_generate(tok_id, &token)) < 0) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                "generating bootstrap token: %s", kp_strerror(r));
             goto out;
         }
+        st.bootstrap_token_id = tok_id;
+        if (!rep.installed && fp[0])
+            st.host_key_fingerprint = fp;
+        if ((r = holder_write(c, nc, &host, &st, err)) < 0)
+            goto out;
+        kp_error_done(&e);
+        r = kp_token_create(c, token, nc->e.name, &e);
+    }
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "creating bootstrap token: %s",
+                            e.message ? e.message : kp_strerror(r));
+        goto out;
     }
     rep.token_usec = kp_mono_usec() - t;
 
     /* Join. */
     t = kp_mono_usec();
     {
-        struct kp_hostio_join_ctx jc = {
-            .nc = nc, .ncl = ncl, .it = it, .ca = ca, .token = token, .js = &js};
+        struct kp_hostio_join_ctx jc = {.nc = nc,
+                                        .ncl = ncl,
+                                        .it = it,
+                                        .ca = ca,
+                                        .endpoint = endpoint,
+                                        .token = token,
+                                        .js = &js};
 
         if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &env, &msg)) < 0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
@@ -854,6 +858,7 @@ out:
     }
     kp_env_free(env);
     kp_secret_free(token);
+    kp_free(endpoint);
     kp_secret_free(ca);
     kp_hostio_join_secret_done(&js);
     kp_hostio_creds_done(&cr);
