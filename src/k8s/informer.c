@@ -148,6 +148,19 @@ int kp_informer_add_handler(struct kp_informer *inf, const struct kp_informer_ha
     return 0;
 }
 
+int kp_informer_remove_handlers(struct kp_informer *inf, const void *ctx)
+{
+    size_t i, n = 0;
+
+    if (inf->running)
+        return -EBUSY;
+    for (i = 0; i < inf->nhandlers; i++)
+        if (inf->handlers[i].ctx != ctx)
+            inf->handlers[n++] = inf->handlers[i];
+    inf->nhandlers = n;
+    return 0;
+}
+
 struct kp_store *kp_informer_store(struct kp_informer *inf)
 {
     return inf->store;

@@ -65,6 +65,9 @@ struct kp_informer *kp_informer_free(struct kp_informer *inf);
 /* Before start only. Errors of kp_store_add_index; -E2BIG for too many handlers. */
 int kp_informer_add_index(struct kp_informer *inf, const char *name, kp_index_fn fn) KP_WUR;
 int kp_informer_add_handler(struct kp_informer *inf, const struct kp_informer_handler *h) KP_WUR;
+/* Before start only: drops every handler whose ctx is ctx (a controller whose set-up failed
+ * takes back what it added). 0 or -EBUSY. */
+int kp_informer_remove_handlers(struct kp_informer *inf, const void *ctx);
 
 /* Starts the thread. 0 or -errno. */
 int kp_informer_start(struct kp_informer *inf) KP_WUR;

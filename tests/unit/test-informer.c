@@ -151,10 +151,37 @@ static void test_apply_and_handlers(void **state)
     close(log_pipe[1]);
 }
 
+/* A controller whose set-up failed takes back its handlers; the others keep theirs. */
+static void test_remove_handlers(void **state)
+{
+    struct kp_transport_opts to = {.server = "http://127.0.0.1:9", .allow_plain_http = true};
+    struct kp_informer_opts io = {.res = &KP_RES_POD, .project = kp_pod_project};
+    struct kp_client *c = NULL;
+    struct kp_informer *inf = NULL;
+    struct counts a = {0}, b = {0};
+    struct kp_informer_handler ha = {on_add, on_update, on_delete, &a};
+    struct kp_informer_handler hb = {on_add, on_update, on_delete, &b};
+
+    (void)state;
+    assert_int_equal(kp_client_new(&to, &c), 0);
+    assert_int_equal(kp_informer_new(c, &io, &inf), 0);
+    kp_client_free(c);
+    assert_int_equal(kp_informer_add_handler(inf, &ha), 0);
+    assert_int_equal(kp_informer_add_handler(inf, &hb), 0);
+    assert_int_equal(kp_informer_add_handler(inf, &ha), 0);
+    assert_int_equal(kp_informer_remove_handlers(inf, &a), 0);
+    apply(inf, KP_INFORMER_UPSERT, pod("p", "1", NULL, "1"));
+    assert_int_equal(a.add, 0);
+    assert_int_equal(b.add, 1);
+    assert_int_equal(kp_informer_remove_handlers(inf, &a), 0); /* none left: a no-op */
+    kp_informer_free(inf);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_apply_and_handlers),
+        cmocka_unit_test(test_remove_handlers),
     };
 
     return kp_test_main("informer", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

@@ -895,8 +895,12 @@ int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostct
     *ret = hc;
     return 0;
 fail:
-    /* XXX: a handler added before a later failure stays registered on its informer; new()
-     * failing means the controller does not start, and its informers are freed with it. */
+    /* Take back the handlers added so far: they point at what is freed next. */
+    if (hc->rec)
+        (void)kp_informer_remove_handlers(o->hosts, hc->rec);
+    (void)kp_informer_remove_handlers(o->nodes, hc);
+    if (o->nodeclaims)
+        (void)kp_informer_remove_handlers(o->nodeclaims, hc);
     kp_ssh_hostctl_free(hc);
     return r;
 }

@@ -412,15 +412,15 @@ int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
     if (!ctl)
         return -ENOMEM;
     atomic_init(&ctl->started, false);
+    ctl->nodeclasses = o->nodeclasses;
+    ctl->profiles = o->profiles;
+    ctl->hosts = o->hosts;
+    ctl->nodeclaims = o->nodeclaims;
     ctl->pool_ns = kp_strdup(o->pool_namespace);
     if (!ctl->pool_ns) {
         r = -ENOMEM;
         goto out;
     }
-    ctl->nodeclasses = o->nodeclasses;
-    ctl->profiles = o->profiles;
-    ctl->hosts = o->hosts;
-    ctl->nodeclaims = o->nodeclaims;
     ctl->events = o->events;
     ctl->client = o->client;
     ro.name = "sshnodeclass";
@@ -458,9 +458,13 @@ int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
     ctl = NULL;
     r = 0;
 out:
-    /* XXX: a failure after the first add_handler leaves handlers pointing at a freed controller;
-     * the informer API cannot remove handlers, so the caller must free those informers too
-     * (kpssh-controller exits on this error). */
+    if (ctl) { /* failed: take back the handlers added so far before freeing what they use */
+        if (ctl->rec)
+            (void)kp_informer_remove_handlers(ctl->nodeclasses, ctl->rec);
+        (void)kp_informer_remove_handlers(ctl->profiles, ctl);
+        (void)kp_informer_remove_handlers(ctl->hosts, ctl);
+        (void)kp_informer_remove_handlers(ctl->nodeclaims, ctl);
+    }
     kp_ssh_nodeclassctl_free(ctl);
     return r;
 }

@@ -342,7 +342,12 @@ int kp_ssh_taintgate_new(const struct kp_ssh_taintgate_opts *o, struct kp_ssh_ta
     tg = NULL;
     r = 0;
 out:
-    /* XXX: as in nodeclassctl.c, handlers added before a failure cannot be taken back. */
+    if (tg) { /* failed: take back the handlers added so far before freeing what they use */
+        (void)kp_informer_remove_handlers(tg->nodes, tg);
+        (void)kp_informer_remove_handlers(tg->pods, tg);
+        (void)kp_informer_remove_handlers(tg->nodeclaims, tg);
+        (void)kp_informer_remove_handlers(tg->nodeclasses, tg);
+    }
     kp_ssh_taintgate_free(tg);
     return r;
 }
