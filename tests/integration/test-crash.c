@@ -42,7 +42,6 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/secret.h"
-#include "base/spawn.h"
 #include "base/str.h"
 #include "base/time.h"
 #include "core/provider.h"
@@ -68,93 +67,11 @@
 static struct {
     struct kp_lab lab;
     struct kp_client *c;
-    char *host_sh, *key_path, *gateway, *admin_token, *repo, *kubeconfig, *workdir;
+    char *key_path, *admin_token, *repo, *kubeconfig, *workdir;
     uint64_t rng;
 } T;
 
 /* --- small helpers ------------------------------------------------------------------------- */
-
-static char *env_var(const char *name)
-{
-    char *v = kp_lab_env(&T.lab, name);
-
-    if (!v)
-        fail_msg("%s missing from the lab's env.sh", name);
-    return v;
-}
-
-static int run(const char *const *argv)
-{
-    struct kp_spawn_opts o = {.argv = argv,
-                              .timeout_usec = 300 * KP_USEC_PER_SEC,
-                              .max_stdout = 1 << 20,
-                              .stderr_tail = 4096};
-    struct kp_spawn_result res;
-    int st;
-
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
-    if (st != 0)
-        print_message("# %s %s: status %d: %s\n", argv[0], argv[1] ? argv[1] : "", st,
-                      kp_buf_str(&res.err));
-    kp_spawn_result_done(&res);
-    return st;
-}
-
-static int host_sh(const char *verb, unsigned i)
-{
-    char idx[16];
-    const char *argv[] = {T.host_sh, verb, idx, NULL};
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    return run(argv);
-}
-
-static void set(json_t *o, const char *const *path, const char *v)
-{
-    assert_int_equal(kp_json_patch_set_str(o, path, v), 0);
-}
-
-static json_t *obj_new(const char *api_version, const char *kind, const char *ns, const char *name)
-{
-    json_t *o = NULL;
-
-    assert_int_equal(kp_json_patch_new(&o), 0);
-    set(o, KP_JSON_PATH("apiVersion"), api_version);
-    set(o, KP_JSON_PATH("kind"), kind);
-    set(o, KP_JSON_PATH("metadata", "name"), name);
-    if (ns)
-        set(o, KP_JSON_PATH("metadata", "namespace"), ns);
-    return o;
-}
-
-/* Creates obj, or replaces what is there under its name. Takes obj. An old object held by a
- * finalizer whose controller is gone (an earlier run on the same lab) is let go first. */
-static void put(const struct kp_resource *res, const char *ns, const char *name, json_t *obj)
-{
-    struct kp_error e = KP_ERROR_INIT;
-    int r = kp_client_delete(T.c, res, ns, name, NULL, &e);
-
-    if (r != -ENOENT)
-        kp_lab_check(r, &e, "delete old object");
-    for (int i = 0; i < 100; i++) {
-        kp_error_done(&e);
-        r = kp_client_create(T.c, res, ns, obj, NULL, &e);
-        if (r != -EEXIST && r != -KP_ECONFLICT)
-            break;
-        if (i == 20) {
-            json_t *p = kp_lab_json("{\"metadata\":{\"finalizers\":null}}");
-
-            if (kp_client_patch(T.c, res, ns, name, NULL, KP_PATCH_MERGE, p, NULL, NULL) < 0)
-                print_message("# cannot let go of %s's finalizers\n", name);
-            kp_json_unref(p);
-        }
-        kp_sleep_usec(100 * KP_USEC_PER_MSEC);
-    }
-    kp_lab_check(r, &e, name);
-    kp_error_done(&e);
-    kp_json_unref(obj);
-}
 
 /* Deletes an object and waits until it is gone (finalizers included). */
 static void delete_wait(const struct kp_resource *res, const char *ns, const char *name)
@@ -198,18 +115,6 @@ struct driver {
     struct kp_ssh_provider *sp;
 };
 
-static struct kp_informer *informer(const struct kp_resource *res, const char *ns,
-                                    kp_project_fn project)
-{
-    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
-    struct kp_informer *inf = NULL;
-
-    assert_int_equal(kp_informer_new(T.c, &o, &inf), 0);
-    assert_int_equal(kp_informer_start(inf), 0);
-    assert_int_equal(kp_informer_wait_synced(inf, 60 * KP_USEC_PER_SEC), 0);
-    return inf;
-}
-
 /* cycles done, and the ConfigMap's resourceVersion for the CAS that bumps it. */
 static unsigned progress_get(char *rv, size_t rv_size)
 {
@@ -235,8 +140,8 @@ static void progress_bump(unsigned done, const char *rv)
 
     (void)snprintf(num, sizeof(num), "%u", done + 1);
     assert_int_equal(kp_json_patch_new(&p), 0);
-    set(p, KP_JSON_PATH("metadata", "resourceVersion"), rv);
-    set(p, KP_JSON_PATH("data", "done"), num);
+    kp_lab_set(p, KP_JSON_PATH("metadata", "resourceVersion"), rv);
+    kp_lab_set(p, KP_JSON_PATH("data", "done"), num);
     kp_lab_check(
         kp_client_patch(T.c, &KP_RES_CONFIGMAP, NS, PROGRESS, NULL, KP_PATCH_MERGE, p, NULL, &e),
         &e, "progress bump");
@@ -267,22 +172,22 @@ static struct kp_entry *nodeclaim_get(const char *name, json_t **ret_obj)
 static void nodeclaim_create(const char *name)
 {
     struct kp_error e = KP_ERROR_INIT;
-    json_t *o = obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
+    json_t *o = kp_lab_obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
     int r;
 
-    set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "crash");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "crash");
     assert_int_equal(kp_json_patch_set_steal(o, KP_JSON_PATH("metadata", "finalizers"),
                                              kp_lab_json("[\"" FINALIZER "\"]")),
                      0);
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), CLASS);
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), CLASS);
     assert_int_equal(
         kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "requirements"),
                                 kp_lab_json("[{\"key\":\"karpenter.sh/capacity-type\","
                                             "\"operator\":\"In\",\"values\":[\"on-demand\"]}]")),
         0);
-    set(o, KP_JSON_PATH("spec", "resources", "requests", "cpu"), "100m");
+    kp_lab_set(o, KP_JSON_PATH("spec", "resources", "requests", "cpu"), "100m");
     r = kp_client_create(T.c, &KP_RES_NODECLAIM, NULL, o, NULL, &e);
     if (r != -EEXIST)
         kp_lab_check(r, &e, "create nodeclaim");
@@ -296,8 +201,8 @@ static void nodeclaim_set_provider_id(const struct kp_nodeclaim_view *nc, const 
     json_t *p = NULL;
 
     assert_int_equal(kp_json_patch_new(&p), 0);
-    set(p, KP_JSON_PATH("metadata", "resourceVersion"), nc->e.rv);
-    set(p, KP_JSON_PATH("status", "providerID"), pid);
+    kp_lab_set(p, KP_JSON_PATH("metadata", "resourceVersion"), nc->e.rv);
+    kp_lab_set(p, KP_JSON_PATH("status", "providerID"), pid);
     kp_lab_check(kp_client_patch(T.c, &KP_RES_NODECLAIM, NULL, nc->e.name, "status", KP_PATCH_MERGE,
                                  p, NULL, &e),
                  &e, "nodeclaim providerID");
@@ -433,9 +338,9 @@ static void test_driver(void **state)
     bool first = true;
 
     (void)state;
-    d.hosts = informer(&KP_RES_SSHHOST, NS, kp_sshhost_project);
-    d.classes = informer(&KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
-    d.profiles = informer(&KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
+    d.hosts = kp_lab_informer(T.c, &KP_RES_SSHHOST, NS, kp_sshhost_project);
+    d.classes = kp_lab_informer(T.c, &KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
+    d.profiles = kp_lab_informer(T.c, &KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
     po.pool_namespace = NS;
     po.hosts = kp_informer_store(d.hosts);
     po.nodeclasses = kp_informer_store(d.classes);
@@ -624,17 +529,6 @@ static unsigned count_leftovers(struct kp_buf *why)
     return l.n;
 }
 
-static char *host_ip(unsigned i)
-{
-    char buf[64];
-    const char *dot = strrchr(T.gateway, '.');
-
-    assert_non_null(dot);
-    assert_true(snprintf(buf, sizeof(buf), "%.*s.%u", (int)(dot - T.gateway), T.gateway, 10 + i) >
-                0);
-    return kp_strdup(buf);
-}
-
 /* The join registers the Node through the API as a kubelet would (test-provider.c's race
  * profile), so a cycle costs seconds. */
 static const char join_sh[] =
@@ -654,12 +548,10 @@ static int setup(void **state)
     (void)state;
     kp_lab_load(&T.lab);
     T.c = kp_lab_admin_client(&T.lab);
-    T.host_sh = env_var("KPSSH_LAB_HOST_SH");
-    T.key_path = env_var("KPSSH_LAB_SSH_KEY");
-    T.gateway = env_var("KPSSH_LAB_GATEWAY");
+    T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.kubeconfig = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
-    token_file = env_var("KPSSH_LAB_ADMIN_TOKEN_FILE");
+    token_file = kp_lab_env_need(&T.lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
     T.admin_token = kp_lab_read_file(token_file, NULL);
     kp_free(token_file);
     for (char *p = T.admin_token; *p; p++)
@@ -676,9 +568,7 @@ static int teardown(void **state)
 {
     (void)state;
     T.c = kp_client_free(T.c);
-    kp_free(T.host_sh);
     kp_free(T.key_path);
-    kp_free(T.gateway);
     kp_free(T.kubeconfig);
     kp_free(T.repo);
     kp_free(T.workdir);
@@ -704,8 +594,8 @@ static void objects(void)
             T.lab.kubectl,   "--kubeconfig", T.kubeconfig, "wait", "--for=condition=established",
             "--timeout=60s", "crd",          "--all",      NULL};
 
-        assert_int_equal(run(argv), 0);
-        assert_int_equal(run(wait), 0);
+        assert_int_equal(kp_lab_run(argv, 300 * KP_USEC_PER_SEC, 0, NULL), 0);
+        assert_int_equal(kp_lab_run(wait, 300 * KP_USEC_PER_SEC, 0, NULL), 0);
     }
     kp_free(crds);
     o = kp_lab_json("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" NS
@@ -717,53 +607,47 @@ static void objects(void)
     kp_json_unref(o);
 
     pem = kp_lab_read_file(T.key_path, NULL);
-    o = obj_new("v1", "Secret", NS, "crash-key");
-    set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    o = kp_lab_obj_new("v1", "Secret", NS, "crash-key");
+    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
     kp_wipe(pem, strlen(pem));
     kp_free(pem);
-    put(&KP_RES_SECRET, NS, "crash-key", o);
+    kp_lab_create_or_replace(T.c, &KP_RES_SECRET, NS, o);
 
-    o = obj_new("v1", "ConfigMap", NS, PROGRESS);
-    set(o, KP_JSON_PATH("data", "done"), "0");
-    put(&KP_RES_CONFIGMAP, NS, PROGRESS, o);
+    o = kp_lab_obj_new("v1", "ConfigMap", NS, PROGRESS);
+    kp_lab_set(o, KP_JSON_PATH("data", "done"), "0");
+    kp_lab_create_or_replace(T.c, &KP_RES_CONFIGMAP, NS, o);
 
-    o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, "crash");
-    set(o, KP_JSON_PATH("spec", "version"), "1");
-    set(o, KP_JSON_PATH("spec", "scripts", "install"), "mkdir -p /var/lib/kpssh\n");
-    set(o, KP_JSON_PATH("spec", "scripts", "join"), join_sh);
-    set(o, KP_JSON_PATH("spec", "scripts", "leave"), "true\n");
-    put(&KP_RES_SSHJOINPROFILE, NULL, "crash", o);
+    o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, "crash");
+    kp_lab_set(o, KP_JSON_PATH("spec", "version"), "1");
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "install"), "mkdir -p /var/lib/kpssh\n");
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "join"), join_sh);
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "leave"), "true\n");
+    kp_lab_create_or_replace(T.c, &KP_RES_SSHJOINPROFILE, NULL, o);
 
-    o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, CLASS);
-    {
-        struct kp_buf b = KP_BUF_INIT(1 << 20);
-
-        assert_int_equal(kp_base64_encode(T.lab.ca, T.lab.ca_len, 0, &b), 0);
-        ca = kp_strdup(kp_buf_str(&b));
-        assert_non_null(ca);
-        kp_buf_done(&b);
-    }
-    set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS), CLASS);
-    set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), "crash");
-    set(o, KP_JSON_PATH("spec", "cluster", "endpoint"), T.lab.api_url);
-    set(o, KP_JSON_PATH("spec", "cluster", "caBundle"), ca);
-    set(o, KP_JSON_PATH("spec", "vars", "adminToken"), T.admin_token);
+    o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, CLASS);
+    ca = kp_lab_base64(T.lab.ca, T.lab.ca_len);
+    kp_lab_set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS),
+               CLASS);
+    kp_lab_set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), "crash");
+    kp_lab_set(o, KP_JSON_PATH("spec", "cluster", "endpoint"), T.lab.api_url);
+    kp_lab_set(o, KP_JSON_PATH("spec", "cluster", "caBundle"), ca);
+    kp_lab_set(o, KP_JSON_PATH("spec", "vars", "adminToken"), T.admin_token);
     kp_free(ca);
-    put(&KP_RES_SSHNODECLASS, NULL, CLASS, o);
+    kp_lab_create_or_replace(T.c, &KP_RES_SSHNODECLASS, NULL, o);
 
     for (unsigned i = 0; i < N_HOSTS; i++) {
         char name[32], *ip;
 
-        assert_int_equal(host_sh("add", HOST_FIRST + i), 0);
+        assert_int_equal(kp_lab_host_sh(&T.lab, "add", HOST_FIRST + i), 0);
         (void)snprintf(name, sizeof(name), "crash-host-%u", i);
-        ip = host_ip(HOST_FIRST + i);
-        o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", NS, name);
-        set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_LABEL_HOST_CLASS), CLASS);
-        set(o, KP_JSON_PATH("spec", "address"), ip);
-        set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), "crash-key");
-        set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
-        set(o, KP_JSON_PATH("spec", "capacity", "memory"), "2Gi");
-        put(&KP_RES_SSHHOST, NS, name, o);
+        ip = kp_lab_host_ip(&T.lab, HOST_FIRST + i);
+        o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", NS, name);
+        kp_lab_set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_LABEL_HOST_CLASS), CLASS);
+        kp_lab_set(o, KP_JSON_PATH("spec", "address"), ip);
+        kp_lab_set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), "crash-key");
+        kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
+        kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "memory"), "2Gi");
+        kp_lab_create_or_replace(T.c, &KP_RES_SSHHOST, NS, o);
         kp_free(ip);
     }
 }
@@ -910,7 +794,7 @@ static void test_crash_convergence(void **state)
     assert_int_equal(wait_for(ctl, 30 * KP_USEC_PER_SEC), 0);
     kp_buf_done(&why);
     for (unsigned i = 0; i < N_HOSTS; i++)
-        (void)host_sh("del", HOST_FIRST + i);
+        (void)kp_lab_host_sh(&T.lab, "del", HOST_FIRST + i);
     remove_workdir();
 }
 

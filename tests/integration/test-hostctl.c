@@ -30,10 +30,8 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/buf.h"
 #include "base/err.h"
 #include "base/secret.h"
-#include "base/spawn.h"
 #include "base/str.h"
 #include "base/time.h"
 #include "json/json.h"
@@ -57,7 +55,7 @@ static struct {
     struct kp_lab lab;
     char ns[64];
     struct kp_client *c;
-    char *host_sh, *key_path, *gateway, *repo;
+    char *key_path, *repo;
     struct kp_informer *inf_hosts, *inf_nodes, *inf_claims, *inf_profiles;
     struct kp_events *events;
     struct kp_ssh_hostctl *hc;
@@ -109,57 +107,6 @@ static const struct kp_ssh_observer observer = {
 
 /* --- lab helpers --------------------------------------------------------------------------- */
 
-static int run_status(const char *const *argv, char **ret_out)
-{
-    struct kp_spawn_opts o = {.argv = argv,
-                              .timeout_usec = 120 * KP_USEC_PER_SEC,
-                              .max_stdout = 1 << 20,
-                              .stderr_tail = 8192};
-    struct kp_spawn_result res;
-    int st;
-
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
-    if (ret_out) {
-        *ret_out = kp_strdup(kp_buf_str(&res.out));
-        assert_non_null(*ret_out);
-    }
-    kp_spawn_result_done(&res);
-    return st;
-}
-
-static int host_sh(const char *verb, unsigned i)
-{
-    char idx[16];
-    const char *argv[] = {T.host_sh, verb, idx, NULL};
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    return run_status(argv, NULL);
-}
-
-static int host_exec(unsigned i, const char *cmd)
-{
-    char idx[16], *out = NULL;
-    const char *argv[] = {T.host_sh, "exec", idx, "sh", "-c", cmd, NULL};
-    int st;
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    st = run_status(argv, &out);
-    kp_free(out);
-    return st;
-}
-
-static char *host_ip(unsigned i)
-{
-    char buf[64];
-    const char *dot = strrchr(T.gateway, '.');
-
-    assert_non_null(dot);
-    assert_true(snprintf(buf, sizeof(buf), "%.*s.%u", (int)(dot - T.gateway), T.gateway, 10 + i) >
-                0);
-    return kp_strdup(buf);
-}
-
 static char *host_name(unsigned i)
 {
     char buf[32];
@@ -169,24 +116,6 @@ static char *host_name(unsigned i)
 }
 
 /* --- API helpers -------------------------------------------------------------------------- */
-
-static void set(json_t *o, const char *const *path, const char *v)
-{
-    assert_int_equal(kp_json_patch_set_str(o, path, v), 0);
-}
-
-static json_t *obj_new(const char *api_version, const char *kind, const char *ns, const char *name)
-{
-    json_t *o = NULL;
-
-    assert_int_equal(kp_json_patch_new(&o), 0);
-    set(o, KP_JSON_PATH("apiVersion"), api_version);
-    set(o, KP_JSON_PATH("kind"), kind);
-    set(o, KP_JSON_PATH("metadata", "name"), name);
-    if (ns)
-        set(o, KP_JSON_PATH("metadata", "namespace"), ns);
-    return o;
-}
 
 static void create(const struct kp_resource *res, const char *ns, json_t *obj, json_t **ret)
 {
@@ -306,11 +235,11 @@ static unsigned events_for(unsigned i, const char *reason)
 /* A Node as a kubelet would register it (spec.providerID, an InternalIP), through the API. */
 static void node_create(const char *name, const char *provider_id, const char *ip)
 {
-    json_t *o = obj_new("v1", "Node", NULL, name);
+    json_t *o = kp_lab_obj_new("v1", "Node", NULL, name);
 
-    set(o, KP_JSON_PATH("metadata", "labels", "kpssh-test"), "hostctl");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "labels", "kpssh-test"), "hostctl");
     if (provider_id)
-        set(o, KP_JSON_PATH("spec", "providerID"), provider_id);
+        kp_lab_set(o, KP_JSON_PATH("spec", "providerID"), provider_id);
     delete_obj(&KP_RES_NODE, NULL, name);
     create(&KP_RES_NODE, NULL, o, NULL);
     if (ip)
@@ -342,35 +271,18 @@ static bool token_exists(const char *id)
 }
 
 /* Waits until the controller's host cache holds host i's current server version (a status
- * patch of ours must not race a write based on an older read). */
+ * patch of ours must not race a write based on an older read). Best effort: after 5 s the test
+ * goes on without it. */
 static void wait_cached(unsigned i, const char *rv)
 {
     char *name = host_name(i), key[128];
 
     (void)snprintf(key, sizeof(key), "%s/%s", T.ns, name);
-    for (int k = 0; k < 200; k++) {
-        struct kp_entry *e = NULL;
-        bool same =
-            kp_store_get(kp_informer_store(T.inf_hosts), key, &e) == 0 && kp_streq(e->rv, rv);
-
-        kp_entry_unref(e);
-        if (same)
-            break;
-        kp_sleep_usec(25 * KP_USEC_PER_MSEC);
-    }
+    (void)kp_lab_cached(T.inf_hosts, key, rv, 5 * KP_USEC_PER_SEC);
     kp_free(name);
 }
 
 /* --- fixture ------------------------------------------------------------------------------- */
-
-static char *env_var(const char *name)
-{
-    char *v = kp_lab_env(&T.lab, name);
-
-    if (!v)
-        fail_msg("%s missing from the lab's env.sh", name);
-    return v;
-}
 
 static void kubectl_apply_crds(void)
 {
@@ -389,31 +301,21 @@ static void kubectl_apply_crds(void)
                           "crd/nodeclaims.karpenter.sh",
                           NULL};
 
-    assert_int_equal(run_status(apply, NULL), 0);
-    assert_int_equal(run_status(wait, NULL), 0);
+    assert_int_equal(kp_lab_run(apply, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
+    assert_int_equal(kp_lab_run(wait, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
     kp_free(kc);
     kp_free(dir);
 }
 
-static struct kp_informer *informer(const struct kp_resource *res, const char *ns,
-                                    kp_project_fn project)
-{
-    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
-    struct kp_informer *inf = NULL;
-
-    assert_int_equal(kp_informer_new(T.c, &o, &inf), 0);
-    return inf;
-}
-
 static void sshhost(unsigned i, const char *cpu)
 {
-    char *name = host_name(i), *ip = host_ip(i);
-    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", T.ns, name);
+    char *name = host_name(i), *ip = kp_lab_host_ip(&T.lab, i);
+    json_t *o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", T.ns, name);
 
-    set(o, KP_JSON_PATH("spec", "address"), ip);
-    set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), "hc-key");
-    set(o, KP_JSON_PATH("spec", "capacity", "cpu"), cpu);
-    set(o, KP_JSON_PATH("spec", "capacity", "memory"), "4Gi");
+    kp_lab_set(o, KP_JSON_PATH("spec", "address"), ip);
+    kp_lab_set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), "hc-key");
+    kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "cpu"), cpu);
+    kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "memory"), "4Gi");
     create(&KP_RES_SSHHOST, T.ns, o, NULL);
     kp_free(name);
     kp_free(ip);
@@ -437,30 +339,30 @@ static int setup(void **state)
 
     (void)state;
     kp_lab_setup_namespace(&T.lab, "hostctl", T.ns, sizeof(T.ns));
+    T.lab.host_timeout_usec = 120 * KP_USEC_PER_SEC;
     T.c = kp_lab_admin_client(&T.lab);
-    T.host_sh = env_var("KPSSH_LAB_HOST_SH");
-    T.key_path = env_var("KPSSH_LAB_SSH_KEY");
-    T.gateway = env_var("KPSSH_LAB_GATEWAY");
+    T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
     kubectl_apply_crds();
     /* Hosts as the lab made them: no kubelet unit, no marker. */
     for (unsigned i = 1; i <= NHOSTS; i++)
-        (void)host_exec(i, "systemctl disable --now kubelet >/dev/null 2>&1; rm -f "
-                           "/etc/systemd/system/kubelet.service /var/lib/kpssh/hostctl-left");
+        (void)kp_lab_host_exec(&T.lab, i,
+                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -f "
+                               "/etc/systemd/system/kubelet.service /var/lib/kpssh/hostctl-left");
 
     pem = kp_lab_read_file(T.key_path, NULL);
-    o = obj_new("v1", "Secret", T.ns, "hc-key");
-    set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    o = kp_lab_obj_new("v1", "Secret", T.ns, "hc-key");
+    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
     kp_wipe(pem, strlen(pem));
     kp_free(pem);
     create(&KP_RES_SECRET, T.ns, o, NULL);
 
-    o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, PROFILE);
-    set(o, KP_JSON_PATH("spec", "version"), "1");
-    set(o, KP_JSON_PATH("spec", "scripts", "install"), "true\n");
-    set(o, KP_JSON_PATH("spec", "scripts", "join"), "true\n");
-    set(o, KP_JSON_PATH("spec", "scripts", "leave"), leave_script);
-    set(o, KP_JSON_PATH("spec", "timeouts", "leave"), "60s");
+    o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, PROFILE);
+    kp_lab_set(o, KP_JSON_PATH("spec", "version"), "1");
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "install"), "true\n");
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "join"), "true\n");
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "leave"), leave_script);
+    kp_lab_set(o, KP_JSON_PATH("spec", "timeouts", "leave"), "60s");
     delete_obj(&KP_RES_SSHJOINPROFILE, NULL, PROFILE);
     for (int k = 0; k < 50; k++) { /* until an old one is gone */
         json_t *old = NULL;
@@ -477,10 +379,11 @@ static int setup(void **state)
     sshhost(2, "2");
     sshhost(3, "4");
 
-    T.inf_hosts = informer(&KP_RES_SSHHOST, T.ns, kp_sshhost_project);
-    T.inf_nodes = informer(&KP_RES_NODE, NULL, kp_node_project);
-    T.inf_claims = informer(&KP_RES_NODECLAIM, NULL, kp_nodeclaim_project);
-    T.inf_profiles = informer(&KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
+    T.inf_hosts = kp_lab_informer_new(T.c, &KP_RES_SSHHOST, T.ns, kp_sshhost_project);
+    T.inf_nodes = kp_lab_informer_new(T.c, &KP_RES_NODE, NULL, kp_node_project);
+    T.inf_claims = kp_lab_informer_new(T.c, &KP_RES_NODECLAIM, NULL, kp_nodeclaim_project);
+    T.inf_profiles =
+        kp_lab_informer_new(T.c, &KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
     assert_int_equal(kp_events_new(T.c, &eo, &T.events), 0);
 
     ho.pool_namespace = T.ns;
@@ -525,16 +428,15 @@ static int teardown(void **state)
                   (unsigned long long)ok, ok ? atomic_load(&O.probe_usec) / 1e3 / (double)ok : 0.0,
                   atomic_load(&O.probe_max) / 1e3, (unsigned long long)atomic_load(&O.probes_err));
     /* Give the lab back as it was: hosts up and reachable, no kubelet, known_hosts current. */
-    (void)host_sh("heal", 3);
+    (void)kp_lab_host_sh(&T.lab, "heal", 3);
     for (unsigned i = 1; i <= NHOSTS; i++)
-        (void)host_exec(i, "systemctl disable --now kubelet >/dev/null 2>&1; rm -f "
-                           "/etc/systemd/system/kubelet.service /var/lib/kpssh/hostctl-left");
+        (void)kp_lab_host_exec(&T.lab, i,
+                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -f "
+                               "/etc/systemd/system/kubelet.service /var/lib/kpssh/hostctl-left");
     {
-        const char *argv[] = {T.host_sh, "known-hosts", NULL};
-        char *out = NULL;
+        const char *argv[] = {T.lab.host_sh, "known-hosts", NULL};
 
-        (void)run_status(argv, &out);
-        kp_free(out);
+        (void)kp_lab_run(argv, T.lab.host_timeout_usec, 0, NULL);
     }
     if (T.c) { /* best effort: the lab goes away after the run anyway */
         int r = kp_client_delete(T.c, &KP_RES_SSHJOINPROFILE, NULL, PROFILE, NULL, NULL);
@@ -550,9 +452,7 @@ static int teardown(void **state)
     T.inf_claims = kp_informer_free(T.inf_claims);
     T.inf_profiles = kp_informer_free(T.inf_profiles);
     T.c = kp_client_free(T.c);
-    kp_free(T.host_sh);
     kp_free(T.key_path);
-    kp_free(T.gateway);
     kp_free(T.repo);
     kp_lab_teardown_namespace(&T.lab, T.ns);
     return 0;
@@ -648,10 +548,10 @@ static void test_claims(void **state)
 
     (void)state;
     /* A NodeClaim as the core would create it. */
-    o = obj_new("karpenter.sh/v1", "NodeClaim", NULL, "hc-nc1");
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), "hc");
+    o = kp_lab_obj_new("karpenter.sh/v1", "NodeClaim", NULL, "hc-nc1");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), "hc");
     assert_int_equal(
         kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "requirements"), kp_lab_json("[]")), 0);
     delete_obj(&KP_RES_NODECLAIM, NULL, "hc-nc1");
@@ -720,7 +620,7 @@ static void test_claims(void **state)
 static void test_zombie(void **state)
 {
     struct kp_entry *h;
-    char *ip = host_ip(1), *name = host_name(1);
+    char *ip = kp_lab_host_ip(&T.lab, 1), *name = host_name(1);
     bool saw_leaving = false;
     uint64_t t0, wall;
     unsigned left0 = (unsigned)atomic_load(&O.left);
@@ -737,20 +637,20 @@ static void test_zombie(void **state)
     /* Its old Node is still there (the core has not collected it) ... */
     node_create("hc-zombie", "kpssh://elsewhere/hc-1", ip);
     /* ... and it reboots with kubelet enabled. */
-    assert_int_equal(host_exec(1, kubelet_unit), 0);
-    assert_int_equal(host_exec(1, "systemctl enable kubelet"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 1, kubelet_unit), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 1, "systemctl enable kubelet"), 0);
     t0 = kp_mono_usec();
-    assert_int_equal(host_sh("reboot", 1), 0);
-    for (int k = 0; k < 100 && host_exec(1, "systemctl is-active kubelet") != 0; k++)
+    assert_int_equal(kp_lab_host_sh(&T.lab, "reboot", 1), 0);
+    for (int k = 0; k < 100 && kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet") != 0; k++)
         kp_sleep_usec(100 * KP_USEC_PER_MSEC);
-    assert_int_equal(host_exec(1, "systemctl is-active kubelet"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
 
     /* Leaving -> leave ran -> Node deleted -> Available. */
     for (;;) {
         h = host_get(1);
         saw_leaving |= HV(h)->state == KP_HOST_LEAVING;
-        if (host_exec(1, "test -s /var/lib/kpssh/hostctl-left") == 0 && !node_exists("hc-zombie") &&
-            HV(h)->state == KP_HOST_AVAILABLE)
+        if (kp_lab_host_exec(&T.lab, 1, "test -s /var/lib/kpssh/hostctl-left") == 0 &&
+            !node_exists("hc-zombie") && HV(h)->state == KP_HOST_AVAILABLE)
             break;
         if (kp_mono_usec() - t0 > WAIT_SECONDS * KP_USEC_PER_SEC)
             fail_msg("zombie guard did not finish: state %s, error %s",
@@ -764,8 +664,8 @@ static void test_zombie(void **state)
     print_message("# zombie guard: reboot -> Leaving%s -> leave -> Node deleted -> Available in "
                   "%.0f ms\n",
                   saw_leaving ? " (seen)" : " (too brief to poll)", wall / 1e3);
-    assert_int_not_equal(host_exec(1, "systemctl is-active kubelet"), 0);
-    assert_int_not_equal(host_exec(1, "systemctl is-enabled kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-enabled kubelet"), 0);
     assert_int_equal(events_for(1, KP_HOSTCTL_EVENT_ZOMBIE), 1);
     assert_int_equal(events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT), 1);
     assert_int_equal(atomic_load(&O.left), left0 + 1);
@@ -785,8 +685,8 @@ static void test_foreign(void **state)
     enum kp_cond_status st;
 
     (void)state;
-    assert_int_equal(host_exec(2, kubelet_unit), 0);
-    assert_int_equal(host_exec(2, "systemctl enable --now kubelet"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, kubelet_unit), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl enable --now kubelet"), 0);
     h = wait_state(2, KP_HOST_UNHEALTHY, "cannot attribute", NULL);
     assert_string_equal(ready_reason(HV(h), &st), KP_HOSTCTL_REASON_FOREIGN);
     assert_int_equal(st, KP_COND_FALSE);
@@ -795,15 +695,15 @@ static void test_foreign(void **state)
     assert_true(atomic_load(&O.parked) >= 1);
     /* Never touched: still running and enabled a few probes later, still parked. */
     kp_sleep_usec(5 * KP_USEC_PER_SEC);
-    assert_int_equal(host_exec(2, "systemctl is-active kubelet"), 0);
-    assert_int_equal(host_exec(2, "systemctl is-enabled kubelet"), 0);
-    assert_int_not_equal(host_exec(2, "test -e /var/lib/kpssh/hostctl-left"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl is-active kubelet"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl is-enabled kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, 2, "test -e /var/lib/kpssh/hostctl-left"), 0);
     h = host_get(2);
     assert_int_equal(HV(h)->state, KP_HOST_UNHEALTHY);
     kp_entry_unref(h);
     assert_int_equal(events_for(2, KP_HOSTCTL_EVENT_FOREIGN), 1);
     /* Its owner stops it: the host recovers. */
-    assert_int_equal(host_exec(2, "systemctl disable --now kubelet"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl disable --now kubelet"), 0);
     h = wait_state(2, KP_HOST_AVAILABLE, NULL, NULL);
     kp_entry_unref(h);
 }
@@ -819,7 +719,7 @@ static void test_rekey(void **state)
     old_fp = kp_strdup(HV(h)->host_key_fingerprint);
     assert_non_null(old_fp);
     kp_entry_unref(h);
-    assert_int_equal(host_sh("rekey", 3), 0);
+    assert_int_equal(kp_lab_host_sh(&T.lab, "rekey", 3), 0);
     h = wait_state(3, KP_HOST_UNHEALTHY, "man-in-the-middle", NULL);
     assert_string_equal(ready_reason(HV(h), &st), KP_HOSTCTL_REASON_HOSTKEY);
     assert_string_equal(HV(h)->host_key_fingerprint, old_fp); /* never re-pinned */
@@ -851,24 +751,24 @@ static void test_unreachable(void **state)
 
     (void)state;
     t0 = kp_mono_usec();
-    assert_int_equal(host_sh("cut", 3), 0);
+    assert_int_equal(kp_lab_host_sh(&T.lab, "cut", 3), 0);
     h = wait_state(3, KP_HOST_UNHEALTHY, NULL, NULL);
     print_message("# cut -> Unhealthy in %.0f ms: %s\n", (kp_mono_usec() - t0) / 1e3,
                   HV(h)->last_probe_error);
     assert_string_equal(ready_reason(HV(h), &st), KP_HOSTCTL_REASON_FAILED);
     kp_entry_unref(h);
     t0 = kp_mono_usec();
-    assert_int_equal(host_sh("heal", 3), 0);
+    assert_int_equal(kp_lab_host_sh(&T.lab, "heal", 3), 0);
     h = wait_state(3, KP_HOST_AVAILABLE, NULL, NULL);
     print_message("# heal -> Available in %.0f ms\n", (kp_mono_usec() - t0) / 1e3);
     assert_null(HV(h)->last_probe_error);
     kp_entry_unref(h);
 
     /* Stopped outright (connection refused, then back after boot). */
-    assert_int_equal(host_sh("stop", 2), 0);
+    assert_int_equal(kp_lab_host_sh(&T.lab, "stop", 2), 0);
     h = wait_state(2, KP_HOST_UNHEALTHY, NULL, NULL);
     kp_entry_unref(h);
-    assert_int_equal(host_sh("start", 2), 0);
+    assert_int_equal(kp_lab_host_sh(&T.lab, "start", 2), 0);
     h = wait_state(2, KP_HOST_AVAILABLE, NULL, NULL);
     kp_entry_unref(h);
 }

@@ -222,9 +222,7 @@ static int setup(void **state)
 
     (void)state;
     kp_lab_load(&lab);
-    path = kp_lab_env(&lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
-    if (!path)
-        fail_msg("env.sh has no KPSSH_LAB_ADMIN_TOKEN_FILE");
+    path = kp_lab_env_need(&lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
     token = kp_lab_read_file(path, &n);
     token[strcspn(token, "\r\n")] = '\0';
     kp_free(path);

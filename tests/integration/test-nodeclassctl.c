@@ -26,7 +26,6 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "base/spawn.h"
 #include "base/str.h"
 #include "base/time.h"
 #include "json/json.h"
@@ -474,7 +473,7 @@ static void on_opened(void *ctx, const char *key, uint64_t usec)
     atomic_store(&T.opened_usec, usec);
 }
 
-static int kubectl_apply_crds(void)
+static void kubectl_apply_crds(void)
 {
     char *kc = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
     char *dir =
@@ -484,35 +483,11 @@ static int kubectl_apply_crds(void)
     const char *wait[] = {
         T.lab.kubectl,   "--kubeconfig", kc,      "wait", "--for=condition=established",
         "--timeout=60s", "crd",          "--all", NULL};
-    struct kp_spawn_opts o = {
-        .timeout_usec = 120 * KP_USEC_PER_SEC, .max_stdout = 1 << 20, .stderr_tail = 4096};
-    struct kp_spawn_result res;
-    int st = -1;
 
-    o.argv = argv;
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    if (res.end == KP_SPAWN_EXITED && res.status == 0) {
-        kp_spawn_result_done(&res);
-        o.argv = wait;
-        assert_int_equal(kp_spawn_run(&o, &res), 0);
-    }
-    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
-    if (st != 0)
-        print_message("# kubectl: %s\n", kp_buf_str(&res.err));
-    kp_spawn_result_done(&res);
+    assert_int_equal(kp_lab_run(argv, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
+    assert_int_equal(kp_lab_run(wait, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
     kp_free(kc);
     kp_free(dir);
-    return st;
-}
-
-static struct kp_informer *informer(const struct kp_resource *res, const char *ns,
-                                    kp_project_fn project)
-{
-    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
-    struct kp_informer *inf = NULL;
-
-    assert_int_equal(kp_informer_new(T.c, &o, &inf), 0);
-    return inf;
 }
 
 static int setup(void **state)
@@ -525,14 +500,14 @@ static int setup(void **state)
     kp_lab_setup_namespace(&T.lab, "nodeclass", T.ns, sizeof(T.ns));
     (void)snprintf(T.px, sizeof(T.px), "nc%d", (int)getpid());
     T.c = kp_lab_admin_client(&T.lab);
-    assert_int_equal(kubectl_apply_crds(), 0);
+    kubectl_apply_crds();
 
-    T.classes = informer(&KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
-    T.profiles = informer(&KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
-    T.hosts = informer(&KP_RES_SSHHOST, T.ns, kp_sshhost_project);
-    T.claims = informer(&KP_RES_NODECLAIM, NULL, kp_nodeclaim_project);
-    T.nodes = informer(&KP_RES_NODE, NULL, kp_node_project);
-    T.pods = informer(&KP_RES_POD, T.ns, kp_pod_project);
+    T.classes = kp_lab_informer_new(T.c, &KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
+    T.profiles = kp_lab_informer_new(T.c, &KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
+    T.hosts = kp_lab_informer_new(T.c, &KP_RES_SSHHOST, T.ns, kp_sshhost_project);
+    T.claims = kp_lab_informer_new(T.c, &KP_RES_NODECLAIM, NULL, kp_nodeclaim_project);
+    T.nodes = kp_lab_informer_new(T.c, &KP_RES_NODE, NULL, kp_node_project);
+    T.pods = kp_lab_informer_new(T.c, &KP_RES_POD, T.ns, kp_pod_project);
 
     no.pool_namespace = T.ns;
     no.client = T.c;

@@ -28,11 +28,9 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
-#include "base/spawn.h"
 #include "base/str.h"
 #include "base/time.h"
 #include "core/provider.h"
@@ -57,7 +55,7 @@
 static struct {
     struct kp_lab lab;
     struct kp_client *c;
-    char *host_sh, *key_path, *gateway, *admin_token, *repo;
+    char *key_path, *admin_token, *repo;
     struct kp_informer *inf_hosts, *inf_classes, *inf_profiles, *inf_nodes;
     struct kp_ssh_provider *sp;
     struct kp_provider prov;
@@ -88,180 +86,65 @@ static const struct kp_ssh_observer observer = {.phase = obs_phase};
 
 /* --- process helpers ----------------------------------------------------------------------- */
 
-static int run_status(const char *const *argv, char **ret_out)
-{
-    struct kp_spawn_opts o = {.argv = argv,
-                              .timeout_usec = 300 * KP_USEC_PER_SEC,
-                              .max_stdout = 1 << 20,
-                              .stderr_tail = 8192};
-    struct kp_spawn_result res;
-    int st;
-
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
-    if (st != 0 && !ret_out)
-        print_message("# %s %s: status %d: %s\n", argv[0], argv[1] ? argv[1] : "", st,
-                      kp_buf_str(&res.err));
-    if (ret_out) {
-        *ret_out = kp_strdup(kp_buf_str(&res.out));
-        assert_non_null(*ret_out);
-    }
-    kp_spawn_result_done(&res);
-    return st;
-}
-
-static int host_sh(const char *verb, unsigned i)
-{
-    char idx[16];
-    const char *argv[] = {T.host_sh, verb, idx, NULL};
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    return run_status(argv, NULL);
-}
-
-/* A shell command as root inside lab host i; its exit status. */
-static int host_exec(unsigned i, const char *cmd)
-{
-    char idx[16], *out = NULL;
-    const char *argv[] = {T.host_sh, "exec", idx, "sh", "-c", cmd, NULL};
-    int st;
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    st = run_status(argv, &out);
-    kp_free(out);
-    return st;
-}
-
 static void kubectl(const char *a1, const char *a2, const char *a3, const char *a4)
 {
     char *kc = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
     const char *argv[] = {T.lab.kubectl, "--kubeconfig", kc, a1, a2, a3, a4, NULL};
 
     assert_non_null(kc);
-    assert_int_equal(run_status(argv, NULL), 0);
+    assert_int_equal(kp_lab_run(argv, 300 * KP_USEC_PER_SEC, 0, NULL), 0);
     kp_free(kc);
-}
-
-static char *host_ip(unsigned i)
-{
-    char buf[64];
-    const char *dot = strrchr(T.gateway, '.');
-
-    assert_non_null(dot);
-    assert_true(snprintf(buf, sizeof(buf), "%.*s.%u", (int)(dot - T.gateway), T.gateway, 10 + i) >
-                0);
-    return kp_strdup(buf);
 }
 
 /* --- API objects ---------------------------------------------------------------------------- */
 
-static void create_or_replace(const struct kp_resource *res, const char *ns, const char *name,
-                              json_t *obj)
-{
-    struct kp_error e = KP_ERROR_INIT;
-    int r;
-
-    r = kp_client_delete(T.c, res, ns, name, NULL, &e);
-    if (r != -ENOENT)
-        kp_lab_check(r, &e, "delete old object");
-    for (int i = 0; i < 100; i++) { /* until the old one is gone */
-        kp_error_done(&e);
-        r = kp_client_create(T.c, res, ns, obj, NULL, &e);
-        if (r != -EEXIST && r != -KP_ECONFLICT)
-            break;
-        kp_sleep_usec(100 * 1000);
-    }
-    kp_lab_check(r, &e, name);
-    kp_error_done(&e);
-    kp_json_unref(obj);
-}
-
-static void set(json_t *o, const char *const *path, const char *v)
-{
-    assert_int_equal(kp_json_patch_set_str(o, path, v), 0);
-}
-
-static json_t *obj_new(const char *api_version, const char *kind, const char *ns, const char *name)
-{
-    json_t *o = NULL;
-
-    assert_int_equal(kp_json_patch_new(&o), 0);
-    set(o, KP_JSON_PATH("apiVersion"), api_version);
-    set(o, KP_JSON_PATH("kind"), kind);
-    set(o, KP_JSON_PATH("metadata", "name"), name);
-    if (ns)
-        set(o, KP_JSON_PATH("metadata", "namespace"), ns);
-    return o;
-}
-
 static void profile(const char *name, const char *install, const char *join, const char *leave)
 {
-    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, name);
+    json_t *o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHJoinProfile", NULL, name);
 
-    set(o, KP_JSON_PATH("spec", "version"), "1");
-    set(o, KP_JSON_PATH("spec", "scripts", "install"), install);
-    set(o, KP_JSON_PATH("spec", "scripts", "join"), join);
-    set(o, KP_JSON_PATH("spec", "scripts", "leave"), leave);
-    set(o, KP_JSON_PATH("spec", "timeouts", "join"), "3m");
-    create_or_replace(&KP_RES_SSHJOINPROFILE, NULL, name, o);
-}
-
-static char *b64(const char *p, size_t n)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = kp_malloc((n + 2) / 3 * 4 + 1), *w = out;
-
-    assert_non_null(out);
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned char)p[i] << 16;
-
-        if (i + 1 < n)
-            v |= (unsigned char)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char)p[i + 2];
-        *w++ = tbl[(v >> 18) & 63];
-        *w++ = tbl[(v >> 12) & 63];
-        *w++ = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-        *w++ = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    *w = '\0';
-    return out;
+    kp_lab_set(o, KP_JSON_PATH("spec", "version"), "1");
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "install"), install);
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "join"), join);
+    kp_lab_set(o, KP_JSON_PATH("spec", "scripts", "leave"), leave);
+    kp_lab_set(o, KP_JSON_PATH("spec", "timeouts", "join"), "3m");
+    kp_lab_create_or_replace(T.c, &KP_RES_SSHJOINPROFILE, NULL, o);
 }
 
 static void nodeclass(const char *name, const char *cls, const char *prof, const char *key_var)
 {
-    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, name);
-    char *ca = b64(T.lab.ca, T.lab.ca_len);
+    json_t *o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, name);
+    char *ca = kp_lab_base64(T.lab.ca, T.lab.ca_len);
 
-    set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS), cls);
-    set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), prof);
-    set(o, KP_JSON_PATH("spec", "cluster", "endpoint"), T.lab.api_url);
-    set(o, KP_JSON_PATH("spec", "cluster", "caBundle"), ca);
-    set(o, KP_JSON_PATH("spec", "vars", "clusterDNS"), "10.0.0.10");
-    set(o, KP_JSON_PATH("spec", "vars", "bootstrapWait"), "120");
+    kp_lab_set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS),
+               cls);
+    kp_lab_set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), prof);
+    kp_lab_set(o, KP_JSON_PATH("spec", "cluster", "endpoint"), T.lab.api_url);
+    kp_lab_set(o, KP_JSON_PATH("spec", "cluster", "caBundle"), ca);
+    kp_lab_set(o, KP_JSON_PATH("spec", "vars", "clusterDNS"), "10.0.0.10");
+    kp_lab_set(o, KP_JSON_PATH("spec", "vars", "bootstrapWait"), "120");
     if (key_var)
-        set(o, KP_JSON_PATH("spec", "vars", "adminToken"), key_var);
+        kp_lab_set(o, KP_JSON_PATH("spec", "vars", "adminToken"), key_var);
     kp_free(ca);
-    create_or_replace(&KP_RES_SSHNODECLASS, NULL, name, o);
+    kp_lab_create_or_replace(T.c, &KP_RES_SSHNODECLASS, NULL, o);
 }
 
 /* An SSHHost for lab host i, made Available as a successful probe would. */
 static void sshhost(const char *name, unsigned i, const char *cls, const char *key_secret)
 {
-    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", POOL_NS, name);
+    json_t *o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", POOL_NS, name);
     json_t *p = NULL;
     struct kp_error e = KP_ERROR_INIT;
-    char *ip = host_ip(i);
+    char *ip = kp_lab_host_ip(&T.lab, i);
 
-    set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_LABEL_HOST_CLASS), cls);
-    set(o, KP_JSON_PATH("spec", "address"), ip);
-    set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), key_secret);
-    set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
-    set(o, KP_JSON_PATH("spec", "capacity", "memory"), "4Gi");
-    create_or_replace(&KP_RES_SSHHOST, POOL_NS, name, o);
+    kp_lab_set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_LABEL_HOST_CLASS), cls);
+    kp_lab_set(o, KP_JSON_PATH("spec", "address"), ip);
+    kp_lab_set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), key_secret);
+    kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
+    kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "memory"), "4Gi");
+    kp_lab_create_or_replace(T.c, &KP_RES_SSHHOST, POOL_NS, o);
     assert_int_equal(kp_json_patch_new(&p), 0);
-    set(p, KP_JSON_PATH("status", "state"), "Available");
-    set(p, KP_JSON_PATH("status", "observedArch"), "amd64");
+    kp_lab_set(p, KP_JSON_PATH("status", "state"), "Available");
+    kp_lab_set(p, KP_JSON_PATH("status", "observedArch"), "amd64");
     kp_lab_check(
         kp_client_patch(T.c, &KP_RES_SSHHOST, POOL_NS, name, "status", KP_PATCH_MERGE, p, NULL, &e),
         &e, "host status");
@@ -304,35 +187,21 @@ static void wait_cached_available(const char *name)
     fail_msg("host %s never showed Available in the cache", name);
 }
 
-static void wait_cached(struct kp_informer *inf, const char *key)
-{
-    for (int i = 0; i < 300; i++) {
-        struct kp_entry *e = NULL;
-
-        if (kp_store_get(kp_informer_store(inf), key, &e) == 0) {
-            kp_entry_unref(e);
-            return;
-        }
-        kp_sleep_usec(50 * 1000);
-    }
-    fail_msg("%s never reached the cache", key);
-}
-
 /* A NodeClaim as the core would hand it over; provider_id set for Delete. */
 static struct kp_entry *nodeclaim(const char *name, const char *uid, const char *nodeclass_name,
                                   const char *provider_id)
 {
     struct kp_entry *e = NULL;
-    json_t *o = obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
+    json_t *o = kp_lab_obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
 
-    set(o, KP_JSON_PATH("metadata", "uid"), uid);
-    set(o, KP_JSON_PATH("metadata", "resourceVersion"), "1");
-    set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "prov");
-    set(o, KP_JSON_PATH("metadata", "labels", "team"), "storage");
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
-    set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), nodeclass_name);
-    set(o, KP_JSON_PATH("spec", "resources", "requests", "cpu"), "100m");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "uid"), uid);
+    kp_lab_set(o, KP_JSON_PATH("metadata", "resourceVersion"), "1");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "prov");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "labels", "team"), "storage");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), nodeclass_name);
+    kp_lab_set(o, KP_JSON_PATH("spec", "resources", "requests", "cpu"), "100m");
     {
         json_t *taints = kp_lab_json("[{\"key\":\"karpenter.kpssh.dev/pool\",\"effect\":"
                                      "\"NoSchedule\"}]");
@@ -340,7 +209,7 @@ static struct kp_entry *nodeclaim(const char *name, const char *uid, const char 
         assert_int_equal(kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "taints"), taints), 0);
     }
     if (provider_id)
-        set(o, KP_JSON_PATH("status", "providerID"), provider_id);
+        kp_lab_set(o, KP_JSON_PATH("status", "providerID"), provider_id);
     assert_int_equal(kp_nodeclaim_project(o, &e), 0);
     kp_json_unref(o);
     return e;
@@ -393,7 +262,7 @@ static int tok_page(const struct kp_list_page *page, void *ud)
         json_t *it = kp_json_array_at(page->items, i);
 
         if (kp_json_pathv_str(it, KP_JSON_PATH("data", "description"), &d) == 0) {
-            char *want = b64(t->want, strlen(t->want));
+            char *want = kp_lab_base64(t->want, strlen(t->want));
 
             if (kp_streq(d, want))
                 t->n++;
@@ -429,15 +298,6 @@ static void print_report(const char *what, const struct kp_ssh_create_report *r)
 
 /* --- fixture ------------------------------------------------------------------------------------ */
 
-static char *read_env_var(const char *name)
-{
-    char *v = kp_lab_env(&T.lab, name);
-
-    if (!v)
-        fail_msg("%s missing from the lab's env.sh", name);
-    return v;
-}
-
 static char *read_repo_file(const char *rel)
 {
     char *path = kp_strjoin(T.repo, "/", rel, (const char *)NULL);
@@ -447,18 +307,6 @@ static char *read_repo_file(const char *rel)
     s = kp_lab_read_file(path, NULL);
     kp_free(path);
     return s;
-}
-
-static struct kp_informer *informer(const struct kp_resource *res, const char *ns,
-                                    kp_project_fn project)
-{
-    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
-    struct kp_informer *inf = NULL;
-
-    assert_int_equal(kp_informer_new(T.c, &o, &inf), 0);
-    assert_int_equal(kp_informer_start(inf), 0);
-    assert_int_equal(kp_informer_wait_synced(inf, 60 * KP_USEC_PER_SEC), 0);
-    return inf;
 }
 
 /* The race profile's join registers the Node through the API, as a kubelet would, so the race
@@ -491,11 +339,9 @@ static int setup(void **state)
     (void)state;
     kp_lab_load(&T.lab);
     T.c = kp_lab_admin_client(&T.lab);
-    T.host_sh = read_env_var("KPSSH_LAB_HOST_SH");
-    T.key_path = read_env_var("KPSSH_LAB_SSH_KEY");
-    T.gateway = read_env_var("KPSSH_LAB_GATEWAY");
+    T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
-    token_file = read_env_var("KPSSH_LAB_ADMIN_TOKEN_FILE");
+    token_file = kp_lab_env_need(&T.lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
     T.admin_token = kp_lab_read_file(token_file, NULL);
     kp_free(token_file);
     for (char *p = T.admin_token; *p; p++)
@@ -525,11 +371,11 @@ static int setup(void **state)
 
     /* The key Secret from the lab's controller key. */
     pem = kp_lab_read_file(T.key_path, NULL);
-    o = obj_new("v1", "Secret", POOL_NS, "prov-key");
-    set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    o = kp_lab_obj_new("v1", "Secret", POOL_NS, "prov-key");
+    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
     kp_wipe(pem, strlen(pem));
     kp_free(pem);
-    create_or_replace(&KP_RES_SECRET, POOL_NS, "prov-key", o);
+    kp_lab_create_or_replace(T.c, &KP_RES_SECRET, POOL_NS, o);
 
     /* Profiles: the shipped tls-bootstrap join and leave verbatim; a race profile. */
     join = read_repo_file("profiles/tls-bootstrap/join.sh");
@@ -545,25 +391,21 @@ static int setup(void **state)
     sshhost("lab-1", LAB_HOST, "prov-lab", "prov-key");
     sshhost("nokey-1", 2, "prov-nokey", "no-such-secret");
 
-    T.inf_hosts = informer(&KP_RES_SSHHOST, POOL_NS, kp_sshhost_project);
-    T.inf_classes = informer(&KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
-    T.inf_profiles = informer(&KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
-    wait_cached(T.inf_classes, "prov-lab");
-    wait_cached(T.inf_classes, "prov-race");
-    wait_cached(T.inf_classes, "prov-nokey");
-    wait_cached(T.inf_profiles, "tls-bootstrap");
-    wait_cached(T.inf_profiles, "prov-race");
+    T.inf_hosts = kp_lab_informer(T.c, &KP_RES_SSHHOST, POOL_NS, kp_sshhost_project);
+    T.inf_classes = kp_lab_informer(T.c, &KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
+    T.inf_profiles = kp_lab_informer(T.c, &KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
+    kp_lab_wait_cached(T.inf_classes, "prov-lab");
+    kp_lab_wait_cached(T.inf_classes, "prov-race");
+    kp_lab_wait_cached(T.inf_classes, "prov-nokey");
+    kp_lab_wait_cached(T.inf_profiles, "tls-bootstrap");
+    kp_lab_wait_cached(T.inf_profiles, "prov-race");
     wait_cached_available("lab-1");
     wait_cached_available("nokey-1");
     /* Registration reads the Node informer through the shared indexes, as in the controller. */
-    {
-        struct kp_informer_opts no = {.res = &KP_RES_NODE, .project = kp_node_project};
-
-        assert_int_equal(kp_informer_new(T.c, &no, &T.inf_nodes), 0);
-        assert_int_equal(kp_ssh_index_nodes(T.inf_nodes), 0);
-        assert_int_equal(kp_informer_start(T.inf_nodes), 0);
-        assert_int_equal(kp_informer_wait_synced(T.inf_nodes, 60 * KP_USEC_PER_SEC), 0);
-    }
+    T.inf_nodes = kp_lab_informer_new(T.c, &KP_RES_NODE, NULL, kp_node_project);
+    assert_int_equal(kp_ssh_index_nodes(T.inf_nodes), 0);
+    assert_int_equal(kp_informer_start(T.inf_nodes), 0);
+    assert_int_equal(kp_informer_wait_synced(T.inf_nodes, 60 * KP_USEC_PER_SEC), 0);
 
     po.pool_namespace = POOL_NS;
     po.hosts = kp_informer_store(T.inf_hosts);
@@ -584,20 +426,19 @@ static int teardown(void **state)
     (void)state;
     for (unsigned i = 0; i < RACE_HOSTS; i++)
         if (T.race_hosts_added[i])
-            (void)host_sh("del", RACE_FIRST + i);
+            (void)kp_lab_host_sh(&T.lab, "del", RACE_FIRST + i);
     /* Leave host 1 as the lab made it. */
-    (void)host_exec(LAB_HOST, "systemctl disable --now kubelet containerd >/dev/null 2>&1; rm -rf "
-                              "/var/lib/kpssh/* /etc/kubernetes/* /var/lib/kubelet/* "
-                              "/etc/systemd/system/kubelet.service.d");
+    (void)kp_lab_host_exec(&T.lab, LAB_HOST,
+                           "systemctl disable --now kubelet containerd >/dev/null 2>&1; rm -rf "
+                           "/var/lib/kpssh/* /etc/kubernetes/* /var/lib/kubelet/* "
+                           "/etc/systemd/system/kubelet.service.d");
     T.sp = kp_ssh_provider_free(T.sp);
     T.inf_hosts = kp_informer_free(T.inf_hosts);
     T.inf_classes = kp_informer_free(T.inf_classes);
     T.inf_profiles = kp_informer_free(T.inf_profiles);
     T.inf_nodes = kp_informer_free(T.inf_nodes);
     T.c = kp_client_free(T.c);
-    kp_free(T.host_sh);
     kp_free(T.key_path);
-    kp_free(T.gateway);
     kp_free(T.repo);
     if (T.admin_token)
         kp_wipe(T.admin_token, strlen(T.admin_token));
@@ -705,8 +546,8 @@ static void test_lifecycle(void **state)
     r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &err);
     if (r < 0)
         fail_msg("Delete A: %s %s", kp_strerror(r), err.message ? err.message : "");
-    assert_int_not_equal(host_exec(LAB_HOST, "systemctl is-enabled kubelet"), 0);
-    assert_int_not_equal(host_exec(LAB_HOST, "systemctl is-active kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-enabled kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-active kubelet"), 0);
     h = host_get("lab-1");
     assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE);
     assert_null(kp_sshhost_view(h)->claim_name);
@@ -727,8 +568,9 @@ static void test_lifecycle(void **state)
     assert_false(rep.installed);
     assert_int_equal(rep.install_usec, 0);
     assert_string_equal(rep.host, "lab-1");
-    assert_int_equal(host_exec(LAB_HOST, "test \"$(wc -l < /var/lib/kpssh/install-runs)\" -eq 1"),
-                     0);
+    assert_int_equal(
+        kp_lab_host_exec(&T.lab, LAB_HOST, "test \"$(wc -l < /var/lib/kpssh/install-runs)\" -eq 1"),
+        0);
     assert_true(wait_node_ready("prov-b", 120));
 
     /* The fence: a stale, retried Delete of A must not touch B's node. */
@@ -736,7 +578,7 @@ static void test_lifecycle(void **state)
     r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &err);
     assert_int_equal(r, -ENOENT);
     assert_int_equal(err.kind, KP_PROVIDER_ERR_NOT_FOUND);
-    assert_int_equal(host_exec(LAB_HOST, "systemctl is-active kubelet"), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-active kubelet"), 0);
     h = host_get("lab-1");
     assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_IN_USE);
     assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-b");
@@ -756,7 +598,7 @@ static void test_lifecycle(void **state)
 
     b_del = nodeclaim("prov-b", uid_b, "prov-lab", inst.provider_id);
     assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), 0);
-    assert_int_not_equal(host_exec(LAB_HOST, "systemctl is-enabled kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-enabled kubelet"), 0);
     assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-b"), 0);
     /* Deleting again: gone. */
     assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), -ENOENT);
@@ -820,16 +662,16 @@ static void cluster_info_put(bool present)
         kp_lab_check(r, &e, "delete cluster-info");
     kp_error_done(&e);
     if (present) {
-        char *ca = b64(T.lab.ca, T.lab.ca_len);
+        char *ca = kp_lab_base64(T.lab.ca, T.lab.ca_len);
         char *kc = kp_strjoin("apiVersion: v1\nkind: Config\nclusters:\n- name: \"\"\n  cluster:\n"
                               "    certificate-authority-data: ",
                               ca, "\n    server: ", T.lab.api_url,
                               "\ncontexts: null\ncurrent-context: \"\"\nusers: null\n",
                               (const char *)NULL);
-        json_t *o = obj_new("v1", "ConfigMap", "kube-public", "cluster-info");
+        json_t *o = kp_lab_obj_new("v1", "ConfigMap", "kube-public", "cluster-info");
 
-        set(o, KP_JSON_PATH("data", "kubeconfig"), kc);
-        create_or_replace(&KP_RES_CONFIGMAP, "kube-public", "cluster-info", o);
+        kp_lab_set(o, KP_JSON_PATH("data", "kubeconfig"), kc);
+        kp_lab_create_or_replace(T.c, &KP_RES_CONFIGMAP, "kube-public", o);
         kp_free(kc);
         kp_free(ca);
     }
@@ -840,18 +682,19 @@ static void test_cluster_info(void **state)
     struct kp_provider_instance inst = {0};
     struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
     struct kp_entry *nc, *h, *n;
-    json_t *o = obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, "prov-ci");
+    json_t *o =
+        kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, "prov-ci");
     char uid[64];
     int r;
 
     (void)state;
-    set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS),
-        "prov-ci");
-    set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), "prov-race");
-    set(o, KP_JSON_PATH("spec", "vars", "adminToken"), T.admin_token);
-    create_or_replace(&KP_RES_SSHNODECLASS, NULL, "prov-ci", o);
+    kp_lab_set(o, KP_JSON_PATH("spec", "hostSelector", "matchLabels", KP_KPSSH_LABEL_HOST_CLASS),
+               "prov-ci");
+    kp_lab_set(o, KP_JSON_PATH("spec", "joinProfileRef", "name"), "prov-race");
+    kp_lab_set(o, KP_JSON_PATH("spec", "vars", "adminToken"), T.admin_token);
+    kp_lab_create_or_replace(T.c, &KP_RES_SSHNODECLASS, NULL, o);
     sshhost("ci-1", 2, "prov-ci", "prov-key");
-    wait_cached(T.inf_classes, "prov-ci");
+    kp_lab_wait_cached(T.inf_classes, "prov-ci");
     wait_cached_available("ci-1");
 
     cluster_info_put(false);
@@ -924,7 +767,7 @@ static void test_race(void **state)
     for (unsigned i = 0; i < RACE_HOSTS; i++) {
         char name[32];
 
-        if (host_sh("add", RACE_FIRST + i) != 0)
+        if (kp_lab_host_sh(&T.lab, "add", RACE_FIRST + i) != 0)
             fail_msg("host.sh add %u failed", RACE_FIRST + i);
         T.race_hosts_added[i] = true;
         (void)snprintf(name, sizeof(name), "race-%u", RACE_FIRST + i);

@@ -19,7 +19,6 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/secret.h"
-#include "base/spawn.h"
 #include "base/str.h"
 #include "base/time.h"
 #include "json/json.h"
@@ -55,25 +54,6 @@ static int fixed_token_fn(void *userdata, bool refresh, struct kp_secret **ret)
 
     (void)refresh;
     return kp_secret_new(f->token, strlen(f->token), ret);
-}
-
-/* Runs argv; cmocka-fails unless it exits 0 (or, with may_fail, returns the status). */
-static int run(const char *const *argv, bool may_fail)
-{
-    struct kp_spawn_opts o = {.argv = argv,
-                              .timeout_usec = 300 * KP_USEC_PER_SEC,
-                              .max_stdout = 1 << 20,
-                              .stderr_tail = 8192};
-    struct kp_spawn_result res;
-    int st;
-
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
-    if (st != 0 && !may_fail)
-        fail_msg("%s %s failed (end %d status %d): %s", argv[0], argv[1] ? argv[1] : "",
-                 (int)res.end, res.status, kp_buf_str(&res.err));
-    kp_spawn_result_done(&res);
-    return st;
 }
 
 static char *strf(const char *fmt, ...) KP_PRINTF(1, 2);
@@ -154,7 +134,7 @@ static void ensure_crds(void)
         const char *argv[] = {t.lab.kubectl,   "--kubeconfig", t.kubeconfig, "apply",
                               "--server-side", "-f",           dir,          NULL};
 
-        run(argv, false);
+        kp_lab_run(argv, 300 * KP_USEC_PER_SEC, KP_LAB_RUN_MUST, NULL);
         kp_free(dir);
         t.applied_crds = true;
     } else {
@@ -189,8 +169,7 @@ static void test_setup(void **state)
     kp_lab_load(&t.lab);
     t.admin = kp_lab_admin_client(&t.lab);
     t.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
-    t.kubeconfig = kp_lab_env(&t.lab, "KUBECONFIG");
-    assert_non_null(t.kubeconfig);
+    t.kubeconfig = kp_lab_env_need(&t.lab, "KUBECONFIG");
     t.helm = strf("%s/helm", t.lab.bin);
     kp_lab_namespace(t.admin, RELEASE, t.ns, sizeof(t.ns));
     kp_lab_namespace(t.admin, "kpssh-rbac-pool", t.pool, sizeof(t.pool));
@@ -208,7 +187,7 @@ static void test_setup(void **state)
                               "--set",      "crds.install=false",
                               "--set",      "crds.karpenter=never",
                               NULL};
-        run(argv, false);
+        kp_lab_run(argv, 300 * KP_USEC_PER_SEC, KP_LAB_RUN_MUST, NULL);
     }
     kp_free(chart);
     kp_free(pool_set);
@@ -372,7 +351,7 @@ static void test_teardown(void **state)
     {
         const char *argv[] = {t.helm,  "--kubeconfig", t.kubeconfig, "uninstall",
                               RELEASE, "-n",           t.ns,         NULL};
-        run(argv, false);
+        kp_lab_run(argv, 300 * KP_USEC_PER_SEC, KP_LAB_RUN_MUST, NULL);
     }
     del(&KP_RES_SSHNODECLASS, NULL, RELEASE);
     del(&KP_RES_SSHJOINPROFILE, NULL, RELEASE);
@@ -385,7 +364,7 @@ static void test_teardown(void **state)
         char *dir = strf("%s/deploy/crds", t.repo);
         const char *argv[] = {t.lab.kubectl, "--kubeconfig", t.kubeconfig,         "delete", "-f",
                               dir,           "--wait=true",  "--ignore-not-found", NULL};
-        run(argv, true);
+        (void)kp_lab_run(argv, 300 * KP_USEC_PER_SEC, KP_LAB_RUN_QUIET, NULL);
         kp_free(dir);
     }
     kp_error_done(&e);

@@ -91,15 +91,12 @@ static void restart_apiserver(void)
 static void test_informer_survives_restart(void **state)
 {
     struct kp_client *c = kp_lab_admin_client(&lab);
-    struct kp_informer_opts io = {.res = &KP_RES_POD, .project = kp_pod_project, .ns = ns};
-    struct kp_informer *inf = NULL;
+    struct kp_informer *inf;
     struct kp_informer_stats st;
     uint64_t t0;
 
     (void)state;
-    assert_int_equal(kp_informer_new(c, &io, &inf), 0);
-    assert_int_equal(kp_informer_start(inf), 0);
-    assert_int_equal(kp_informer_wait_synced(inf, 60 * KP_USEC_PER_SEC), 0);
+    inf = kp_lab_informer(c, &KP_RES_POD, ns, kp_pod_project);
     create_pod(c, "before");
     wait_has(inf, "before");
 

@@ -1,11 +1,11 @@
 /* DESIGN: the SSH transport and phase runner against real lab sshd hosts (tests/lab).
  *
- * Runs inside the lab fixture: $KPSSH_LAB_DIR/env.sh names the lab key, host.sh and the hosts
- * directory; each host's host.env names its address, its non-root user and its host key. This
- * file reads both by letting bash source them (so it follows whatever the lab writes there),
- * and drives hosts with host.sh (exec, rekey, add, del). Hosts 1..3 come with the fixture;
- * hosts 4 and 5 are added here when absent and removed again at the end. Host 4 is the one
- * that gets re-keyed, so the fixture's own hosts keep their keys for other tests.
+ * Runs inside the lab fixture: $KPSSH_LAB_DIR/env.sh (read through tests/lib/kp-lab.h) names
+ * the lab key, host.sh and the hosts directory; each host's host.env names its address, its
+ * non-root user and its host key, and is read by letting bash source it (so it follows whatever
+ * the lab writes there). Hosts are driven with host.sh (exec, rekey, add, del). Hosts 1..3 come
+ * with the fixture; hosts 4 and 5 are added here when absent and removed again at the end. Host
+ * 4 is the one that gets re-keyed, so the fixture's own hosts keep their keys for other tests.
  *
  * Checks: TOFU accept and pin, pre-pin (fingerprint, public-key line, known_hosts line, hashed
  * line) beats the TOFU pin, a re-keyed host is refused with both fingerprints named, a deadline
@@ -15,6 +15,7 @@
  * hosts all succeed with one session per job, and 100 concurrent phase runs on ONE host all
  * complete (the reported stall) while every worker thread's libssh protocol log reaches our log.
  * No timed assertions: waits for the remote process to vanish poll with a generous limit. */
+#include "kp-lab.h"
 #include "kp-test.h"
 
 #include <errno.h>
@@ -30,7 +31,6 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
-#include "base/spawn.h"
 #include "base/str.h"
 #include "provider/ssh/runner.h"
 
@@ -47,7 +47,8 @@ struct lab_host {
 };
 
 static struct {
-    char *key_path, *host_sh, *hosts_dir, *known_hosts;
+    struct kp_lab env; /* env.sh */
+    char *key_path, *hosts_dir;
     struct kp_secret *key;
     struct lab_host hosts[NHOSTS + 1]; /* 1-based */
     char log_path[64];
@@ -57,37 +58,10 @@ static struct {
 /* Runs argv, returns stdout (new string); cmocka-fails unless it exits 0. */
 static char *run(const char *const *argv)
 {
-    struct kp_spawn_opts o = {.argv = argv,
-                              .timeout_usec = 300 * KP_USEC_PER_SEC,
-                              .max_stdout = 1 << 20,
-                              .stderr_tail = 8192};
-    struct kp_spawn_result res;
-    char *out;
+    char *out = NULL;
 
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    if (res.end != KP_SPAWN_EXITED || res.status != 0)
-        fail_msg("%s %s failed (end %d status %d): %s", argv[0], argv[1] ? argv[1] : "",
-                 (int)res.end, res.status, kp_buf_str(&res.err));
-    out = kp_strdup(kp_buf_str(&res.out));
-    assert_non_null(out);
-    kp_spawn_result_done(&res);
+    kp_lab_run(argv, 300 * KP_USEC_PER_SEC, KP_LAB_RUN_MUST, &out);
     return out;
-}
-
-/* The exit status of argv (no failure on non-zero). */
-static int run_status(const char *const *argv)
-{
-    struct kp_spawn_opts o = {.argv = argv,
-                              .timeout_usec = 60 * KP_USEC_PER_SEC,
-                              .max_stdout = 1 << 20,
-                              .stderr_tail = 8192};
-    struct kp_spawn_result res;
-    int st;
-
-    assert_int_equal(kp_spawn_run(&o, &res), 0);
-    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
-    kp_spawn_result_done(&res);
-    return st;
 }
 
 /* The whole log file so far (new string). Read in-process: with libssh's protocol log in it,
@@ -125,25 +99,6 @@ static void split_lines(char *s, char **out, size_t n)
         assert_non_null(out[i]);
         p = nl + 1;
     }
-}
-
-static int host_sh(const char *verb, unsigned i, const char *extra)
-{
-    char idx[16];
-    const char *argv[] = {lab.host_sh, verb, idx, extra, NULL};
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    return run_status(argv);
-}
-
-/* Runs a shell command as root inside host i; returns its exit status. */
-static int host_exec(unsigned i, const char *cmd)
-{
-    char idx[16];
-    const char *argv[] = {lab.host_sh, "exec", idx, "sh", "-c", cmd, NULL};
-
-    (void)snprintf(idx, sizeof(idx), "%u", i);
-    return run_status(argv);
 }
 
 static void host_load(unsigned i)
@@ -190,24 +145,13 @@ static void host_load(unsigned i)
 
 static int lab_setup(void **state)
 {
-    char *out, *fields[4];
-    const char *argv[] = {"bash", "-c",
-                          ". \"$KPSSH_LAB_DIR/env.sh\" && printf '%s\\n%s\\n%s\\n%s\\n' "
-                          "\"$KPSSH_LAB_SSH_KEY\" \"$KPSSH_LAB_HOST_SH\" \"$KPSSH_LAB_HOSTS_DIR\" "
-                          "\"$KPSSH_LAB_KNOWN_HOSTS\"",
-                          NULL};
     char *pem;
 
     (void)state;
-    if (!getenv("KPSSH_LAB_DIR"))
-        fail_msg("KPSSH_LAB_DIR is not set: run through ctest -L integration (lab fixture)");
-    out = run(argv);
-    split_lines(out, fields, 4);
-    kp_free(out);
-    lab.key_path = fields[0];
-    lab.host_sh = fields[1];
-    lab.hosts_dir = fields[2];
-    lab.known_hosts = fields[3];
+    kp_lab_load(&lab.env);
+    lab.env.host_timeout_usec = 60 * KP_USEC_PER_SEC;
+    lab.key_path = kp_lab_env_need(&lab.env, "KPSSH_LAB_SSH_KEY");
+    lab.hosts_dir = kp_lab_env_need(&lab.env, "KPSSH_LAB_HOSTS_DIR");
     {
         const char *cat[] = {"cat", lab.key_path, NULL};
 
@@ -221,7 +165,7 @@ static int lab_setup(void **state)
 
         (void)snprintf(env, sizeof(env), "%s/h%u/host.env", lab.hosts_dir, i);
         if (access(env, F_OK) != 0) {
-            assert_int_equal(host_sh("add", i, NULL), 0);
+            assert_int_equal(kp_lab_host_sh(&lab.env, "add", i), 0);
             lab.hosts[i].added = true;
         }
         host_load(i);
@@ -242,7 +186,7 @@ static int lab_teardown(void **state)
         struct lab_host *h = &lab.hosts[i];
 
         if (h->added)
-            (void)host_sh("del", i, NULL);
+            (void)kp_lab_host_sh(&lab.env, "del", i);
         kp_free(h->ip);
         kp_free(h->user);
         kp_free(h->keypub);
@@ -254,9 +198,8 @@ static int lab_teardown(void **state)
     (void)unlink(lab.log_path);
     kp_secret_free(lab.key);
     kp_free(lab.key_path);
-    kp_free(lab.host_sh);
     kp_free(lab.hosts_dir);
-    kp_free(lab.known_hosts);
+    kp_lab_done(&lab.env);
     return 0;
 }
 
@@ -361,7 +304,7 @@ static void test_rekey_refused(void **state)
     t.tofu_fingerprint = old;
     assert_int_equal(probe(&t, "true", &cap, &err), 0);
     kp_ssh_capture_done(&cap);
-    assert_int_equal(host_sh("rekey", 4, NULL), 0);
+    assert_int_equal(kp_lab_host_sh(&lab.env, "rekey", 4), 0);
     host_load(4);
     assert_string_not_equal(lab.hosts[4].fp, old);
     t = target(4, true); /* host_load replaced the strings t pointed to */
@@ -390,7 +333,7 @@ static void test_rekey_refused(void **state)
         kp_free(err);
         err = NULL;
     }
-    assert_int_not_equal(host_exec(4, "test -e /tmp/must-not-run"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&lab.env, 4, "test -e /tmp/must-not-run"), 0);
     /* The new key is accepted once the pin is updated. */
     t.known_host = lab.hosts[4].fp;
     assert_int_equal(probe(&t, "true", &cap, &err), 0);
@@ -424,7 +367,7 @@ static void deadline_kills(unsigned i, bool as_root, const char *marker)
     kp_free(err);
     /* The watchdog polls once a second; allow it plenty. */
     for (int k = 0; k < 60 && !gone; k++) {
-        gone = host_exec(i, check) == 0;
+        gone = kp_lab_host_exec(&lab.env, i, check) == 0;
         if (!gone)
             kp_sleep_usec(500 * KP_USEC_PER_MSEC);
     }

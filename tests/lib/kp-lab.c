@@ -12,14 +12,18 @@
 #include "kp-test.h"
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/secret.h"
+#include "base/spawn.h"
 #include "base/str.h"
 #include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
+#include "k8s/informer.h"
 #include "k8s/status.h"
+#include "k8s/store.h"
 
 char *kp_lab_read_file(const char *path, size_t *ret_len)
 {
@@ -83,7 +87,7 @@ char *kp_lab_env(const struct kp_lab *lab, const char *name)
     return v;
 }
 
-static char *kp_lab_need(const struct kp_lab *lab, const char *name)
+char *kp_lab_env_need(const struct kp_lab *lab, const char *name)
 {
     char *v = kp_lab_env(lab, name);
 
@@ -103,17 +107,20 @@ void kp_lab_load(struct kp_lab *lab)
         fail_msg("KPSSH_LAB_DIR is not set: run lab tests through ctest -L integration");
     lab->dir = kp_strdup(dir);
     assert_non_null(lab->dir);
-    lab->api_url = kp_lab_need(lab, "KPSSH_LAB_API_URL");
-    lab->etcd_url = kp_lab_need(lab, "KPSSH_LAB_ETCD_URL");
-    lab->kubectl = kp_lab_need(lab, "KPSSH_LAB_KUBECTL");
-    lab->bin = kp_lab_need(lab, "KPSSH_LAB_BIN");
-    path = kp_lab_need(lab, "KPSSH_LAB_CA");
+    lab->api_url = kp_lab_env_need(lab, "KPSSH_LAB_API_URL");
+    lab->etcd_url = kp_lab_env_need(lab, "KPSSH_LAB_ETCD_URL");
+    lab->kubectl = kp_lab_env_need(lab, "KPSSH_LAB_KUBECTL");
+    lab->bin = kp_lab_env_need(lab, "KPSSH_LAB_BIN");
+    lab->host_sh = kp_lab_env_need(lab, "KPSSH_LAB_HOST_SH");
+    lab->gateway = kp_lab_env_need(lab, "KPSSH_LAB_GATEWAY");
+    lab->host_timeout_usec = 300 * KP_USEC_PER_SEC;
+    path = kp_lab_env_need(lab, "KPSSH_LAB_CA");
     lab->ca = kp_lab_read_file(path, &lab->ca_len);
     kp_free(path);
-    path = kp_lab_need(lab, "KPSSH_LAB_ADMIN_CERT");
+    path = kp_lab_env_need(lab, "KPSSH_LAB_ADMIN_CERT");
     lab->cert = kp_lab_read_file(path, &lab->cert_len);
     kp_free(path);
-    path = kp_lab_need(lab, "KPSSH_LAB_ADMIN_KEY");
+    path = kp_lab_env_need(lab, "KPSSH_LAB_ADMIN_KEY");
     key = kp_lab_read_file(path, &key_len);
     assert_int_equal(kp_secret_new(key, key_len, &lab->key), 0);
     kp_wipe(key, key_len);
@@ -128,6 +135,8 @@ void kp_lab_done(struct kp_lab *lab)
     kp_free(lab->etcd_url);
     kp_free(lab->kubectl);
     kp_free(lab->bin);
+    kp_free(lab->host_sh);
+    kp_free(lab->gateway);
     kp_free(lab->ca);
     kp_free(lab->cert);
     kp_secret_free(lab->key);
@@ -220,4 +229,163 @@ void kp_lab_teardown_namespace(struct kp_lab *lab, const char *ns)
         fprintf(stderr, "# could not delete namespace %s (the lab is torn down anyway)\n", ns);
     kp_client_free(c);
     kp_lab_done(lab);
+}
+
+char *kp_lab_base64(const void *p, size_t n)
+{
+    struct kp_buf b = KP_BUF_INIT(64u << 20);
+    char *s;
+
+    assert_int_equal(kp_base64_encode(p, n, 0, &b), 0);
+    s = kp_buf_steal(&b, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+void kp_lab_set(json_t *o, const char *const *path, const char *v)
+{
+    assert_int_equal(kp_json_patch_set_str(o, path, v), 0);
+}
+
+json_t *kp_lab_obj_new(const char *api_version, const char *kind, const char *ns, const char *name)
+{
+    json_t *o = NULL;
+
+    assert_int_equal(kp_json_patch_new(&o), 0);
+    kp_lab_set(o, KP_JSON_PATH("apiVersion"), api_version);
+    kp_lab_set(o, KP_JSON_PATH("kind"), kind);
+    kp_lab_set(o, KP_JSON_PATH("metadata", "name"), name);
+    if (ns)
+        kp_lab_set(o, KP_JSON_PATH("metadata", "namespace"), ns);
+    return o;
+}
+
+void kp_lab_create_or_replace(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                              json_t *obj)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    const char *name = NULL;
+    int r;
+
+    assert_int_equal(kp_json_pathv_str(obj, KP_JSON_PATH("metadata", "name"), &name), 0);
+    r = kp_client_delete(c, res, ns, name, NULL, &e);
+    if (r != -ENOENT)
+        kp_lab_check(r, &e, "delete old object");
+    for (int i = 0; i < 100; i++) { /* until the old one is gone */
+        kp_error_done(&e);
+        r = kp_client_create(c, res, ns, obj, NULL, &e);
+        if (r != -EEXIST && r != -KP_ECONFLICT)
+            break;
+        if (i == 20) {
+            json_t *p = kp_lab_json("{\"metadata\":{\"finalizers\":null}}");
+
+            if (kp_client_patch(c, res, ns, name, NULL, KP_PATCH_MERGE, p, NULL, NULL) < 0)
+                print_message("# cannot let go of %s's finalizers\n", name);
+            kp_json_unref(p);
+        }
+        kp_sleep_usec(100 * KP_USEC_PER_MSEC);
+    }
+    kp_lab_check(r, &e, name);
+    kp_error_done(&e);
+    kp_json_unref(obj);
+}
+
+struct kp_informer *kp_lab_informer_new(struct kp_client *c, const struct kp_resource *res,
+                                        const char *ns, kp_project_fn project)
+{
+    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
+    struct kp_informer *inf = NULL;
+
+    assert_int_equal(kp_informer_new(c, &o, &inf), 0);
+    return inf;
+}
+
+struct kp_informer *kp_lab_informer(struct kp_client *c, const struct kp_resource *res,
+                                    const char *ns, kp_project_fn project)
+{
+    struct kp_informer *inf = kp_lab_informer_new(c, res, ns, project);
+
+    assert_int_equal(kp_informer_start(inf), 0);
+    assert_int_equal(kp_informer_wait_synced(inf, 60 * KP_USEC_PER_SEC), 0);
+    return inf;
+}
+
+bool kp_lab_cached(struct kp_informer *inf, const char *key, const char *rv, uint64_t timeout_usec)
+{
+    struct kp_deadline dl = kp_deadline_in(timeout_usec);
+
+    for (;;) {
+        struct kp_entry *e = NULL;
+        bool found =
+            kp_store_get(kp_informer_store(inf), key, &e) == 0 && (!rv || kp_streq(e->rv, rv));
+
+        kp_entry_unref(e);
+        if (found)
+            return true;
+        if (kp_deadline_expired(dl))
+            return false;
+        kp_sleep_usec(25 * KP_USEC_PER_MSEC);
+    }
+}
+
+void kp_lab_wait_cached(struct kp_informer *inf, const char *key)
+{
+    if (!kp_lab_cached(inf, key, NULL, 15 * KP_USEC_PER_SEC))
+        fail_msg("%s never reached the cache", key);
+}
+
+int kp_lab_run(const char *const *argv, uint64_t timeout_usec, enum kp_lab_run_flags flags,
+               char **ret_out)
+{
+    struct kp_spawn_opts o = {
+        .argv = argv, .timeout_usec = timeout_usec, .max_stdout = 1 << 20, .stderr_tail = 8192};
+    struct kp_spawn_result res;
+    int st;
+
+    assert_int_equal(kp_spawn_run(&o, &res), 0);
+    st = res.end == KP_SPAWN_EXITED ? res.status : -1;
+    if (st != 0 && (flags & KP_LAB_RUN_MUST))
+        fail_msg("%s %s failed (end %d status %d): %s", argv[0], argv[1] ? argv[1] : "",
+                 (int)res.end, res.status, kp_buf_str(&res.err));
+    if (st != 0 && !(flags & KP_LAB_RUN_QUIET))
+        print_message("# %s %s: status %d: %s\n", argv[0], argv[1] ? argv[1] : "", st,
+                      kp_buf_str(&res.err));
+    if (ret_out) {
+        *ret_out = kp_strdup(kp_buf_str(&res.out));
+        assert_non_null(*ret_out);
+    }
+    kp_spawn_result_done(&res);
+    return st;
+}
+
+int kp_lab_host_sh(const struct kp_lab *lab, const char *verb, unsigned i)
+{
+    char idx[16];
+    const char *argv[] = {lab->host_sh, verb, idx, NULL};
+
+    (void)snprintf(idx, sizeof(idx), "%u", i);
+    return kp_lab_run(argv, lab->host_timeout_usec, 0, NULL);
+}
+
+int kp_lab_host_exec(const struct kp_lab *lab, unsigned i, const char *cmd)
+{
+    char idx[16];
+    const char *argv[] = {lab->host_sh, "exec", idx, "sh", "-c", cmd, NULL};
+
+    (void)snprintf(idx, sizeof(idx), "%u", i);
+    return kp_lab_run(argv, lab->host_timeout_usec, KP_LAB_RUN_QUIET, NULL);
+}
+
+char *kp_lab_host_ip(const struct kp_lab *lab, unsigned i)
+{
+    const char *dot = strrchr(lab->gateway, '.');
+    char buf[64];
+    char *s;
+
+    assert_non_null(dot);
+    assert_true(
+        snprintf(buf, sizeof(buf), "%.*s.%u", (int)(dot - lab->gateway), lab->gateway, 10 + i) > 0);
+    s = kp_strdup(buf);
+    assert_non_null(s);
+    return s;
 }

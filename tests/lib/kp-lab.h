@@ -6,13 +6,18 @@
 #ifndef KP_TESTS_KP_LAB_H
 #define KP_TESTS_KP_LAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/macro.h"
+#include "k8s/informer.h" /* kp_project_fn */
 
 typedef struct json_t json_t;
 struct kp_client;
 struct kp_error;
+struct kp_informer;
+struct kp_resource;
 struct kp_secret;
 
 struct kp_lab {
@@ -21,9 +26,14 @@ struct kp_lab {
     char *etcd_url; /* KPSSH_LAB_ETCD_URL */
     char *kubectl;  /* KPSSH_LAB_KUBECTL */
     char *bin;      /* KPSSH_LAB_BIN */
+    char *host_sh;  /* KPSSH_LAB_HOST_SH: tests/lab/host.sh, which drives the lab hosts */
+    char *gateway;  /* KPSSH_LAB_GATEWAY: the bridge's address; host i is .(10 + i) beside it */
     char *ca, *cert;
     size_t ca_len, cert_len;
     struct kp_secret *key;
+    /* How long one host.sh run of kp_lab_host_sh/_exec may take. kp_lab_load sets 300 s; a test
+     * may shorten it after loading. */
+    uint64_t host_timeout_usec;
 };
 
 /* Loads the lab description; fails the test when the lab is not up. */
@@ -32,6 +42,9 @@ void kp_lab_done(struct kp_lab *lab);
 
 /* The value of `export NAME=value` in env.sh (a new string), or NULL. */
 char *kp_lab_env(const struct kp_lab *lab, const char *name);
+
+/* The same, but fails the test when env.sh does not set name. */
+char *kp_lab_env_need(const struct kp_lab *lab, const char *name);
 
 /* A client with the admin identity (cmocka-fails on error). */
 struct kp_client *kp_lab_admin_client(const struct kp_lab *lab);
@@ -53,5 +66,71 @@ void kp_lab_teardown_namespace(struct kp_lab *lab, const char *ns);
 
 /* Reads a whole file (cmocka-fails on error); caller kp_free()s it. */
 char *kp_lab_read_file(const char *path, size_t *ret_len);
+
+/* The standard, padded base64 of n bytes at p (base/base64.h), as a new string (cmocka-fails on
+ * error); caller kp_free()s it. */
+char *kp_lab_base64(const void *p, size_t n);
+
+/* --- API objects ------------------------------------------------------------------------- */
+
+/* A new object {apiVersion, kind, metadata: {name, namespace (when ns is not NULL)}} built with
+ * kp_json_patch_*, to be filled with kp_lab_set() (cmocka-fails on error). Caller unrefs. */
+json_t *kp_lab_obj_new(const char *api_version, const char *kind, const char *ns, const char *name);
+
+/* Sets the string at path in o (a kp_json_patch_new() tree), making the objects on the way
+ * (cmocka-fails on error). */
+void kp_lab_set(json_t *o, const char *const *path, const char *v);
+
+/* Creates obj (takes it) in ns, replacing what is there under its metadata.name: the old object
+ * is deleted and the create retried every 100 ms for 10 s while the name is still taken. After
+ * 2 s the old object's finalizers are removed, since a finalizer whose controller is gone (an
+ * earlier test on the same lab) would hold it forever. cmocka-fails on any other error. */
+void kp_lab_create_or_replace(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                              json_t *obj);
+
+/* --- informers ----------------------------------------------------------------------------- */
+
+/* A stopped informer over res in ns (NULL: all namespaces, or cluster-scoped) projecting with
+ * project, for a controller to add its handlers to before it is started (cmocka-fails on error).
+ * Caller frees it with kp_informer_free(). */
+struct kp_informer *kp_lab_informer_new(struct kp_client *c, const struct kp_resource *res,
+                                        const char *ns, kp_project_fn project);
+
+/* The same, started and synced: cmocka-fails unless it syncs within 60 s. */
+struct kp_informer *kp_lab_informer(struct kp_client *c, const struct kp_resource *res,
+                                    const char *ns, kp_project_fn project);
+
+/* Waits at most timeout_usec, polling every 25 ms, for inf's store to hold key ("ns/name" or
+ * "name"), at resourceVersion rv when rv is not NULL. Returns whether it did. */
+bool kp_lab_cached(struct kp_informer *inf, const char *key, const char *rv, uint64_t timeout_usec);
+
+/* Waits for inf's store to hold key; fails the test when it does not within 15 s. */
+void kp_lab_wait_cached(struct kp_informer *inf, const char *key);
+
+/* --- programs and lab hosts ---------------------------------------------------------------- */
+
+enum kp_lab_run_flags {
+    KP_LAB_RUN_QUIET = 1 << 0, /* a failure is only the returned status: nothing printed */
+    KP_LAB_RUN_MUST = 1 << 1,  /* fail the test unless the program exits 0 */
+};
+
+/* Runs argv (argv[0] a path, or a name looked up in $PATH; kp_spawn's clean child) for at most
+ * timeout_usec. Returns its exit status, or -1 when it did not exit on its own (a signal, the
+ * timeout). With ret_out, *ret_out gets its stdout (a new string; caller kp_free()s it). A
+ * non-zero status is printed as one "# " line with the tail of stderr, unless KP_LAB_RUN_QUIET;
+ * with KP_LAB_RUN_MUST it fails the test instead. cmocka-fails when argv cannot be started. */
+int kp_lab_run(const char *const *argv, uint64_t timeout_usec, enum kp_lab_run_flags flags,
+               char **ret_out);
+
+/* Runs `host.sh VERB I` for lab host i (tests/lab/README.md lists the verbs) under
+ * lab->host_timeout_usec; its exit status, a failure also printed. */
+int kp_lab_host_sh(const struct kp_lab *lab, const char *verb, unsigned i);
+
+/* Runs cmd with `sh -c` as root inside lab host i under lab->host_timeout_usec; its exit status,
+ * quietly: tests poll with it and a non-zero status is often the answer they want. */
+int kp_lab_host_exec(const struct kp_lab *lab, unsigned i, const char *cmd);
+
+/* Lab host i's address on the lab bridge (a new string; caller kp_free()s it). */
+char *kp_lab_host_ip(const struct kp_lab *lab, unsigned i);
 
 #endif
