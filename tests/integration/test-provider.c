@@ -677,6 +677,25 @@ static void cluster_info_put(bool present)
     }
 }
 
+/* data.kubeconfig of kube-public/cluster-info (a new string), or NULL when there is none. */
+static char *cluster_info_kubeconfig(void)
+{
+    json_t *o = NULL;
+    const char *kc = NULL;
+    char *s = NULL;
+    int r = kp_client_get(T.c, &KP_RES_CONFIGMAP, "kube-public", "cluster-info", &o, NULL);
+
+    if (r == -ENOENT)
+        return NULL;
+    assert_int_equal(r, 0);
+    if (kp_json_pathv_str(o, KP_JSON_PATH("data", "kubeconfig"), &kc) == 0) {
+        s = kp_strdup(kc);
+        assert_non_null(s);
+    }
+    kp_json_unref(o);
+    return s;
+}
+
 static void test_cluster_info(void **state)
 {
     struct kp_provider_instance inst = {0};
@@ -685,6 +704,7 @@ static void test_cluster_info(void **state)
     json_t *o =
         kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHNodeClass", NULL, "prov-ci");
     char uid[64];
+    char *lab_kc = cluster_info_kubeconfig(); /* the lab's own, from tests/lab/up.sh */
     int r;
 
     (void)state;
@@ -732,7 +752,14 @@ static void test_cluster_info(void **state)
     kp_provider_instance_done(&inst);
     kp_provider_err_done(&err);
     kp_entry_unref(nc);
+    /* Give the lab its own cluster-info back: tests after this one read it (test-rbac.c). */
     cluster_info_put(false);
+    if (lab_kc) {
+        o = kp_lab_obj_new("v1", "ConfigMap", "kube-public", "cluster-info");
+        kp_lab_set(o, KP_JSON_PATH("data", "kubeconfig"), lab_kc);
+        kp_lab_create_or_replace(T.c, &KP_RES_CONFIGMAP, "kube-public", o);
+        kp_free(lab_kc);
+    }
 }
 
 struct racer {
