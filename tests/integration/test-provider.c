@@ -640,6 +640,51 @@ static void test_config_error(void **state)
     kp_provider_err_done(&err);
     kp_entry_unref(nc);
 
+    /* The node class's Ready condition gates Create: False is NodeClassNotReady with the
+     * condition's reason and message, Unknown is a create error the core retries. */
+    nodeclass("prov-gate", "prov-gate", "prov-race", T.admin_token);
+    for (int pass = 0; pass < 2; pass++) {
+        struct kp_error e = KP_ERROR_INIT;
+        json_t *st =
+            kp_lab_json("{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\","
+                        "\"reason\":\"%s\",\"message\":\"profile nope not found\","
+                        "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}",
+                        pass ? "Unknown" : "False", pass ? "AwaitingReconcile" : "ProfileNotFound");
+
+        kp_lab_check(kp_client_patch(T.c, &KP_RES_SSHNODECLASS, NULL, "prov-gate", "status",
+                                     KP_PATCH_MERGE, st, NULL, &e),
+                     &e, "node class status");
+        kp_json_unref(st);
+        for (int i = 0; i < 200; i++) { /* until the cache has the condition */
+            struct kp_entry *c = NULL;
+            const struct kp_condition *rc = NULL;
+
+            if (kp_store_get(kp_informer_store(T.inf_classes), "prov-gate", &c) == 0)
+                rc = kp_conditions_get(&kp_sshnodeclass_view(c)->conditions, "Ready");
+            r = rc && rc->status == (pass ? KP_COND_UNKNOWN : KP_COND_FALSE);
+            kp_entry_unref(c);
+            if (r)
+                break;
+            kp_sleep_usec(25 * KP_USEC_PER_MSEC);
+        }
+        uid_for(uid, sizeof(uid));
+        nc = nodeclaim("prov-gated", uid, "prov-gate", NULL);
+        r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+        assert_int_equal(r, -KP_ENOTREADY);
+        if (!pass) {
+            assert_int_equal(err.kind, KP_PROVIDER_ERR_NODECLASS_NOT_READY);
+            assert_string_equal(err.reason, "ProfileNotFound");
+            assert_non_null(strstr(err.message, "profile nope not found"));
+        } else {
+            assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
+            assert_string_equal(err.reason, KP_PROVIDER_REASON_READINESS_UNKNOWN);
+        }
+        kp_provider_err_done(&err);
+        kp_entry_unref(nc);
+    }
+    kp_lab_check(kp_client_delete(T.c, &KP_RES_SSHNODECLASS, NULL, "prov-gate", NULL, NULL), NULL,
+                 "delete prov-gate");
+
     /* No node class at all: insufficient capacity (the core deletes the NodeClaim). */
     uid_for(uid, sizeof(uid));
     nc = nodeclaim("prov-noclass", uid, "no-such-class", NULL);

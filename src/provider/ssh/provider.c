@@ -298,7 +298,10 @@ static int nodeclass_for(struct kp_ssh_provider *p, const struct kp_nodeclaim_vi
     if (ready && ready->status == KP_COND_FALSE) {
         r = kp_provider_err_set(err, -KP_ENOTREADY, KP_PROVIDER_ERR_NODECLASS_NOT_READY,
                                 ready->reason ? ready->reason : KP_PROVIDER_REASON_NOT_READY,
-                                "SSHNodeClass %s is not ready", name);
+                                "SSHNodeClass %s is not ready: %s", name,
+                                kp_sshnodeclass_view(e)->ready_message
+                                    ? kp_sshnodeclass_view(e)->ready_message
+                                    : "(no message)");
         kp_entry_unref(e);
         return r;
     }
