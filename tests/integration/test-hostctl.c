@@ -327,8 +327,8 @@ static const char leave_script[] = "systemctl disable --now kubelet >/dev/null 2
 
 /* A kubelet unit the lab's systemctl runs as a plain daemon. */
 static const char kubelet_unit[] =
-    "mkdir -p /etc/systemd/system && printf '[Service]\\nExecStart=/bin/sleep 100000\\n' "
-    "> /etc/systemd/system/kubelet.service";
+    "rm -rf /etc/systemd/system/kubelet.service.d && mkdir -p /etc/systemd/system && "
+    "printf '[Service]\\nExecStart=/bin/sleep 100000\\n' > /etc/systemd/system/kubelet.service";
 
 static int setup(void **state)
 {
@@ -347,8 +347,10 @@ static int setup(void **state)
     /* Hosts as the lab made them: no kubelet unit, no marker. */
     for (unsigned i = 1; i <= NHOSTS; i++)
         (void)kp_lab_host_exec(&T.lab, i,
-                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -f "
-                               "/etc/systemd/system/kubelet.service /var/lib/kpssh/hostctl-left");
+                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -rf "
+                               "/etc/systemd/system/kubelet.service "
+                               "/etc/systemd/system/kubelet.service.d "
+                               "/var/lib/kpssh/hostctl-left");
 
     pem = kp_lab_read_file(T.key_path, NULL);
     o = kp_lab_obj_new("v1", "Secret", T.ns, "hc-key");
@@ -431,8 +433,10 @@ static int teardown(void **state)
     (void)kp_lab_host_sh(&T.lab, "heal", 3);
     for (unsigned i = 1; i <= NHOSTS; i++)
         (void)kp_lab_host_exec(&T.lab, i,
-                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -f "
-                               "/etc/systemd/system/kubelet.service /var/lib/kpssh/hostctl-left");
+                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -rf "
+                               "/etc/systemd/system/kubelet.service "
+                               "/etc/systemd/system/kubelet.service.d "
+                               "/var/lib/kpssh/hostctl-left");
     {
         const char *argv[] = {T.lab.host_sh, "known-hosts", NULL};
 

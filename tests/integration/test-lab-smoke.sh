@@ -66,7 +66,15 @@ diagnostics() {
     return 0
 }
 cleanup() {
-    if ((own_lab)); then "$lab/down.sh" || true; fi
+    if ((own_lab)); then
+        "$lab/down.sh" || true
+    elif [[ -e $LAB_DIR/hosts/h1/host.env ]]; then
+        # A shared lab: leave host 1 as the lab made it (lab-join.sh's unit, drop-in and
+        # credentials would otherwise start a stale kubelet in the next test that enables one).
+        "$lab/host.sh" exec 1 sh -c 'systemctl disable --now kubelet containerd >/dev/null 2>&1
+            rm -rf /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d \
+                /etc/kubernetes/* /var/lib/kubelet/*' >/dev/null 2>&1 || true
+    fi
 }
 trap cleanup EXIT
 # Anything failing outside a check still fails loudly.
