@@ -787,6 +787,32 @@ static void test_crash_convergence(void **state)
         fail_msg("not converged after %d s: %u leftovers, first: %s", CONVERGE_SECONDS, left,
                  kp_buf_str(&why));
     }
+    /* The converged pool as the controller's /metrics shows it. */
+    {
+        char url[64], *out = NULL;
+        const char *argv[] = {"curl", "-sS", "--max-time", "5", url, NULL};
+        bool pool = false, probes = false;
+
+        (void)snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", 31005 + 10 * atoi_lab());
+        for (int i = 0; i < 60 && !(pool && probes); i++) { /* a restarted controller re-syncs */
+            kp_free(out);
+            out = NULL;
+            if (kp_lab_run(argv, 10 * KP_USEC_PER_SEC, KP_LAB_RUN_QUIET, &out) == 0) {
+                pool = strstr(out, "\nkpssh_pool_hosts{state=\"Available\",class=\"" CLASS
+                                   "\"} 2\n") != NULL;
+                probes = strstr(out, "\nkpssh_host_probe_duration_seconds_count{outcome="
+                                     "\"success\"} 0\n") == NULL &&
+                         strstr(out, "\nkpssh_host_probe_duration_seconds_count{outcome="
+                                     "\"success\"} ") != NULL;
+            }
+            if (!(pool && probes))
+                kp_sleep_usec(500 * KP_USEC_PER_MSEC);
+        }
+        if (!pool || !probes)
+            fail_msg("/metrics: pool gauge %s, probe histogram %s:\n%s", pool ? "ok" : "wrong",
+                     probes ? "ok" : "empty", out ? out : "(no answer)");
+        kp_free(out);
+    }
     /* Clean up while the controller runs: it lets go of the class's finalizer. */
     delete_wait(&KP_RES_SSHNODECLASS, NULL, CLASS);
     delete_wait(&KP_RES_SSHJOINPROFILE, NULL, "crash");
