@@ -542,7 +542,6 @@ static const char join_sh[] =
 
 static int setup(void **state)
 {
-    char *token_file;
     const char *seed = getenv("KP_CRASH_SEED");
 
     (void)state;
@@ -551,12 +550,7 @@ static int setup(void **state)
     T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.kubeconfig = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
-    token_file = kp_lab_env_need(&T.lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
-    T.admin_token = kp_lab_read_file(token_file, NULL);
-    kp_free(token_file);
-    for (char *p = T.admin_token; *p; p++)
-        if (*p == '\n')
-            *p = '\0';
+    T.admin_token = kp_lab_admin_token(&T.lab);
     T.rng = kp_mono_usec();
     if (seed && kp_safe_atou64(seed, &T.rng) < 0)
         fail_msg("bad KP_CRASH_SEED %s", seed);
@@ -582,22 +576,11 @@ static int teardown(void **state)
 static void objects(void)
 {
     struct kp_error e = KP_ERROR_INIT;
-    char *pem, *ca, *crds;
+    char *pem, *ca;
     json_t *o;
     int r;
 
-    crds = kp_strjoin(T.repo, "/deploy/crds", (const char *)NULL);
-    {
-        const char *argv[] = {T.lab.kubectl,   "--kubeconfig", T.kubeconfig, "apply",
-                              "--server-side", "-f",           crds,         NULL};
-        const char *wait[] = {
-            T.lab.kubectl,   "--kubeconfig", T.kubeconfig, "wait", "--for=condition=established",
-            "--timeout=60s", "crd",          "--all",      NULL};
-
-        assert_int_equal(kp_lab_run(argv, 300 * KP_USEC_PER_SEC, 0, NULL), 0);
-        assert_int_equal(kp_lab_run(wait, 300 * KP_USEC_PER_SEC, 0, NULL), 0);
-    }
-    kp_free(crds);
+    kp_lab_apply_crds(&T.lab);
     o = kp_lab_json("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" NS
                     "\"}}");
     r = kp_client_create(T.c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);

@@ -284,29 +284,6 @@ static void wait_cached(unsigned i, const char *rv)
 
 /* --- fixture ------------------------------------------------------------------------------- */
 
-static void kubectl_apply_crds(void)
-{
-    char *kc = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
-    char *dir = kp_strjoin(T.repo, "/deploy/crds", (const char *)NULL);
-    const char *apply[] = {T.lab.kubectl,   "--kubeconfig", kc,  "apply",
-                           "--server-side", "-f",           dir, NULL};
-    const char *wait[] = {T.lab.kubectl,
-                          "--kubeconfig",
-                          kc,
-                          "wait",
-                          "--for=condition=established",
-                          "--timeout=60s",
-                          "crd/sshhosts.karpenter.kpssh.dev",
-                          "crd/sshjoinprofiles.karpenter.kpssh.dev",
-                          "crd/nodeclaims.karpenter.sh",
-                          NULL};
-
-    assert_int_equal(kp_lab_run(apply, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
-    assert_int_equal(kp_lab_run(wait, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
-    kp_free(kc);
-    kp_free(dir);
-}
-
 static void sshhost(unsigned i, const char *cpu)
 {
     char *name = host_name(i), *ip = kp_lab_host_ip(&T.lab, i);
@@ -343,7 +320,7 @@ static int setup(void **state)
     T.c = kp_lab_admin_client(&T.lab);
     T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
-    kubectl_apply_crds();
+    kp_lab_apply_crds(&T.lab);
     /* Hosts as the lab made them: no kubelet unit, no marker. */
     for (unsigned i = 1; i <= NHOSTS; i++)
         (void)kp_lab_host_exec(&T.lab, i,

@@ -217,15 +217,9 @@ static void test_kubeconfig_merge(void **state)
 
 static int setup(void **state)
 {
-    char *path;
-    size_t n;
-
     (void)state;
     kp_lab_load(&lab);
-    path = kp_lab_env_need(&lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
-    token = kp_lab_read_file(path, &n);
-    token[strcspn(token, "\r\n")] = '\0';
-    kp_free(path);
+    token = kp_lab_admin_token(&lab);
     snprintf(dir, sizeof(dir), "%s/kubeconfig-test-%ld", lab.dir, (long)getpid());
     assert_int_equal(mkdir(dir, 0700), 0);
     return 0;

@@ -473,23 +473,6 @@ static void on_opened(void *ctx, const char *key, uint64_t usec)
     atomic_store(&T.opened_usec, usec);
 }
 
-static void kubectl_apply_crds(void)
-{
-    char *kc = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
-    char *dir =
-        kp_strjoin(getenv("KP_REPO") ? getenv("KP_REPO") : ".", "/deploy/crds", (const char *)NULL);
-    const char *argv[] = {T.lab.kubectl,   "--kubeconfig", kc,  "apply",
-                          "--server-side", "-f",           dir, NULL};
-    const char *wait[] = {
-        T.lab.kubectl,   "--kubeconfig", kc,      "wait", "--for=condition=established",
-        "--timeout=60s", "crd",          "--all", NULL};
-
-    assert_int_equal(kp_lab_run(argv, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
-    assert_int_equal(kp_lab_run(wait, 120 * KP_USEC_PER_SEC, 0, NULL), 0);
-    kp_free(kc);
-    kp_free(dir);
-}
-
 static int setup(void **state)
 {
     struct kp_ssh_nodeclassctl_opts no = {0};
@@ -500,7 +483,7 @@ static int setup(void **state)
     kp_lab_setup_namespace(&T.lab, "nodeclass", T.ns, sizeof(T.ns));
     (void)snprintf(T.px, sizeof(T.px), "nc%d", (int)getpid());
     T.c = kp_lab_admin_client(&T.lab);
-    kubectl_apply_crds();
+    kp_lab_apply_crds(&T.lab);
 
     T.classes = kp_lab_informer_new(T.c, &KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
     T.profiles = kp_lab_informer_new(T.c, &KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);

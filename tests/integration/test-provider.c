@@ -84,18 +84,6 @@ static void obs_phase(void *ctx, const char *phase, bool ok, uint64_t usec)
 
 static const struct kp_ssh_observer observer = {.phase = obs_phase};
 
-/* --- process helpers ----------------------------------------------------------------------- */
-
-static void kubectl(const char *a1, const char *a2, const char *a3, const char *a4)
-{
-    char *kc = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
-    const char *argv[] = {T.lab.kubectl, "--kubeconfig", kc, a1, a2, a3, a4, NULL};
-
-    assert_non_null(kc);
-    assert_int_equal(kp_lab_run(argv, 300 * KP_USEC_PER_SEC, 0, NULL), 0);
-    kp_free(kc);
-}
-
 /* --- API objects ---------------------------------------------------------------------------- */
 
 static void profile(const char *name, const char *install, const char *join, const char *leave)
@@ -331,7 +319,7 @@ static const char lab_install[] =
 static int setup(void **state)
 {
     struct kp_error e = KP_ERROR_INIT;
-    char *token_file, *join, *leave, *pem;
+    char *join, *leave, *pem;
     struct kp_ssh_provider_opts po = {0};
     json_t *o;
     int r;
@@ -341,26 +329,9 @@ static int setup(void **state)
     T.c = kp_lab_admin_client(&T.lab);
     T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
-    token_file = kp_lab_env_need(&T.lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
-    T.admin_token = kp_lab_read_file(token_file, NULL);
-    kp_free(token_file);
-    for (char *p = T.admin_token; *p; p++)
-        if (*p == '\n')
-            *p = '\0';
+    T.admin_token = kp_lab_admin_token(&T.lab);
 
-    /* CRDs, as the chart installs them. */
-    {
-        char *dir = kp_strjoin(T.repo, "/deploy/crds", (const char *)NULL);
-
-        kubectl("apply", "--server-side", "-f", dir);
-        kubectl("wait", "--for=condition=established", "--timeout=60s",
-                "crd/sshhosts.karpenter.kpssh.dev");
-        kubectl("wait", "--for=condition=established", "--timeout=60s",
-                "crd/sshnodeclasses.karpenter.kpssh.dev");
-        kubectl("wait", "--for=condition=established", "--timeout=60s",
-                "crd/sshjoinprofiles.karpenter.kpssh.dev");
-        kp_free(dir);
-    }
+    kp_lab_apply_crds(&T.lab); /* as the chart installs them */
     o = kp_lab_json(
         "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" POOL_NS "\"}}");
     r = kp_client_create(T.c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);

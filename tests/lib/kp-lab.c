@@ -389,3 +389,32 @@ char *kp_lab_host_ip(const struct kp_lab *lab, unsigned i)
     assert_non_null(s);
     return s;
 }
+
+void kp_lab_apply_crds(const struct kp_lab *lab)
+{
+    const char *repo = getenv("KP_REPO") ? getenv("KP_REPO") : ".";
+    char *kc = kp_strjoin(lab->dir, "/pki/admin.kubeconfig", (const char *)NULL);
+    char *dir = kp_strjoin(repo, "/deploy/crds", (const char *)NULL);
+    const char *apply[] = {lab->kubectl,    "--kubeconfig", kc,  "apply",
+                           "--server-side", "-f",           dir, NULL};
+    const char *wait[] = {
+        lab->kubectl,    "--kubeconfig", kc,      "wait", "--for=condition=established",
+        "--timeout=60s", "crd",          "--all", NULL};
+
+    assert_non_null(kc);
+    assert_non_null(dir);
+    kp_lab_run(apply, 120 * KP_USEC_PER_SEC, KP_LAB_RUN_MUST, NULL);
+    kp_lab_run(wait, 120 * KP_USEC_PER_SEC, KP_LAB_RUN_MUST, NULL);
+    kp_free(kc);
+    kp_free(dir);
+}
+
+char *kp_lab_admin_token(const struct kp_lab *lab)
+{
+    char *path = kp_lab_env_need(lab, "KPSSH_LAB_ADMIN_TOKEN_FILE");
+    char *token = kp_lab_read_file(path, NULL);
+
+    token[strcspn(token, "\r\n")] = '\0';
+    kp_free(path);
+    return token;
+}

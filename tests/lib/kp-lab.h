@@ -114,6 +114,14 @@ enum kp_lab_run_flags {
     KP_LAB_RUN_MUST = 1 << 1,  /* fail the test unless the program exits 0 */
 };
 
+/* Applies the repository's CRDs (deploy/crds under $KP_REPO, server-side, as the chart installs
+ * them) with the lab's kubectl and waits until every CRD is established. cmocka-fails on error. */
+void kp_lab_apply_crds(const struct kp_lab *lab);
+
+/* The admin bearer token of the lab (KPSSH_LAB_ADMIN_TOKEN_FILE's first line), a new string the
+ * caller wipes and frees. cmocka-fails when it cannot be read. */
+char *kp_lab_admin_token(const struct kp_lab *lab);
+
 /* Runs argv (argv[0] a path, or a name looked up in $PATH; kp_spawn's clean child) for at most
  * timeout_usec. Returns its exit status, or -1 when it did not exit on its own (a signal, the
  * timeout). With ret_out, *ret_out gets its stdout (a new string; caller kp_free()s it). A
