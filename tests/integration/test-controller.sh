@@ -82,7 +82,8 @@ dead() { ! kill -0 "$1" 2>/dev/null; }
 matches() { [[ "$1" =~ $2 ]]; }
 starts_with() { [[ "$1" == "$2"* ]]; }
 not_in_file() { ! grep -qF -- "$1" "$2"; }
-url_has() { curl -s --max-time 5 "$1" | grep -q -- "$2"; }
+# The body first: grep -q quitting early would SIGPIPE curl and fail the pipeline.
+url_has() { grep -q -- "$2" <<<"$(body "$1")"; }
 all_json() { jq -e . "$1" >/dev/null; }
 version_ok() { "$BIN" --version | grep -q '^kpssh-controller [0-9]'; }
 # exit status of a child that has ended (wait reaps it)
