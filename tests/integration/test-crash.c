@@ -67,7 +67,7 @@
 static struct {
     struct kp_lab lab;
     struct kp_client *c;
-    char *key_path, *admin_token, *repo, *kubeconfig, *workdir;
+    char *admin_token, *repo, *kubeconfig, *workdir;
     uint64_t rng;
 } T;
 
@@ -547,7 +547,6 @@ static int setup(void **state)
     (void)state;
     kp_lab_load(&T.lab);
     T.c = kp_lab_admin_client(&T.lab);
-    T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.kubeconfig = kp_strjoin(T.lab.dir, "/pki/admin.kubeconfig", (const char *)NULL);
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
     T.admin_token = kp_lab_admin_token(&T.lab);
@@ -562,7 +561,6 @@ static int teardown(void **state)
 {
     (void)state;
     T.c = kp_client_free(T.c);
-    kp_free(T.key_path);
     kp_free(T.kubeconfig);
     kp_free(T.repo);
     kp_free(T.workdir);
@@ -575,26 +573,12 @@ static int teardown(void **state)
 
 static void objects(void)
 {
-    struct kp_error e = KP_ERROR_INIT;
-    char *pem, *ca;
+    char *ca;
     json_t *o;
-    int r;
 
     kp_lab_apply_crds(&T.lab);
-    o = kp_lab_json("{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" NS
-                    "\"}}");
-    r = kp_client_create(T.c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);
-    if (r != -EEXIST)
-        kp_lab_check(r, &e, "namespace");
-    kp_error_done(&e);
-    kp_json_unref(o);
-
-    pem = kp_lab_read_file(T.key_path, NULL);
-    o = kp_lab_obj_new("v1", "Secret", NS, "crash-key");
-    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
-    kp_wipe(pem, strlen(pem));
-    kp_free(pem);
-    kp_lab_create_or_replace(T.c, &KP_RES_SECRET, NS, o);
+    kp_lab_ensure_namespace(T.c, NS);
+    kp_lab_key_secret(&T.lab, T.c, NS, "crash-key");
 
     o = kp_lab_obj_new("v1", "ConfigMap", NS, PROGRESS);
     kp_lab_set(o, KP_JSON_PATH("data", "done"), "0");

@@ -55,7 +55,7 @@
 static struct {
     struct kp_lab lab;
     struct kp_client *c;
-    char *key_path, *admin_token, *repo;
+    char *admin_token, *repo;
     struct kp_informer *inf_hosts, *inf_classes, *inf_profiles, *inf_nodes;
     struct kp_ssh_provider *sp;
     struct kp_provider prov;
@@ -318,35 +318,18 @@ static const char lab_install[] =
 
 static int setup(void **state)
 {
-    struct kp_error e = KP_ERROR_INIT;
-    char *join, *leave, *pem;
+    char *join, *leave;
     struct kp_ssh_provider_opts po = {0};
-    json_t *o;
-    int r;
 
     (void)state;
     kp_lab_load(&T.lab);
     T.c = kp_lab_admin_client(&T.lab);
-    T.key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
     T.repo = kp_strdup(getenv("KP_REPO") ? getenv("KP_REPO") : ".");
     T.admin_token = kp_lab_admin_token(&T.lab);
 
     kp_lab_apply_crds(&T.lab); /* as the chart installs them */
-    o = kp_lab_json(
-        "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"" POOL_NS "\"}}");
-    r = kp_client_create(T.c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);
-    if (r != -EEXIST)
-        kp_lab_check(r, &e, "namespace");
-    kp_error_done(&e);
-    kp_json_unref(o);
-
-    /* The key Secret from the lab's controller key. */
-    pem = kp_lab_read_file(T.key_path, NULL);
-    o = kp_lab_obj_new("v1", "Secret", POOL_NS, "prov-key");
-    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
-    kp_wipe(pem, strlen(pem));
-    kp_free(pem);
-    kp_lab_create_or_replace(T.c, &KP_RES_SECRET, POOL_NS, o);
+    kp_lab_ensure_namespace(T.c, POOL_NS);
+    kp_lab_key_secret(&T.lab, T.c, POOL_NS, "prov-key");
 
     /* Profiles: the shipped tls-bootstrap join and leave verbatim; a race profile. */
     join = read_repo_file("profiles/tls-bootstrap/join.sh");
@@ -409,7 +392,6 @@ static int teardown(void **state)
     T.inf_profiles = kp_informer_free(T.inf_profiles);
     T.inf_nodes = kp_informer_free(T.inf_nodes);
     T.c = kp_client_free(T.c);
-    kp_free(T.key_path);
     kp_free(T.repo);
     if (T.admin_token)
         kp_wipe(T.admin_token, strlen(T.admin_token));

@@ -418,3 +418,30 @@ char *kp_lab_admin_token(const struct kp_lab *lab)
     kp_free(path);
     return token;
 }
+
+void kp_lab_ensure_namespace(struct kp_client *c, const char *ns)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *o = kp_lab_json(
+        "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"%s\"}}", ns);
+    int r = kp_client_create(c, &KP_RES_NAMESPACE, NULL, o, NULL, &e);
+
+    if (r != -EEXIST)
+        kp_lab_check(r, &e, "namespace");
+    kp_error_done(&e);
+    kp_json_unref(o);
+}
+
+void kp_lab_key_secret(const struct kp_lab *lab, struct kp_client *c, const char *ns,
+                       const char *name)
+{
+    char *path = kp_lab_env_need(lab, "KPSSH_LAB_SSH_KEY");
+    char *pem = kp_lab_read_file(path, NULL);
+    json_t *o = kp_lab_obj_new("v1", "Secret", ns, name);
+
+    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    kp_wipe(pem, strlen(pem));
+    kp_free(pem);
+    kp_free(path);
+    kp_lab_create_or_replace(c, &KP_RES_SECRET, ns, o);
+}

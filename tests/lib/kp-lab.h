@@ -114,6 +114,14 @@ enum kp_lab_run_flags {
     KP_LAB_RUN_MUST = 1 << 1,  /* fail the test unless the program exits 0 */
 };
 
+/* Creates namespace ns unless it exists. cmocka-fails on other errors. */
+void kp_lab_ensure_namespace(struct kp_client *c, const char *ns);
+
+/* Creates (or replaces) Secret ns/name holding the lab's controller SSH key (KPSSH_LAB_SSH_KEY)
+ * as privateKey: what an SSHHost's sshKeySecretRef names. */
+void kp_lab_key_secret(const struct kp_lab *lab, struct kp_client *c, const char *ns,
+                       const char *name);
+
 /* Applies the repository's CRDs (deploy/crds under $KP_REPO, server-side, as the chart installs
  * them) with the lab's kubectl and waits until every CRD is established. cmocka-fails on error. */
 void kp_lab_apply_crds(const struct kp_lab *lab);
