@@ -106,6 +106,9 @@ static const enum kp_host_state pool_states[] = {
     KP_HOST_PENDING,   KP_HOST_AVAILABLE, KP_HOST_CLAIMED,     KP_HOST_IN_USE,
     KP_HOST_UNHEALTHY, KP_HOST_LEAVING,   KP_HOST_MAINTENANCE,
 };
+/* In enum order, so a state indexes its own count in collect_pool(). */
+_Static_assert(sizeof(pool_states) / sizeof(pool_states[0]) == KP_HOST_STATE_UNKNOWN,
+               "pool_states lists every known host state, in enum order");
 
 static const char *host_class(const struct kp_sshhost_view *h)
 {
@@ -114,41 +117,42 @@ static const char *host_class(const struct kp_sshhost_view *h)
     return c && *c ? c : KP_KPSSH_HOST_CLASS_DEFAULT;
 }
 
-/* kpssh_pool_hosts{state,class}: counted from the host cache at each scrape. Every state of a
- * class is reported (0 included) so a dashboard's sum never loses a series; a class with no
- * host left is hidden. */
+/* kpssh_pool_hosts{state,class}: counted from the host cache at each scrape, in one pass over
+ * the hosts. Every state of a class is reported (0 included) so a dashboard's sum never loses a
+ * series; a class with no host left is hidden. */
 static void collect_pool(struct kp_metrics *m, void *ctx)
 {
     struct ssh_state *s = ctx;
     struct kp_store_list l = {0};
     struct kp_strv classes = {0};
+    size_t(*counts)[KP_ARRAY_SIZE(pool_states)] = NULL;
     size_t i, j;
 
     (void)m;
     if (!atomic_load(&s->informers_started) || !kp_informer_synced(s->inf[INF_HOSTS]))
         return;
-    if (kp_store_list(kp_informer_store(s->inf[INF_HOSTS]), &l) < 0) {
+    if (kp_store_list(kp_informer_store(s->inf[INF_HOSTS]), &l) < 0 ||
+        (l.n && !(counts = kp_calloc(l.n, sizeof(*counts))))) {
         kp_log_error("cannot count pool hosts for kpssh_pool_hosts");
-        return;
+        goto out;
     }
-    for (i = 0; i < l.n; i++)
-        if (!kp_strv_contains(&classes, host_class(kp_sshhost_view(l.v[i]))) &&
-            kp_strv_push(&classes, host_class(kp_sshhost_view(l.v[i]))) < 0)
+    for (i = 0; i < l.n; i++) {
+        const struct kp_sshhost_view *h = kp_sshhost_view(l.v[i]);
+        const char *cls = host_class(h);
+
+        for (j = 0; j < classes.n && strcmp(classes.v[j], cls) != 0; j++)
+            ;
+        if (j == classes.n && kp_strv_push(&classes, cls) < 0)
             goto out;
+        /* KP_HOST_STATE_UNKNOWN (a newer build's state) is not one of ours to count. */
+        if (h->state < KP_ARRAY_SIZE(pool_states))
+            counts[j][h->state]++;
+    }
     for (i = 0; i < classes.n; i++)
-        for (j = 0; j < KP_ARRAY_SIZE(pool_states); j++) {
-            double n = 0;
-
-            for (size_t k = 0; k < l.n; k++) {
-                const struct kp_sshhost_view *h = kp_sshhost_view(l.v[k]);
-
-                if (h->state == pool_states[j] && strcmp(host_class(h), classes.v[i]) == 0)
-                    n++;
-            }
+        for (j = 0; j < KP_ARRAY_SIZE(pool_states); j++)
             kp_gauge_set(kp_metric_labels(s->m_pool, kp_host_state_name(pool_states[j]),
                                           classes.v[i], (const char *)NULL),
-                         n);
-        }
+                         (double)counts[i][j]);
     for (i = 0; i < s->pool_classes.n; i++)
         if (!kp_strv_contains(&classes, s->pool_classes.v[i]))
             for (j = 0; j < KP_ARRAY_SIZE(pool_states); j++)
@@ -158,6 +162,7 @@ static void collect_pool(struct kp_metrics *m, void *ctx)
     s->pool_classes = classes;
     classes = (struct kp_strv){0};
 out:
+    kp_free(counts);
     kp_strv_done(&classes);
     kp_store_list_free(&l);
 }

@@ -476,7 +476,7 @@ static int registered_pid(struct kp_ssh_hostctl *hc, const struct kp_sshhost_vie
     nv = kp_node_view(ne);
     if (!nv->provider_id || !*nv->provider_id)
         goto out;
-    static_pid = kp_strjoin(KP_SSH_PROVIDER_ID_SCHEME, h->e.ns, "/", h->e.name, (const char *)NULL);
+    static_pid = kp_hostio_static_provider_id(h->e.ns, h->e.name);
     if (!static_pid) {
         r = -ENOMEM;
         goto out;

@@ -33,6 +33,7 @@
 #include "k8s/status.h"
 #include "k8s/store.h"
 #include "provider/ssh/observe.h"
+#include "provider/ssh/provider.h"
 #include "provider/ssh/runner.h"
 #include "yaml/yaml.h"
 
@@ -181,6 +182,11 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
         js->n++;
     }
     return 0;
+}
+
+char *kp_hostio_static_provider_id(const char *ns, const char *host)
+{
+    return kp_strjoin(KP_SSH_PROVIDER_ID_SCHEME, ns, "/", host, (const char *)NULL);
 }
 
 void kp_hostio_event(struct kp_events *ev, const struct kp_sshhost_view *h, bool warning,

@@ -66,6 +66,9 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
                                const struct kp_sshnodeclass_view *ncl,
                                struct kp_hostio_join_secret *js, char **ret_msg) KP_WUR;
 
+/* "kpssh://<ns>/<host>": the Static providerID of an SSHHost (a new string; NULL: no memory). */
+char *kp_hostio_static_provider_id(const char *ns, const char *host) KP_WUR;
+
 /* An event about SSHHost h on recorder ev (NULL: none). Drops are the recorder's to count. */
 void kp_hostio_event(struct kp_events *ev, const struct kp_sshhost_view *h, bool warning,
                      const char *reason, const char *action, const char *note);

@@ -50,6 +50,7 @@
 #include "k8s/informer.h"
 #include "k8s/obj-karpenter.h"
 #include "k8s/obj-kpssh.h"
+#include "k8s/rfc3339.h"
 #include "k8s/reconciler.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
@@ -202,7 +203,7 @@ int kp_nodeclass_status_patch(const struct kp_sshnodeclass_view *nc, const char 
                               struct kp_buf *out)
 {
     const struct kp_condition *c = cached_ready(nc);
-    char ts[KP_RFC3339_MAX];
+    char ts[KP_RFC3339_STRMAX];
     uint64_t when = now_usec;
     int r;
 
@@ -211,14 +212,8 @@ int kp_nodeclass_status_patch(const struct kp_sshnodeclass_view *nc, const char 
     /* lastTransitionTime moves only when the status does. metav1.Time has second precision. */
     if (c && c->status == want->status && c->last_transition_usec > 0)
         when = (uint64_t)c->last_transition_usec;
-    when -= when % KP_USEC_PER_SEC;
-    if ((r = kp_time_format_rfc3339(when, ts, sizeof(ts))) < 0)
+    if ((r = kp_rfc3339_format((int64_t)when, KP_RFC3339_SECONDS, ts, sizeof(ts))) < 0)
         return r;
-    /* "2006-01-02T15:04:05.000000Z" -> "2006-01-02T15:04:05Z" */
-    if (strlen(ts) == KP_RFC3339_MAX - 1) {
-        ts[19] = 'Z';
-        ts[20] = '\0';
-    }
     if ((r = kp_buf_puts(out, "{\"metadata\":{\"resourceVersion\":")) < 0 ||
         (r = kp_nodeclass_json_str(out, rv)) < 0 ||
         (r = kp_buf_printf(

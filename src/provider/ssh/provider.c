@@ -130,11 +130,6 @@ static void host_event(struct kp_ssh_provider *p, const struct kp_sshhost_view *
     kp_hostio_event(p->events, h, warning, reason, action, note);
 }
 
-static char *provider_id_static(const char *ns, const char *host)
-{
-    return kp_strjoin(KP_SSH_PROVIDER_ID_SCHEME, ns, "/", host, (const char *)NULL);
-}
-
 /* --- node class, profile and instance types --------------------------------------------------- */
 
 int kp_ssh_nodeclass_hash(const struct kp_sshnodeclass_view *nc, char ret[17])
@@ -693,7 +688,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
                         KP_LF("races_lost", (uint64_t)rep.races_lost));
             host_event(p, h, false, "Claimed", "Claim", nc->e.name);
         }
-        static_pid = provider_id_static(h->e.ns, h->e.name);
+        static_pid = kp_hostio_static_provider_id(h->e.ns, h->e.name);
         if (!static_pid) {
             r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
             goto out;
