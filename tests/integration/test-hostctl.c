@@ -282,6 +282,39 @@ static void wait_cached(unsigned i, const char *rv)
     kp_free(name);
 }
 
+/* Writes status (a JSON object, stolen) on host i the way a controller does: a merge patch with
+ * the resourceVersion just read as its precondition. The host controller writes lastProbeTime on
+ * every probe, so a lost race is normal: read again and retry, as any CAS writer must. */
+static void host_status_cas(unsigned i, json_t *status)
+{
+    char *name = host_name(i);
+
+    for (unsigned attempt = 0;; attempt++) {
+        struct kp_error e = KP_ERROR_INIT;
+        struct kp_entry *h = host_get(i);
+        json_t *p;
+        int r;
+
+        wait_cached(i, h->rv);
+        p = kp_lab_json("{\"metadata\":{\"resourceVersion\":\"%s\"}}", h->rv);
+        assert_int_equal(kp_json_patch_set_steal(p, KP_JSON_PATH("status"), kp_json_ref(status)),
+                         0);
+        kp_entry_unref(h);
+        r = kp_client_patch(T.c, &KP_RES_SSHHOST, T.ns, name, "status", KP_PATCH_MERGE, p, NULL,
+                            &e);
+        kp_json_unref(p);
+        if (r == -KP_ECONFLICT && attempt < 20) {
+            kp_error_done(&e);
+            continue;
+        }
+        kp_lab_check(r, &e, "host status CAS");
+        kp_error_done(&e);
+        break;
+    }
+    kp_json_unref(status);
+    kp_free(name);
+}
+
 /* --- fixture ------------------------------------------------------------------------------- */
 
 static void sshhost(unsigned i, const char *cpu)
@@ -542,14 +575,9 @@ static void test_claims(void **state)
     /* Claim host 1 the way Create does, with a live token recorded, and crash "after join". */
     kp_lab_check(kp_token_mint(T.c, "hc-nc1", tok_id, &token, &e), &e, "mint");
     kp_secret_free(token);
-    h = host_get(1);
-    wait_cached(1, h->rv);
-    patch_status(&KP_RES_SSHHOST, T.ns, name,
-                 kp_lab_json("{\"metadata\":{\"resourceVersion\":\"%s\"},\"status\":{\"state\":"
-                             "\"Claimed\",\"claimRef\":{\"name\":\"hc-nc1\",\"uid\":\"%s\"},"
-                             "\"bootstrapTokenID\":\"%s\"}}",
-                             h->rv, uid, tok_id));
-    kp_entry_unref(h);
+    host_status_cas(1, kp_lab_json("{\"state\":\"Claimed\",\"claimRef\":{\"name\":\"hc-nc1\","
+                                   "\"uid\":\"%s\"},\"bootstrapTokenID\":\"%s\"}",
+                                   uid, tok_id));
     /* Not registered yet: the claim is left alone (claimed hosts are never dialed). */
     kp_sleep_usec(3 * KP_USEC_PER_SEC);
     h = host_get(1);
@@ -608,13 +636,7 @@ static void test_zombie(void **state)
 
     (void)state;
     /* A warm host: kpssh installed its profile here once. */
-    h = host_get(1);
-    wait_cached(1, h->rv);
-    patch_status(&KP_RES_SSHHOST, T.ns, name,
-                 kp_lab_json("{\"metadata\":{\"resourceVersion\":\"%s\"},\"status\":{"
-                             "\"installedProfile\":\"" PROFILE "@1\"}}",
-                             h->rv));
-    kp_entry_unref(h);
+    host_status_cas(1, kp_lab_json("{\"installedProfile\":\"" PROFILE "@1\"}"));
     /* Its old Node is still there (the core has not collected it) ... */
     node_create("hc-zombie", "kpssh://elsewhere/hc-1", ip);
     /* ... and it reboots with kubelet enabled. */
@@ -709,13 +731,11 @@ static void test_rekey(void **state)
     h = host_get(3);
     assert_int_equal(HV(h)->state, KP_HOST_UNHEALTHY);
     assert_string_equal(HV(h)->host_key_fingerprint, old_fp);
-    /* The operator confirms the new key by clearing the pin: pinned again on the next probe. */
-    wait_cached(3, h->rv);
-    patch_status(&KP_RES_SSHHOST, T.ns, name,
-                 kp_lab_json("{\"metadata\":{\"resourceVersion\":\"%s\"},\"status\":{"
-                             "\"hostKeyFingerprint\":null}}",
-                             h->rv));
     kp_entry_unref(h);
+    /* The operator confirms the new key by clearing the pin with the command docs/operations.md
+     * gives (a merge patch, no precondition): pinned again on the next probe. */
+    patch_status(&KP_RES_SSHHOST, T.ns, name,
+                 kp_lab_json("{\"status\":{\"hostKeyFingerprint\":null}}"));
     h = wait_state(3, KP_HOST_AVAILABLE, NULL, NULL);
     assert_non_null(HV(h)->host_key_fingerprint);
     assert_string_not_equal(HV(h)->host_key_fingerprint, old_fp);
