@@ -56,6 +56,7 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/str.h"
 #include "base/time.h"
 
 #define KP_REDACTED "[REDACTED]"
@@ -456,42 +457,6 @@ struct kp_line {
     size_t end;
     bool cut; /* a value was shortened or a field left out */
 };
-
-/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when s[0] does not start one:
- * overlong forms, surrogates and code points past U+10FFFF are invalid (RFC 3629). */
-static size_t kp_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-    size_t need, i;
-
-    if (c < 0x80)
-        return 1;
-    if (c < 0xc2)
-        return 0;
-    if (c < 0xe0) {
-        need = 2;
-    } else if (c < 0xf0) {
-        need = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c < 0xf5) {
-        need = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else {
-        return 0;
-    }
-    if (n < need || s[1] < lo || s[1] > hi)
-        return 0;
-    for (i = 2; i < need; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return need;
-}
 
 /* The escaped form of the character at s (n > 0 bytes left) in out; returns its length and sets
  * *ret_used to the input bytes it stands for. */

@@ -25,6 +25,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,65 @@ int kp_strset(char **dst, const char *src)
     kp_free(*dst);
     *dst = copy;
     return 0;
+}
+
+size_t kp_utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+    size_t need, i;
+
+    if (c < 0x80)
+        return 1;
+    if (c < 0xc2)
+        return 0;
+    if (c < 0xe0) {
+        need = 2;
+    } else if (c < 0xf0) {
+        need = 3;
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+    } else if (c < 0xf5) {
+        need = 4;
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+    } else {
+        return 0;
+    }
+    if (n < need || s[1] < lo || s[1] > hi)
+        return 0;
+    for (i = 2; i < need; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return need;
+}
+
+char *kp_utf8_scrub(const char *s)
+{
+    size_t n = strlen(s), out_len = 0, i, u;
+    char *out;
+
+    /* Each bad byte becomes three: the worst case is 3n + 1. */
+    if (n > (SIZE_MAX - 1) / 3)
+        return NULL;
+    out = kp_malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    for (i = 0; i < n; i += u ? u : 1) {
+        u = kp_utf8_len((const unsigned char *)s + i, n - i);
+        if (u == 0) {
+            memcpy(out + out_len, "\xef\xbf\xbd", 3); /* U+FFFD REPLACEMENT CHARACTER */
+            out_len += 3;
+        } else {
+            memcpy(out + out_len, s + i, u);
+            out_len += u;
+        }
+    }
+    out[out_len] = '\0';
+    return out;
 }
 
 /* Accumulates decimal digits into *ret_val. 0, -EINVAL for an empty run or a non-digit byte,

@@ -31,6 +31,14 @@ char *kp_strjoin(const char *first, ...) KP_MALLOC KP_WUR KP_SENTINEL;
 /* Replaces *dst with a copy of src (NULL allowed): 0 or -ENOMEM (then *dst is unchanged). */
 int kp_strset(char **dst, const char *src) KP_WUR;
 
+/* The length of the valid UTF-8 sequence at s (1 to 4; n > 0 bytes left), or 0 when s[0] does
+ * not start one: overlong forms, surrogates and code points past U+10FFFF are invalid (RFC 3629).
+ * NUL is a valid one-byte sequence. */
+size_t kp_utf8_len(const unsigned char *s, size_t n) KP_NONNULL(1);
+/* A copy of s in which every byte that does not start a valid UTF-8 sequence is replaced by
+ * U+FFFD; valid text is copied unchanged. NULL on -ENOMEM. Release with kp_free. */
+char *kp_utf8_scrub(const char *s) KP_NONNULL(1) KP_MALLOC KP_WUR;
+
 /* Strict unsigned decimal: one or more digits, nothing else. -EINVAL for anything else (empty,
  * sign, space, trailing bytes), -ERANGE past the type's maximum. Leading zeros are accepted. */
 int kp_parse_u64(const char *p, size_t n, uint64_t *ret) KP_NONNULL(3) KP_WUR;

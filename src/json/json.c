@@ -507,12 +507,61 @@ out:
     return r;
 }
 
-int kp_json_patch_set_str(json_t *patch, const char *const *path, const char *value)
+int kp_json_array_new(json_t **ret)
+{
+    json_t *a;
+
+    kp_json_setup();
+    a = json_array();
+    if (!a)
+        return -ENOMEM;
+    *ret = a;
+    return 0;
+}
+
+int kp_json_array_append_steal(json_t *arr, json_t *value)
 {
     kp_json_setup();
-    if (!value)
+    if (!arr || !json_is_array(arr) || !value) {
+        json_decref(value);
         return -EINVAL;
-    return kp_json_patch_set(patch, path, json_string(value));
+    }
+    /* json_array_append_new consumes value even when it fails. */
+    return json_array_append_new(arr, value) < 0 ? -ENOMEM : 0;
+}
+
+int kp_json_string_new(const char *s, json_t **ret)
+{
+    json_t *v;
+
+    kp_json_setup();
+    if (!s)
+        return -EINVAL;
+    v = json_string(s);
+    if (!v) {
+        /* jansson refuses text that is not UTF-8. Text from hosts (stderr, banners) can be
+         * anything; a status write or an event must not fail on it, so bad bytes become U+FFFD. */
+        char *clean = kp_utf8_scrub(s);
+
+        if (!clean)
+            return -ENOMEM;
+        v = json_string(clean);
+        kp_free(clean);
+        if (!v)
+            return -ENOMEM;
+    }
+    *ret = v;
+    return 0;
+}
+
+int kp_json_patch_set_str(json_t *patch, const char *const *path, const char *value)
+{
+    json_t *v = NULL;
+    int r;
+
+    if ((r = kp_json_string_new(value, &v)) < 0)
+        return r;
+    return kp_json_patch_set(patch, path, v);
 }
 
 int kp_json_patch_set_int(json_t *patch, const char *const *path, int64_t value)

@@ -137,13 +137,23 @@ int kp_json_dump(const json_t *v, enum kp_json_dump_flags flags, struct kp_buf *
 int kp_json_patch_new(json_t **ret) KP_WUR;
 /* Set the leaf at path (at least one segment). 0, -ENOMEM, -EINVAL (empty path or NULL string),
  * or -KP_EPARSE when an intermediate already holds a non-object. On error the patch is either
- * unchanged or holds extra empty intermediate objects, which is harmless in a merge patch. */
+ * unchanged or holds extra empty intermediate objects, which is harmless in a merge patch.
+ * A string that is not valid UTF-8 is stored with U+FFFD for each bad byte (kp_utf8_scrub). */
 int kp_json_patch_set_str(json_t *patch, const char *const *path, const char *value) KP_WUR;
 int kp_json_patch_set_int(json_t *patch, const char *const *path, int64_t value) KP_WUR;
 int kp_json_patch_set_bool(json_t *patch, const char *const *path, bool value) KP_WUR;
 int kp_json_patch_set_null(json_t *patch, const char *const *path) KP_WUR;
 /* Sets the leaf to value and takes over the caller's reference to it, even on failure. */
 int kp_json_patch_set_steal(json_t *patch, const char *const *path, json_t *value) KP_WUR;
+
+/* A new JSON string holding a copy of s; text that is not valid UTF-8 is stored with U+FFFD for
+ * each bad byte (kp_utf8_scrub). 0, -ENOMEM or -EINVAL (s NULL). */
+int kp_json_string_new(const char *s, json_t **ret) KP_WUR;
+/* A new empty array: 0 or -ENOMEM. Release with kp_json_unref. */
+int kp_json_array_new(json_t **ret) KP_WUR;
+/* Appends value to arr and takes over the caller's reference to it, even on failure. 0, -ENOMEM,
+ * or -EINVAL (arr not an array, value NULL). */
+int kp_json_array_append_steal(json_t *arr, json_t *value) KP_WUR;
 
 /* Builds the merge patch that turns old into new (both objects; NULL counts as {}): changed or
  * added members carry their new value, removed members become null, nested objects recurse, and

@@ -1,12 +1,16 @@
 /* Fuzz driver for json/json.h. Properties (abort on violation): decode never crashes and writes
  * nothing on failure; a decoded value encodes (sorted, compact), the encoding decodes to an equal
  * value and re-encodes to the same bytes; typed getters on arbitrary paths never crash; a merge
- * patch from the value to itself is empty, and from {} to the value reproduces it. */
+ * patch from the value to itself is empty, and from {} to the value reproduces it. The input as
+ * text always makes a JSON string (kp_json_string_new): verbatim when kp_utf8_scrub finds it valid
+ * UTF-8, else scrubbed, and the string encodes and decodes back to the same value. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/buf.h"
+#include "base/str.h"
 #include "json/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -33,12 +37,41 @@ static void poke_getters(const json_t *v)
         (void)!kp_json_as_str(kp_json_array_at(v, k), &s);
 }
 
+static void check_text(const uint8_t *data, size_t size)
+{
+    struct kp_buf a = KP_BUF_INIT(MAX_OUT);
+    char *text, *clean;
+    const char *got;
+    json_t *v = NULL, *w = NULL;
+    struct kp_json_error e;
+
+    if (size > 4096)
+        size = 4096;
+    text = kp_strndup((const char *)data, size);
+    if (!text)
+        abort();
+    clean = kp_utf8_scrub(text);
+    if (!clean || kp_json_string_new(text, &v) != 0 || kp_json_as_str(v, &got) != 0 ||
+        strcmp(got, clean) != 0)
+        abort();
+    if (kp_json_dump(v, 0, &a) != 0 ||
+        kp_json_parse(a.data, a.len, MAX_OUT, KP_JSON_DEPTH_HARD_MAX, &w, &e) != 0 ||
+        !kp_json_equal(v, w))
+        abort();
+    kp_json_unref(w);
+    kp_json_unref(v);
+    kp_buf_done(&a);
+    kp_free(clean);
+    kp_free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct kp_buf a = KP_BUF_INIT(MAX_OUT), b = KP_BUF_INIT(MAX_OUT);
     json_t *v = (json_t *)(uintptr_t)1, *w = NULL, *d = NULL;
     struct kp_json_error e;
 
+    check_text(data, size);
     if (kp_json_parse((const char *)data, size, MAX_IN, 0, &v, &e) != 0) {
         if (v != (json_t *)(uintptr_t)1)
             abort();

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/str.h"
 #include "json/json.h"
 
 #define MAXB (1u << 20)
@@ -332,12 +333,80 @@ out:
     return r;
 }
 
+/* Text that is not UTF-8 (a host's stderr, say) is stored, not refused: bad bytes become U+FFFD. */
+static void test_patch_bad_utf8(void **state)
+{
+    struct kp_buf out = KP_BUF_INIT(4096);
+    json_t *p = NULL;
+
+    (void)state;
+    assert_int_equal(kp_json_patch_new(&p), 0);
+    assert_int_equal(kp_json_patch_set_str(p, KP_JSON_PATH("status", "lastProbeError"),
+                                           "motd: caf\xe9 \xc3\xa9"),
+                     0);
+    assert_int_equal(kp_json_dump(p, 0, &out), 0);
+    assert_string_equal(kp_buf_str(&out),
+                        "{\"status\":{\"lastProbeError\":\"motd: caf\xef\xbf\xbd \xc3\xa9\"}}");
+    kp_json_unref(p);
+    kp_buf_done(&out);
+}
+
+/* Our idea of valid UTF-8 (kp_utf8_len) agrees with jansson's: every string of one or two bytes
+ * and every three- and four-byte lead with boundary continuations is stored verbatim exactly
+ * when kp_utf8_scrub leaves it unchanged. */
+static void test_utf8_agrees_with_jansson(void **state)
+{
+    static const unsigned char cont[] = {0x00, 0x41, 0x7f, 0x80, 0x8f, 0x90,
+                                         0x9f, 0xa0, 0xbf, 0xc0, 0xff};
+    unsigned char s[5];
+    size_t checked = 0;
+
+    (void)state;
+    for (unsigned a = 1; a < 256; a++) {
+        for (unsigned b = 0; b < 256; b++) {
+            for (size_t ci = 0; ci < KP_ARRAY_SIZE(cont) * KP_ARRAY_SIZE(cont) + 1; ci++) {
+                json_t *p = NULL;
+                const char *got = NULL;
+                char *clean;
+                bool verbatim;
+
+                s[0] = (unsigned char)a;
+                s[1] = (unsigned char)b;
+                s[2] = s[3] = s[4] = 0;
+                if (ci > 0) {
+                    if (a < 0xe0 || b == 0)
+                        break; /* three and four bytes only after their leads */
+                    s[2] = cont[(ci - 1) % KP_ARRAY_SIZE(cont)];
+                    s[3] = a >= 0xf0 ? cont[(ci - 1) / KP_ARRAY_SIZE(cont)] : 0;
+                    if (s[2] == 0 || (a < 0xf0 && ci > KP_ARRAY_SIZE(cont)))
+                        continue;
+                }
+                assert_int_equal(kp_json_patch_new(&p), 0);
+                assert_int_equal(kp_json_patch_set_str(p, KP_JSON_PATH("v"), (const char *)s), 0);
+                assert_int_equal(kp_json_get_str(p, "v", &got), 0);
+                clean = kp_utf8_scrub((const char *)s);
+                assert_non_null(clean);
+                verbatim = strcmp(got, (const char *)s) == 0;
+                if (verbatim != (strcmp(clean, (const char *)s) == 0))
+                    fail_msg("%02x %02x %02x %02x: jansson %s, kp_utf8_scrub %s", s[0], s[1], s[2],
+                             s[3], verbatim ? "valid" : "invalid",
+                             strcmp(clean, (const char *)s) == 0 ? "valid" : "invalid");
+                kp_free(clean);
+                kp_json_unref(p);
+                checked++;
+            }
+        }
+    }
+    print_message("# %zu strings checked against jansson\n", checked);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_parse_limits),
-        cmocka_unit_test(test_getters),      cmocka_unit_test(test_iterate),
-        cmocka_unit_test(test_dump),         cmocka_unit_test(test_patch),
+        cmocka_unit_test(test_parse_errors),   cmocka_unit_test(test_parse_limits),
+        cmocka_unit_test(test_getters),        cmocka_unit_test(test_iterate),
+        cmocka_unit_test(test_dump),           cmocka_unit_test(test_patch),
+        cmocka_unit_test(test_patch_bad_utf8), cmocka_unit_test(test_utf8_agrees_with_jansson),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_parse_dump),

@@ -826,6 +826,73 @@ out:
     return r;
 }
 
+static void test_utf8_len(void **state)
+{
+    static const struct {
+        const char *s;
+        size_t want;
+    } cases[] = {
+        {"a", 1},
+        {"\xc3\xa9", 2},         /* U+00E9 */
+        {"\xe2\x82\xac", 3},     /* U+20AC */
+        {"\xf0\x9f\x98\x80", 4}, /* U+1F600 */
+        {"\xf4\x8f\xbf\xbf", 4}, /* U+10FFFF, the last code point */
+        {"\xc0\xaf", 0},         /* overlong '/' */
+        {"\xc1\xbf", 0},         /* overlong */
+        {"\xe0\x80\xaf", 0},     /* overlong, three bytes */
+        {"\xf0\x80\x80\xaf", 0}, /* overlong, four bytes */
+        {"\xed\xa0\x80", 0},     /* U+D800, a surrogate */
+        {"\xf4\x90\x80\x80", 0}, /* past U+10FFFF */
+        {"\xf5\x80\x80\x80", 0}, /* no such lead byte */
+        {"\xff", 0},
+        {"\x80", 0},     /* a lone continuation byte */
+        {"\xc3", 0},     /* cut short by the end */
+        {"\xe2\x82", 0}, /* cut short */
+        {"\xe2\x82z", 0},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        const unsigned char *u = (const unsigned char *)cases[i].s;
+
+        if (kp_utf8_len(u, strlen(cases[i].s)) != cases[i].want)
+            fail_msg("case %zu: kp_utf8_len = %zu, want %zu", i, kp_utf8_len(u, strlen(cases[i].s)),
+                     cases[i].want);
+    }
+    /* The length bound is honoured: a valid sequence with fewer bytes left is invalid. */
+    assert_int_equal(kp_utf8_len((const unsigned char *)"\xe2\x82\xac", 2), 0);
+}
+
+static void test_utf8_scrub(void **state)
+{
+    char *s;
+
+    (void)state;
+    s = kp_utf8_scrub("plain \xc3\xa9t\xc3\xa9 \xe2\x82\xac");
+    assert_non_null(s);
+    assert_string_equal(s, "plain \xc3\xa9t\xc3\xa9 \xe2\x82\xac"); /* valid text unchanged */
+    kp_free(s);
+    /* Latin-1 "café", a lone continuation, a cut sequence at the end: one U+FFFD per bad byte. */
+    s = kp_utf8_scrub("caf\xe9 \x80x \xe2\x82");
+    assert_non_null(s);
+    assert_string_equal(s, "caf\xef\xbf\xbd \xef\xbf\xbdx \xef\xbf\xbd\xef\xbf\xbd");
+    kp_free(s);
+    s = kp_utf8_scrub("");
+    assert_non_null(s);
+    assert_string_equal(s, "");
+    kp_free(s);
+}
+
+static int torture_utf8_scrub(void)
+{
+    char *s = kp_utf8_scrub("bad \xff byte");
+
+    if (!s)
+        return -ENOMEM;
+    kp_free(s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct CMUnitTest tests[] = {
@@ -850,12 +917,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_strv_sort),
         cmocka_unit_test(test_strv_consume),
         cmocka_unit_test(test_strv_consume_enomem),
+        cmocka_unit_test(test_utf8_len),
+        cmocka_unit_test(test_utf8_scrub),
     };
     static const struct kp_torture_case cases[] = {
-        KP_TORTURE(torture_strjoin),
-        KP_TORTURE(torture_strset),
-        KP_TORTURE(torture_strdup),
-        KP_TORTURE(torture_strv),
+        KP_TORTURE(torture_strjoin), KP_TORTURE(torture_strset),     KP_TORTURE(torture_strdup),
+        KP_TORTURE(torture_strv),    KP_TORTURE(torture_utf8_scrub),
     };
 
     return kp_test_main("str", tests, KP_ARRAY_SIZE(tests), cases, KP_ARRAY_SIZE(cases), argc,
