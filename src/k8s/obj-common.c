@@ -48,6 +48,43 @@ const struct kp_condition *kp_conditions_get(const struct kp_conditions *c, cons
     return NULL;
 }
 
+const char *kp_cond_status_name(enum kp_cond_status s)
+{
+    return s == KP_COND_TRUE ? "True" : s == KP_COND_FALSE ? "False" : "Unknown";
+}
+
+int kp_conditions_patch_one(const char *type, enum kp_cond_status status, const char *reason,
+                            const char *message, int64_t observed_generation,
+                            const char *last_transition, json_t **ret)
+{
+    json_t *arr = NULL, *cond = NULL;
+    int r;
+
+    if ((r = kp_json_array_new(&arr)) < 0)
+        return r;
+    if ((r = kp_json_patch_new(&cond)) < 0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("type"), type)) < 0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("status"), kp_cond_status_name(status))) <
+            0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("reason"), reason ? reason : "Unknown")) <
+            0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("message"), message ? message : "")) < 0 ||
+        (r = kp_json_patch_set_int(cond, KP_JSON_PATH("observedGeneration"), observed_generation)) <
+            0 ||
+        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("lastTransitionTime"), last_transition)) <
+            0) {
+        kp_json_unref(cond);
+        kp_json_unref(arr);
+        return r;
+    }
+    if ((r = kp_json_array_append_steal(arr, cond)) < 0) {
+        kp_json_unref(arr);
+        return r;
+    }
+    *ret = arr;
+    return 0;
+}
+
 const struct kp_owner_ref *kp_owner_refs_controller(const struct kp_owner_refs *o)
 {
     for (size_t i = 0; i < o->n; i++)

@@ -97,6 +97,15 @@ struct kp_conditions {
 };
 /* The condition of the given type, or NULL. */
 const struct kp_condition *kp_conditions_get(const struct kp_conditions *c, const char *type);
+/* The name of a condition status as the API spells it: "True", "False" or "Unknown". */
+const char *kp_cond_status_name(enum kp_cond_status s);
+/* A one-element conditions list for a status merge patch (a merge patch replaces the whole list):
+ * [{type, status, reason, message, observedGeneration, lastTransitionTime}]. reason and message
+ * NULL are written as "Unknown" and ""; last_transition is the caller's RFC 3339 text. 0, -ENOMEM
+ * or -EINVAL. *ret holds a new reference. */
+int kp_conditions_patch_one(const char *type, enum kp_cond_status status, const char *reason,
+                            const char *message, int64_t observed_generation,
+                            const char *last_transition, json_t **ret) KP_NONNULL(1, 6, 7) KP_WUR;
 
 struct kp_owner_ref {
     const char *api_version;

@@ -85,31 +85,6 @@ int kp_claim_candidates(const struct kp_sshnodeclass_view *nc, const char *pool_
 #define ST(...) KP_JSON_PATH("status", __VA_ARGS__)
 
 /* The Ready condition of st into the object cond. */
-static int fill_ready(json_t *cond, const struct kp_claim_status *st)
-{
-    static const char *const names[] = {"Unknown", "True", "False"};
-    char buf[64];
-    int r;
-
-    if ((r = kp_json_patch_set_str(cond, KP_JSON_PATH("type"), "Ready")) < 0 ||
-        (r = kp_json_patch_set_str(
-             cond, KP_JSON_PATH("status"),
-             names[st->ready_status <= KP_COND_FALSE ? st->ready_status : 0])) < 0 ||
-        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("reason"),
-                                   st->ready_reason ? st->ready_reason : "Unknown")) < 0 ||
-        (r = kp_json_patch_set_str(cond, KP_JSON_PATH("message"),
-                                   st->ready_message ? st->ready_message : "")) < 0 ||
-        (r = kp_json_patch_set_int(cond, KP_JSON_PATH("observedGeneration"),
-                                   st->observed_generation)) < 0)
-        return r;
-    r = kp_time_format_rfc3339(
-        (uint64_t)(st->ready_transition_usec > 0 ? st->ready_transition_usec : 0), buf,
-        sizeof(buf));
-    if (r < 0)
-        return r;
-    return kp_json_patch_set_str(cond, KP_JSON_PATH("lastTransitionTime"), buf);
-}
-
 /* The host controller's fields of st into p. */
 static int patch_probe_facts(json_t *p, const struct kp_claim_status *st)
 {
@@ -139,20 +114,16 @@ static int patch_probe_facts(json_t *p, const struct kp_claim_status *st)
         (r = kp_json_patch_set_int(p, ST("observedGeneration"), st->observed_generation)) < 0)
         return r;
     if (st->set_ready) {
-        json_t *arr = NULL, *cond;
+        json_t *arr = NULL;
+        char ts[64];
 
-        /* The json layer builds objects, not arrays: the one-element list comes from parsing
-         * a constant without strings (jansson's string lexer is not safe against a failed
-         * allocation, its object and array code is) and its element is filled in place. */
-        if ((r = kp_json_parse("[{}]", 4, 16, 4, &arr, NULL)) < 0)
-            return r;
-        cond = kp_json_array_at(arr, 0);
-        r = cond ? fill_ready(cond, st) : -ENOMEM;
-        if (r < 0) {
-            kp_json_unref(arr);
-            return r;
-        }
-        if ((r = kp_json_patch_set_steal(p, ST("conditions"), arr)) < 0)
+        if ((r = kp_time_format_rfc3339(
+                 (uint64_t)(st->ready_transition_usec > 0 ? st->ready_transition_usec : 0), ts,
+                 sizeof(ts))) < 0 ||
+            (r = kp_conditions_patch_one("Ready", st->ready_status, st->ready_reason,
+                                         st->ready_message, st->observed_generation, ts, &arr)) <
+                0 ||
+            (r = kp_json_patch_set_steal(p, ST("conditions"), arr)) < 0)
             return r;
     }
     return 0;

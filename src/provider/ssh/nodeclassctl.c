@@ -168,34 +168,13 @@ bool kp_nodeclass_ready_differs(const struct kp_sshnodeclass_view *nc,
            nc->ready_observed_generation != nc->generation || c->last_transition_usec == 0;
 }
 
-int kp_nodeclass_json_str(struct kp_buf *out, const char *s)
+/* Dumps patch p into out and drops p. */
+static int dump_patch(json_t *p, int r, struct kp_buf *out)
 {
-    int r;
-
-    if ((r = kp_buf_putc(out, '"')) < 0)
-        return r;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            r = kp_buf_printf(out, "\\%c", *p);
-        else if (*p == '\n')
-            r = kp_buf_puts(out, "\\n");
-        else if (*p == '\t')
-            r = kp_buf_puts(out, "\\t");
-        else if (*p < 0x20 || *p == 0x7f)
-            r = kp_buf_printf(out, "\\u%04x", *p);
-        else if (*p >= 0x80)
-            r = kp_buf_putc(out, '?');
-        else
-            r = kp_buf_putc(out, (char)*p);
-        if (r < 0)
-            return r;
-    }
-    return kp_buf_putc(out, '"');
-}
-
-static const char *status_name(enum kp_cond_status s)
-{
-    return s == KP_COND_TRUE ? "True" : s == KP_COND_FALSE ? "False" : "Unknown";
+    if (r >= 0)
+        r = kp_json_dump(p, /* flags= */ 0, out);
+    kp_json_unref(p);
+    return r;
 }
 
 int kp_nodeclass_status_patch(const struct kp_sshnodeclass_view *nc, const char *rv,
@@ -205,6 +184,7 @@ int kp_nodeclass_status_patch(const struct kp_sshnodeclass_view *nc, const char 
     const struct kp_condition *c = cached_ready(nc);
     char ts[KP_RFC3339_STRMAX];
     uint64_t when = now_usec;
+    json_t *p = NULL, *conds = NULL;
     int r;
 
     if (!*rv)
@@ -214,20 +194,13 @@ int kp_nodeclass_status_patch(const struct kp_sshnodeclass_view *nc, const char 
         when = (uint64_t)c->last_transition_usec;
     if ((r = kp_rfc3339_format((int64_t)when, KP_RFC3339_SECONDS, ts, sizeof(ts))) < 0)
         return r;
-    if ((r = kp_buf_puts(out, "{\"metadata\":{\"resourceVersion\":")) < 0 ||
-        (r = kp_nodeclass_json_str(out, rv)) < 0 ||
-        (r = kp_buf_printf(
-             out,
-             "},\"status\":{\"conditions\":[{\"type\":\"" KP_SSH_NODECLASS_CONDITION_READY
-             "\",\"status\":\"%s\",\"reason\":",
-             status_name(want->status))) < 0 ||
-        (r = kp_nodeclass_json_str(out, want->reason)) < 0 ||
-        (r = kp_buf_puts(out, ",\"message\":")) < 0 ||
-        (r = kp_nodeclass_json_str(out, want->message)) < 0 ||
-        (r = kp_buf_printf(out, ",\"observedGeneration\":%lld,\"lastTransitionTime\":\"%s\"}]}}",
-                           (long long)nc->generation, ts)) < 0)
+    if ((r = kp_json_patch_new(&p)) < 0)
         return r;
-    return 0;
+    if ((r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "resourceVersion"), rv)) >= 0 &&
+        (r = kp_conditions_patch_one(KP_SSH_NODECLASS_CONDITION_READY, want->status, want->reason,
+                                     want->message, nc->generation, ts, &conds)) >= 0)
+        r = kp_json_patch_set_steal(p, KP_JSON_PATH("status", "conditions"), conds);
+    return dump_patch(p, r, out);
 }
 
 bool kp_nodeclass_has_finalizer(const struct kp_sshnodeclass_view *nc)
@@ -241,27 +214,36 @@ bool kp_nodeclass_has_finalizer(const struct kp_sshnodeclass_view *nc)
 int kp_nodeclass_finalizer_patch(const struct kp_sshnodeclass_view *nc, bool add,
                                  struct kp_buf *out)
 {
-    bool first = true;
+    json_t *p = NULL, *list = NULL;
     int r;
 
     if (!nc->e.rv || !*nc->e.rv)
         return -EINVAL;
-    if ((r = kp_buf_puts(out, "{\"metadata\":{\"resourceVersion\":")) < 0 ||
-        (r = kp_nodeclass_json_str(out, nc->e.rv)) < 0 ||
-        (r = kp_buf_puts(out, ",\"finalizers\":[")) < 0)
+    if ((r = kp_json_patch_new(&p)) < 0)
         return r;
-    for (size_t i = 0; i < nc->n_finalizers; i++) {
+    if ((r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "resourceVersion"), nc->e.rv)) < 0 ||
+        (r = kp_json_array_new(&list)) < 0)
+        return dump_patch(p, r, out);
+    /* The whole list is replaced (merge patch): every other finalizer is kept as it is. */
+    for (size_t i = 0; i < nc->n_finalizers && r >= 0; i++) {
+        json_t *one = NULL;
+
         if (kp_streq(nc->finalizers[i], KP_SSH_NODECLASS_FINALIZER))
             continue;
-        if ((!first && (r = kp_buf_putc(out, ',')) < 0) ||
-            (r = kp_nodeclass_json_str(out, nc->finalizers[i])) < 0)
-            return r;
-        first = false;
+        if ((r = kp_json_string_new(nc->finalizers[i], &one)) >= 0)
+            r = kp_json_array_append_steal(list, one);
     }
-    if (add && (((!first && (r = kp_buf_putc(out, ',')) < 0)) ||
-                (r = kp_nodeclass_json_str(out, KP_SSH_NODECLASS_FINALIZER)) < 0))
-        return r;
-    return kp_buf_puts(out, "]}}");
+    if (r >= 0 && add) {
+        json_t *one = NULL;
+
+        if ((r = kp_json_string_new(KP_SSH_NODECLASS_FINALIZER, &one)) >= 0)
+            r = kp_json_array_append_steal(list, one);
+    }
+    if (r >= 0)
+        r = kp_json_patch_set_steal(p, KP_JSON_PATH("metadata", "finalizers"), list);
+    else
+        kp_json_unref(list);
+    return dump_patch(p, r, out);
 }
 
 bool kp_nodeclass_host_labels_changed(const struct kp_labels *a, const struct kp_labels *b)
@@ -527,8 +509,8 @@ static void emit_transition(struct kp_ssh_nodeclassctl *ctl, const struct kp_ssh
     if (!ctl->events)
         return;
     /* The message is cut well below the note limit; the condition holds all of it. */
-    if (kp_buf_printf(&note, "Ready=%s (%s)%s%.768s", status_name(want->status), want->reason,
-                      *want->message ? ": " : "", want->message) < 0) {
+    if (kp_buf_printf(&note, "Ready=%s (%s)%s%.768s", kp_cond_status_name(want->status),
+                      want->reason, *want->message ? ": " : "", want->message) < 0) {
         kp_buf_done(&note);
         return;
     }
@@ -660,8 +642,8 @@ int kp_ssh_nodeclassctl_reconcile(struct kp_ssh_nodeclassctl *ctl, struct kp_cli
 
         if (!old || old->status != want.status || !kp_streq(old->reason, want.reason)) {
             kp_log_info("nodeclass readiness changed", KP_LF("nodeclass", name),
-                        KP_LF("ready", status_name(want.status)), KP_LF("reason", want.reason),
-                        KP_LF("message", want.message));
+                        KP_LF("ready", kp_cond_status_name(want.status)),
+                        KP_LF("reason", want.reason), KP_LF("message", want.message));
             emit_transition(ctl, nc, &want);
         }
     }

@@ -99,10 +99,6 @@ bool kp_nodeclass_has_finalizer(const struct kp_sshnodeclass_view *nc) KP_NONNUL
 int kp_nodeclass_finalizer_patch(const struct kp_sshnodeclass_view *nc, bool add,
                                  struct kp_buf *out) KP_NONNULL(1, 3) KP_WUR;
 
-/* Appends s to out as a JSON string literal; bytes outside printable ASCII become '?' (control
- * characters are escaped). Shared with provider/ssh/taintgate.c. 0, -ENOMEM, -KP_ELIMIT. */
-int kp_nodeclass_json_str(struct kp_buf *out, const char *s) KP_NONNULL(1, 2) KP_WUR;
-
 /* True when an SSHHost update can change which classes select it (labels or namespace). */
 bool kp_nodeclass_host_labels_changed(const struct kp_labels *a, const struct kp_labels *b)
     KP_NONNULL(1, 2);

@@ -153,33 +153,37 @@ int kp_taintgate_patch(const json_t *taints, const char *rv, const char *const *
                        struct kp_buf *out, size_t *ret_removed)
 {
     size_t removed = 0, n = kp_json_array_size(taints);
-    bool first = true;
+    json_t *p = NULL, *kept = NULL;
     int r;
 
     if (!*rv)
         return -EINVAL;
     if (taints && kp_json_typeof(taints) != KP_JSON_ARRAY)
         return -KP_EPARSE;
-    if ((r = kp_buf_puts(out, "{\"metadata\":{\"resourceVersion\":")) < 0 ||
-        (r = kp_nodeclass_json_str(out, rv)) < 0 ||
-        (r = kp_buf_puts(out, "},\"spec\":{\"taints\":[")) < 0)
+    if ((r = kp_json_array_new(&kept)) < 0)
         return r;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *t = kp_json_array_at(taints, i);
+    /* The whole list is replaced (merge patch): the taints that stay are copied as they are. */
+    for (size_t i = 0; i < n && r >= 0; i++) {
+        json_t *t = kp_json_array_at(taints, i);
         const char *key = NULL;
 
         if (kp_json_typeof(t) != KP_JSON_OBJECT)
-            return -KP_EPARSE;
-        if (kp_json_get_str(t, "key", &key) == 0 && key_listed(key, keys, n_keys)) {
+            r = -KP_EPARSE;
+        else if (kp_json_get_str(t, "key", &key) == 0 && key_listed(key, keys, n_keys))
             removed++;
-            continue;
-        }
-        if ((!first && (r = kp_buf_putc(out, ',')) < 0) ||
-            (r = kp_json_dump(t, /* flags= */ 0, out)) < 0)
-            return r;
-        first = false;
+        else
+            r = kp_json_array_append_steal(kept, kp_json_ref(t));
     }
-    if ((r = kp_buf_puts(out, "]}}")) < 0)
+    if (r >= 0 && (r = kp_json_patch_new(&p)) >= 0 &&
+        (r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "resourceVersion"), rv)) >= 0) {
+        r = kp_json_patch_set_steal(p, KP_JSON_PATH("spec", "taints"), kept);
+        kept = NULL;
+        if (r >= 0)
+            r = kp_json_dump(p, /* flags= */ 0, out);
+    }
+    kp_json_unref(kept);
+    kp_json_unref(p);
+    if (r < 0)
         return r;
     if (ret_removed)
         *ret_removed = removed;
