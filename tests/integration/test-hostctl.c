@@ -11,6 +11,8 @@
  *                NodeClaim is force-deleted -> stale-claim release -> Pending -> Available
  *   zombie       host 1 (install marker, a Node with its InternalIP) "reboots" with kubelet
  *                enabled -> Leaving -> leave ran -> Node deleted -> Available
+ *   zombie_resume  host 1 left Leaving with its Node still there (a kill between leave and the
+ *                Node delete) -> the next probe deletes the Node -> Available
  *   foreign      host 2 (no marker, no Node) with an active kubelet -> Unhealthy/ForeignKubelet,
  *                kubelet untouched
  *   rekey        host 3 gets a new host key -> Unhealthy with a man-in-the-middle error, never
@@ -682,6 +684,34 @@ static void test_zombie(void **state)
     kp_free(name);
 }
 
+/* The controller was killed after the zombie leave and before it deleted the Node (or the delete
+ * failed): the host is Leaving with kubelet stopped and the Node still there. The next probe
+ * deletes that Node first, then makes the host Available. */
+static void test_zombie_resume(void **state)
+{
+    struct kp_entry *h;
+    char *ip = kp_lab_host_ip(&T.lab, 1);
+    unsigned left0 = (unsigned)atomic_load(&O.left);
+    unsigned events0 = events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT);
+    uint64_t t0;
+
+    (void)state;
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
+    node_create("hc-zombie-rest", "kpssh://elsewhere/hc-1", ip);
+    t0 = kp_mono_usec();
+    host_status_cas(1, kp_lab_json("{\"state\":\"Leaving\"}"));
+    h = wait_state(1, KP_HOST_AVAILABLE, NULL, NULL);
+    kp_entry_unref(h);
+    assert_false(node_exists("hc-zombie-rest"));
+    print_message("# interrupted zombie leave: Leaving -> Node deleted -> Available in %.0f ms\n",
+                  (kp_mono_usec() - t0) / 1e3);
+    assert_int_equal(events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT), events0 + 1);
+    assert_int_equal(atomic_load(&O.left), left0 + 1);
+    /* Nothing was run on the host: kubelet stays stopped. */
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
+    kp_free(ip);
+}
+
 static void test_foreign(void **state)
 {
     struct kp_entry *h;
@@ -777,10 +807,10 @@ static void test_unreachable(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pool),        cmocka_unit_test(test_maintenance),
-        cmocka_unit_test(test_claims),      cmocka_unit_test(test_zombie),
-        cmocka_unit_test(test_foreign),     cmocka_unit_test(test_rekey),
-        cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_pool),          cmocka_unit_test(test_maintenance),
+        cmocka_unit_test(test_claims),        cmocka_unit_test(test_zombie),
+        cmocka_unit_test(test_zombie_resume), cmocka_unit_test(test_foreign),
+        cmocka_unit_test(test_rekey),         cmocka_unit_test(test_unreachable),
     };
 
     (void)argc;

@@ -249,13 +249,43 @@ static void test_probe_outcomes(void **state)
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_int_equal(o->st.state, KP_HOST_AVAILABLE);
     assert_string_equal(o->st.last_probe_error, "");
+    assert_false(o->collect_node); /* an ordinary failure left no Node behind */
     kp_entry_unref(e);
+
+    /* An interrupted zombie leave: Leaving (killed mid-guard) or ZombieLeaveFailed, kubelet now
+     * stopped. The stale Node is collected before the host is Available. */
+    e = host("", "\"state\":\"Leaving\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_true(o->collect_node);
+    assert_int_equal(o->st.state, KP_HOST_AVAILABLE);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"zombie left, but deleting Node\","
+                 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":"
+                 "\"ZombieLeaveFailed\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_true(o->collect_node);
+    kp_entry_unref(e);
+    /* Claimed hosts are the provider's: never (they are not probed either). */
+    e = host("", "\"state\":\"Leaving\",\"claimRef\":{\"name\":\"nc\",\"uid\":\"u\"}");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_false(o->collect_node);
+    kp_entry_unref(e);
+    /* A probe failure decides nothing about Nodes. */
+    in.err = -ETIMEDOUT;
+    in.res = NULL;
+    e = host("", "\"state\":\"Leaving\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_false(o->collect_node);
+    kp_entry_unref(e);
+    in.err = 0;
+    in.res = &res;
 
     /* Kubelet active: facts only, the guard decides the state. */
     res.kubelet_active = true;
     e = host("", "\"state\":\"Available\",\"installedProfile\":\"p@1\"");
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_true(o->zombie_check);
+    assert_false(o->collect_node); /* the guard runs the whole leave instead */
     assert_false(o->st.set_state);
     assert_null(o->st.last_probe_error);
     assert_true(o->st.set_observed);

@@ -17,7 +17,9 @@
  *                 ok, kubelet active: facts --CAS-->, then the zombie guard:
  *                   foreign (no Node with its IP, no install marker) --CAS--> Unhealthy, parked
  *                   ours --CAS--> Leaving, leave, delete the Node --CAS--> Available
- *                                               leave failed --CAS--> Unhealthy
+ *                                 leave or Node delete failed --CAS--> Unhealthy (ZombieLeaveFailed)
+ *                 ok, kubelet inactive, host Leaving (a crash mid-guard) or ZombieLeaveFailed:
+ *                   delete the Node with its IP first --CAS--> Available (failed: Unhealthy)
  *
  * Why this way: decisions are pure functions of (the host's projection, what the I/O found), so
  * the rules are unit-tested without a server and the I/O functions stay thin. Every write is a
@@ -334,6 +336,15 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
         kp_hostctl_ready_for(h, h->state, cur && cur->status == KP_COND_FALSE ? cur->reason : NULL,
                              h->last_probe_error, in->now_usec, st);
     } else {
+        const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
+
+        /* Leaving (killed during the guard) or ZombieLeaveFailed (the leave or the Node delete
+         * failed): while the host is in either state nothing can claim it, so its stale Node is
+         * deleted before it becomes Available. */
+        ret->collect_node =
+            !h->claim_name && (h->state == KP_HOST_LEAVING ||
+                               (h->state == KP_HOST_UNHEALTHY && cur && cur->reason &&
+                                kp_streq(cur->reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED)));
         state = KP_HOST_AVAILABLE;
         st->state = state;
         st->set_state = true;
@@ -712,6 +723,47 @@ out:
     return r;
 }
 
+/* The end of an interrupted zombie leave (out->collect_node): deletes the Node that still has the
+ * host's address. When that fails the probe's write becomes Unhealthy / ZombieLeaveFailed with the
+ * error (*ret_why owns the text) and the next probe tries again. */
+static int collect_stale_node(struct kp_ssh_hostctl *hc, struct kp_client *c,
+                              const struct kp_sshhost_view *h, int64_t now,
+                              struct kp_hostctl_probe_outcome *out, char **ret_why)
+{
+    char *node = NULL, *note = NULL;
+    int r;
+
+    if ((r = node_by_ip(hc, kp_sshhost_node_ip(h), &node)) < 0 || !node)
+        return r;
+    if ((r = kp_ssh_provider_delete_node(c, node)) < 0) {
+        *ret_why = kp_strjoin("zombie left, but deleting Node ", node, " failed: ", kp_strerror(r),
+                              (const char *)NULL);
+        if (!*ret_why) {
+            r = -ENOMEM;
+            goto out;
+        }
+        kp_log_error_errno(r, "the Node of an earlier zombie leave was not deleted",
+                           KP_LF("host", h->e.name), KP_LF("node", node));
+        out->st.state = KP_HOST_UNHEALTHY;
+        out->st.last_probe_error = *ret_why;
+        kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_ZOMBIE_FAILED, *ret_why, now,
+                             &out->st);
+        r = 0;
+        goto out;
+    }
+    kp_log_info("deleted the Node an earlier zombie leave left behind", KP_LF("host", h->e.name),
+                KP_LF("node", node), KP_LF("from", kp_host_state_name(h->state)));
+    note = kp_strjoin("kubelet was stopped by an earlier leave; Node ", node, " deleted",
+                      (const char *)NULL);
+    host_event(hc, h, false, KP_HOSTCTL_EVENT_ZOMBIE_LEFT, "Leave",
+               note ? note : "Node of an earlier leave deleted");
+    kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_LEFT);
+out:
+    kp_free(note);
+    kp_free(node);
+    return r;
+}
+
 static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
                            uint64_t *ret_requeue)
 {
@@ -720,7 +772,7 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     struct kp_hostctl_probe_in in = {0};
     struct kp_probe_result res = {0};
     struct kp_entry *got = NULL;
-    char fp[KP_SSH_FP_SIZE], *msg = NULL;
+    char fp[KP_SSH_FP_SIZE], *msg = NULL, *why = NULL;
     int r, perr = 0;
 
     out = kp_calloc(1, sizeof(*out));
@@ -734,6 +786,8 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     in.seen_fp = fp[0] ? fp : NULL;
     in.now_usec = (int64_t)kp_real_usec();
     kp_hostctl_decide_probe(h, &in, &hc->t, out);
+    if (out->collect_node && (r = collect_stale_node(hc, c, h, in.now_usec, out, &why)) < 0)
+        goto out;
     /* write_status skips an unchanged status and still hands back the host for the guard. */
     if ((r = write_status(c, host, &out->st, &got)) < 0)
         goto out;
@@ -762,6 +816,7 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
 out:
     kp_entry_unref(got);
     kp_free(msg);
+    kp_free(why);
     kp_free(out);
     return r;
 }
