@@ -631,6 +631,47 @@ static void test_many_sessions_one_host(void **state)
     assert_true(after > before);
 }
 
+/* A link that slows to a crawl while input is being sent: the deadline still holds. libssh puts
+ * the socket back into blocking mode after the TCP connect, and one send() of its output buffer
+ * then waits for the peer however long that takes (207 s for this 8 s deadline before session.c
+ * kept the socket non-blocking). The link is shaped without drops (a deep queue), so TCP keeps
+ * draining and libssh sees POLLOUT, which is when it sends. */
+static void test_slow_link_deadline(void **state)
+{
+    struct kp_ssh_target t = target(1, false);
+    struct kp_ssh_session *s = NULL;
+    struct kp_ssh_capture cap;
+    const size_t in_len = KP_MAX_PHASE_INPUT;
+    char *input, *err = NULL;
+    uint64_t t0, took;
+    int r;
+
+    (void)state;
+    input = kp_malloc(in_len);
+    assert_non_null(input);
+    memset(input, 'x', in_len);
+    r = kp_ssh_connect(&t, kp_deadline_in(30 * KP_USEC_PER_SEC), &s, &err);
+    if (r < 0)
+        fail_msg("connect: %s", err ? err : kp_strerror(r));
+    assert_int_equal(kp_lab_host_sh(&lab.env, "slow", 1), 0);
+    kp_ssh_capture_init(&cap);
+    t0 = kp_mono_usec();
+    r = kp_ssh_exec(s, "cat >/dev/null", input, in_len, kp_deadline_in(8 * KP_USEC_PER_SEC), &cap,
+                    &err);
+    took = kp_mono_usec() - t0;
+    assert_int_equal(kp_lab_host_sh(&lab.env, "fast", 1), 0);
+    print_message("# 1 MiB of input over 32 kbit/s with an 8 s deadline: %s after %.0f ms (%s)\n",
+                  kp_strerror(r), took / 1e3, err ? err : "-");
+    assert_int_equal(r, -ETIMEDOUT);
+    /* The deadline plus a poll slice and the teardown of the connection, with room for a busy
+     * machine; a blocking send takes what is left of the 1 MiB at 4 kB/s, minutes. */
+    assert_true(took < 12 * KP_USEC_PER_SEC);
+    kp_ssh_capture_done(&cap);
+    kp_ssh_session_free(s);
+    kp_free(err);
+    kp_free(input);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +679,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deadline_kills_remote), cmocka_unit_test(test_output_ceiling),
         cmocka_unit_test(test_secrets_never_leak),    cmocka_unit_test(test_sudo_path),
         cmocka_unit_test(test_concurrent_phases),     cmocka_unit_test(test_many_sessions_one_host),
+        cmocka_unit_test(test_slow_link_deadline),
     };
     int r;
 

@@ -7,7 +7,9 @@
 #
 # Usage: host.sh add <i> [--cpu N] [--mem-mib N] [--arch x86_64|aarch64]
 #                        [--user NAME] [--max-pods N]
-#        host.sh stop|start|reboot|cut|heal|rekey|del <i>
+#        host.sh stop|start|reboot|cut|heal|slow|fast|rekey|del <i>
+#                     slow: traffic to host i limited to 32 kbit/s (a congested
+#                     or failing link); fast: the limit lifted
 #        host.sh exec <i> CMD...      run CMD as root inside host i
 #        host.sh list | known-hosts | del-all
 set -euo pipefail
@@ -314,6 +316,19 @@ heal)
     need_host "${1:-}"
     ip link set "$(host_veth "$1")" up
     log "host $1 back on the network"
+    ;;
+slow)
+    need_host "${1:-}"
+    # A token bucket on the bridge side of the host's veth shapes what is sent to the host.
+    # Its queue (200 kB, about 50 s) is deep enough that nothing is dropped: TCP keeps sending
+    # slowly instead of backing off, like a congested link.
+    tc qdisc replace dev "$(host_veth "$1")" root tbf rate 32kbit burst 1600 limit 200000
+    log "host $1 on a 32 kbit/s link"
+    ;;
+fast)
+    need_host "${1:-}"
+    tc qdisc del dev "$(host_veth "$1")" root 2>/dev/null || true
+    log "host $1 link at full speed"
     ;;
 rekey)
     need_host "${1:-}"

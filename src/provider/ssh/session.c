@@ -37,11 +37,10 @@
  *   which includes the login shell's startup files (sshd runs every command through the user's
  *   shell, and Debian's bash then sources ~/.bashrc even though it is not interactive; see
  *   docs/internals/ssh.md for the 100-session stall that turned out to be exactly that).
- *   XXX: after the TCP connect libssh puts the socket back into blocking mode (socket.c,
- *   ssh_socket_pollcallback), so a send() to a peer that has stopped reading can block past
- *   the deadline until TCP gives up; reads are always preceded by our poll(2). Phase input is at
- *   most 1 MiB and sshd drains it into the channel window, so only a host that stops reading
- *   mid-stream (frozen, partitioned) can hit this.
+ * - After the TCP connect libssh puts the socket back into blocking mode (socket.c,
+ *   ssh_socket_pollcallback), and a send() to a peer that has stopped reading, or reads slowly,
+ *   then blocks until TCP gives up. We set it non-blocking again before every wait
+ *   (kp_ssh_keep_nonblocking), so the deadline holds on a crawling link too.
  *
  * Threads: a session and its channels belong to one thread (the job's). libssh's global
  * initialisation runs once under pthread_once; its per-thread log settings on each thread's
@@ -51,6 +50,7 @@
 #include "provider/ssh/session.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -148,6 +148,26 @@ void kp_ssh_capture_done(struct kp_ssh_capture *c)
     c->exit_status = -1;
 }
 
+/* libssh switches the socket to blocking mode when the TCP connect completes (socket.c,
+ * ssh_socket_pollcallback), and then writes its whole output buffer with one send() whenever
+ * poll reports POLLOUT. On a blocking socket that send waits until the peer has taken all of it,
+ * which on a link that slows to a crawl is minutes past any deadline (integration/ssh
+ * slow_link_deadline measured 207 s for an 8 s one). Non-blocking, the send takes what fits and
+ * libssh keeps the rest for the next POLLOUT; it only ever writes after POLLOUT, so it never sees
+ * EAGAIN. Called before every wait, so the socket is blocking at most for the rest of the
+ * ssh_connect() call in which TCP connected (the client banner and KEXINIT, a few hundred bytes
+ * into an empty buffer). */
+static void kp_ssh_keep_nonblocking(ssh_session ssh)
+{
+    int fd = ssh_get_fd(ssh), fl;
+
+    if (fd < 0)
+        return;
+    fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
 /* Waits until the socket is ready for what libssh wants, or a slice passes. 0 or -ETIMEDOUT. */
 static int kp_ssh_wait(ssh_session ssh, struct kp_deadline dl)
 {
@@ -155,6 +175,7 @@ static int kp_ssh_wait(ssh_session ssh, struct kp_deadline dl)
     int ms = kp_deadline_left_ms(dl);
     int flags;
 
+    kp_ssh_keep_nonblocking(ssh);
     if (ms == 0)
         return -ETIMEDOUT;
     if (ms < 0 || ms > KP_SSH_POLL_SLICE_MS)
@@ -352,6 +373,7 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
         r = -EIO;
         goto out;
     }
+    kp_ssh_keep_nonblocking(s->ssh);
 
     if ((r = kp_ssh_server_fingerprint(s, reterr)) < 0)
         goto out;
