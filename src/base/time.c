@@ -70,6 +70,35 @@ void kp_sleep_usec(uint64_t usec)
         ;
 }
 
+int kp_cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    int r;
+
+    if ((r = pthread_condattr_init(&attr)) != 0)
+        return -r;
+    r = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (r == 0)
+        r = pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return -r;
+}
+
+int kp_cond_wait_deadline(pthread_cond_t *cond, pthread_mutex_t *mutex, struct kp_deadline d)
+{
+    struct timespec ts;
+
+    if (d.at == KP_USEC_INFINITY) {
+        (void)pthread_cond_wait(cond, mutex);
+        return 0;
+    }
+    if (kp_deadline_expired(d))
+        return -ETIMEDOUT;
+    ts.tv_sec = (time_t)(d.at / KP_USEC_PER_SEC);
+    ts.tv_nsec = (long)(d.at % KP_USEC_PER_SEC) * 1000;
+    return pthread_cond_timedwait(cond, mutex, &ts) == ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
 struct kp_deadline kp_deadline_in(uint64_t usec)
 {
     uint64_t at;

@@ -5,6 +5,7 @@
 #ifndef KP_BASE_TIME_H
 #define KP_BASE_TIME_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,15 @@ uint64_t kp_deadline_left_usec(struct kp_deadline d);
 int kp_deadline_left_ms(struct kp_deadline d);
 /* The earlier of two deadlines. */
 struct kp_deadline kp_deadline_min(struct kp_deadline a, struct kp_deadline b);
+
+/* Condition variables on the monotonic clock, so deadlines (monotonic) can bound their waits and a
+ * wall-clock step cannot stretch or cut them. kp_cond_init_monotonic: 0 or -errno.
+ * kp_cond_wait_deadline: one wait with mutex held, as pthread_cond_timedwait (spurious wake-ups
+ * included, so callers loop on their predicate); 0, or -ETIMEDOUT once the deadline has passed.
+ * A never deadline waits without a timeout. */
+int kp_cond_init_monotonic(pthread_cond_t *cond) KP_NONNULL(1) KP_WUR;
+int kp_cond_wait_deadline(pthread_cond_t *cond, pthread_mutex_t *mutex, struct kp_deadline d)
+    KP_NONNULL(1, 2);
 
 /* Exponential backoff with jitter: attempt k (0 first) waits a uniform random time in
  * [upper / 2, upper] where upper = min(base * 2^k, cap) (saturating, so a large k simply stays

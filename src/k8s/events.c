@@ -425,16 +425,9 @@ static void *kp_events_main(void *arg)
             if (wrote)
                 continue;
         }
-        {
-            struct kp_deadline d = kp_deadline_in(KP_EVENTS_WORKER_TICK_USEC);
-            struct timespec ts = {
-                .tv_sec = (time_t)(d.at / KP_USEC_PER_SEC),
-                .tv_nsec = (long)(d.at % KP_USEC_PER_SEC) * 1000,
-            };
-
-            if (kp_list_empty(&ev->queue) && !ev->stopping)
-                (void)pthread_cond_timedwait(&ev->cond, &ev->lock, &ts);
-        }
+        if (kp_list_empty(&ev->queue) && !ev->stopping)
+            (void)kp_cond_wait_deadline(&ev->cond, &ev->lock,
+                                        kp_deadline_in(KP_EVENTS_WORKER_TICK_USEC));
     }
     pthread_mutex_unlock(&ev->lock);
     return NULL;
@@ -443,7 +436,6 @@ static void *kp_events_main(void *arg)
 int kp_events_new(struct kp_client *c, const struct kp_events_opts *opts, struct kp_events **ret)
 {
     struct kp_events *ev;
-    pthread_condattr_t attr;
     int r;
 
     if (!opts || !opts->controller || !opts->instance)
@@ -461,13 +453,11 @@ int kp_events_new(struct kp_client *c, const struct kp_events_opts *opts, struct
         r = kp_map_new(&ev->buckets);
     if (r == 0)
         r = kp_client_clone(c, &ev->client);
+    if (r == 0)
+        r = kp_cond_init_monotonic(&ev->cond);
     if (r < 0)
         goto fail;
     pthread_mutex_init(&ev->lock, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&ev->cond, &attr);
-    pthread_condattr_destroy(&attr);
     r = pthread_create(&ev->thread, NULL, kp_events_main, ev);
     if (r != 0) {
         r = -r;
@@ -494,16 +484,11 @@ int kp_events_flush(struct kp_events *ev, uint64_t timeout_usec)
 
     pthread_mutex_lock(&ev->lock);
     while (!kp_list_empty(&ev->queue) || ev->busy) {
-        struct timespec ts = {
-            .tv_sec = (time_t)(d.at / KP_USEC_PER_SEC),
-            .tv_nsec = (long)(d.at % KP_USEC_PER_SEC) * 1000,
-        };
-
         if (kp_deadline_expired(d)) {
             r = -ETIMEDOUT;
             break;
         }
-        (void)pthread_cond_timedwait(&ev->cond, &ev->lock, &ts);
+        (void)kp_cond_wait_deadline(&ev->cond, &ev->lock, d);
     }
     pthread_mutex_unlock(&ev->lock);
     return r;

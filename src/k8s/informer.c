@@ -73,7 +73,6 @@ int kp_informer_new(struct kp_client *c, const struct kp_informer_opts *opts,
                     struct kp_informer **ret)
 {
     struct kp_informer *inf;
-    pthread_condattr_t attr;
     int r = 0;
 
     if (!opts || !opts->res || !opts->project)
@@ -94,6 +93,8 @@ int kp_informer_new(struct kp_client *c, const struct kp_informer_opts *opts,
         r = kp_store_new(&inf->store);
     if (r == 0)
         r = kp_map_new(&inf->bad_keys);
+    if (r == 0)
+        r = kp_cond_init_monotonic(&inf->synced_cond);
     if (r < 0) {
         kp_map_free(inf->bad_keys);
         kp_store_free(inf->store);
@@ -106,10 +107,6 @@ int kp_informer_new(struct kp_client *c, const struct kp_informer_opts *opts,
     }
     atomic_init(&inf->cancel, false);
     pthread_mutex_init(&inf->lock, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&inf->synced_cond, &attr);
-    pthread_condattr_destroy(&attr);
     *ret = inf;
     return 0;
 }
@@ -183,13 +180,7 @@ int kp_informer_wait_synced(struct kp_informer *inf, uint64_t timeout_usec)
 
     pthread_mutex_lock(&inf->lock);
     while (!inf->synced) {
-        struct timespec ts = {
-            .tv_sec = (time_t)(d.at / KP_USEC_PER_SEC),
-            .tv_nsec = (long)(d.at % KP_USEC_PER_SEC) * 1000,
-        };
-
-        if (kp_deadline_expired(d) ||
-            pthread_cond_timedwait(&inf->synced_cond, &inf->lock, &ts) == ETIMEDOUT) {
+        if (kp_cond_wait_deadline(&inf->synced_cond, &inf->lock, d) == -ETIMEDOUT) {
             r = inf->synced ? 0 : -ETIMEDOUT;
             break;
         }

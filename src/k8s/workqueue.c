@@ -66,13 +66,18 @@ struct kp_workqueue {
 int kp_workqueue_new(const struct kp_workqueue_options *opts, struct kp_workqueue **ret)
 {
     struct kp_workqueue *q = NULL;
-    pthread_condattr_t attr;
     int r;
 
     q = kp_calloc(1, sizeof(*q));
     if (!q)
         return -ENOMEM;
     r = kp_map_new(&q->items);
+    if (r == 0 && (r = kp_cond_init_monotonic(&q->ready_cond)) < 0)
+        kp_map_free(q->items);
+    if (r == 0 && (r = kp_cond_init_monotonic(&q->idle_cond)) < 0) {
+        pthread_cond_destroy(&q->ready_cond);
+        kp_map_free(q->items);
+    }
     if (r < 0) {
         kp_free(q);
         return r;
@@ -91,11 +96,6 @@ int kp_workqueue_new(const struct kp_workqueue_options *opts, struct kp_workqueu
     q->bucket_usec = kp_mono_usec();
     kp_list_init(&q->ready);
     pthread_mutex_init(&q->lock, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->ready_cond, &attr);
-    pthread_cond_init(&q->idle_cond, &attr);
-    pthread_condattr_destroy(&attr);
     *ret = q;
     return 0;
 }
@@ -398,16 +398,9 @@ int kp_workqueue_get(struct kp_workqueue *q, const char **ret_key)
         next = kp_wq_promote_due(q, kp_mono_usec());
         if (q->nready > 0)
             break;
-        if (next == 0) {
-            pthread_cond_wait(&q->ready_cond, &q->lock);
-        } else {
-            struct timespec ts = {
-                .tv_sec = (time_t)(next / KP_USEC_PER_SEC),
-                .tv_nsec = (long)(next % KP_USEC_PER_SEC) * 1000,
-            };
-
-            (void)pthread_cond_timedwait(&q->ready_cond, &q->lock, &ts);
-        }
+        (void)kp_cond_wait_deadline(&q->ready_cond, &q->lock,
+                                    next == 0 ? kp_deadline_never()
+                                              : (struct kp_deadline){.at = next});
     }
     item = KP_LIST_ENTRY(q->ready.next, struct kp_wq_item, link);
     kp_list_del(&item->link);
