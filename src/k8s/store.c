@@ -42,6 +42,10 @@ struct kp_store {
     struct kp_index idx[KP_STORE_MAX_INDEXES];
     size_t nidx;
     size_t bytes;
+    /* Change notification (kp_store_wait): gen counts puts and deletes under gen_lock. */
+    pthread_mutex_t gen_lock;
+    pthread_cond_t gen_cond;
+    uint64_t gen;
 };
 
 struct kp_entry *kp_entry_ref(struct kp_entry *e)
@@ -77,9 +81,53 @@ int kp_store_new(struct kp_store **ret)
         kp_free(s);
         return r;
     }
+    if ((r = kp_cond_init_monotonic(&s->gen_cond)) < 0) {
+        kp_map_free(s->entries);
+        kp_free(s);
+        return r;
+    }
     pthread_rwlock_init(&s->lock, NULL);
+    pthread_mutex_init(&s->gen_lock, NULL);
     *ret = s;
     return 0;
+}
+
+/* After a change is visible to readers: wake whoever waits for one. */
+static void kp_store_changed(struct kp_store *s)
+{
+    pthread_mutex_lock(&s->gen_lock);
+    s->gen++;
+    pthread_cond_broadcast(&s->gen_cond);
+    pthread_mutex_unlock(&s->gen_lock);
+}
+
+uint64_t kp_store_generation(struct kp_store *s)
+{
+    uint64_t g;
+
+    pthread_mutex_lock(&s->gen_lock);
+    g = s->gen;
+    pthread_mutex_unlock(&s->gen_lock);
+    return g;
+}
+
+int kp_store_wait(struct kp_store *s, uint64_t since, struct kp_deadline deadline,
+                  uint64_t *ret_gen)
+{
+    int r = 0;
+
+    pthread_mutex_lock(&s->gen_lock);
+    while (s->gen == since) {
+        if (kp_cond_wait_deadline(&s->gen_cond, &s->gen_lock, deadline) == -ETIMEDOUT &&
+            s->gen == since) {
+            r = -ETIMEDOUT;
+            break;
+        }
+    }
+    if (ret_gen)
+        *ret_gen = s->gen;
+    pthread_mutex_unlock(&s->gen_lock);
+    return r;
 }
 
 static void kp_bucket_free(void *v)
@@ -110,6 +158,8 @@ struct kp_store *kp_store_free(struct kp_store *s)
         kp_free(s->idx[i].name);
     }
     pthread_rwlock_destroy(&s->lock);
+    pthread_cond_destroy(&s->gen_cond);
+    pthread_mutex_destroy(&s->gen_lock);
     kp_free(s);
     return NULL;
 }
@@ -259,6 +309,7 @@ int kp_store_put(struct kp_store *s, struct kp_entry *e, struct kp_entry **ret_o
 out:
     pthread_rwlock_unlock(&s->lock);
     if (r == 0) {
+        kp_store_changed(s);
         if (ret_old)
             *ret_old = old;
         else
@@ -280,6 +331,7 @@ int kp_store_delete(struct kp_store *s, const char *key, struct kp_entry **ret_o
     pthread_rwlock_unlock(&s->lock);
     if (!old)
         return -ENOENT;
+    kp_store_changed(s);
     if (ret_old)
         *ret_old = old;
     else

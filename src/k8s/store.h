@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "base/macro.h"
+#include "base/time.h"
 
 struct kp_entry {
     atomic_uint refs;
@@ -83,6 +84,19 @@ void kp_store_list_free(struct kp_store_list *l);
 struct kp_map;
 struct kp_strv;
 int kp_store_keys_not_in(struct kp_store *s, const struct kp_map *keep, struct kp_strv *ret) KP_WUR;
+
+/* Change notification, for a thread that waits for something to appear in the cache (the
+ * provider waiting for its Node to register) without polling:
+ *
+ *   uint64_t seen = kp_store_generation(s);
+ *   while (!found_in(s)) kp_store_wait(s, seen, deadline, &seen);
+ *
+ * The generation counts every put and delete. kp_store_wait returns at once when it differs from
+ * `since`, else when it changes or the deadline passes (0 or -ETIMEDOUT); *ret_gen (optional)
+ * receives the generation seen. Any thread. */
+uint64_t kp_store_generation(struct kp_store *s);
+int kp_store_wait(struct kp_store *s, uint64_t since, struct kp_deadline deadline,
+                  uint64_t *ret_gen);
 
 size_t kp_store_len(struct kp_store *s);
 /* Sum of entry bytes, for the benchmark and a metric. */

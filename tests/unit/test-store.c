@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/map.h"
 #include "base/str.h"
+#include "base/time.h"
 #include "k8s/store.h"
 
 struct widget {
@@ -260,6 +261,70 @@ static void test_put_failure_rolls_back(void **state)
     fail_msg("put never succeeded");
 }
 
+/* The change notification: every put and delete moves the generation, a failed put does not, a
+ * wait for a generation already gone returns at once, and a waiter wakes on another thread's
+ * put well before its deadline. */
+struct waiter {
+    struct kp_store *s;
+    uint64_t since;
+    int r;
+    uint64_t woke_after_usec;
+};
+
+static void *wait_main(void *arg)
+{
+    struct waiter *w = arg;
+    uint64_t t0 = kp_mono_usec();
+
+    w->r = kp_store_wait(w->s, w->since, kp_deadline_in(30 * KP_USEC_PER_SEC), NULL);
+    w->woke_after_usec = kp_mono_usec() - t0;
+    return NULL;
+}
+
+static void test_generation_and_wait(void **state)
+{
+    struct kp_store *s = new_store();
+    struct waiter w = {.s = s};
+    struct widget *bad = NULL;
+    uint64_t g0, g, seen = 0;
+    pthread_t th;
+
+    (void)state;
+    g0 = kp_store_generation(s);
+    put(s, "ns", "a", "n1", "z1", 1);
+    g = kp_store_generation(s);
+    assert_true(g > g0);
+    put(s, "ns", "a", "n1", "z1", 2); /* a replace is a change too */
+    assert_true(kp_store_generation(s) > g);
+    g = kp_store_generation(s);
+    assert_int_equal(kp_store_delete(s, "ns/a", NULL), 0);
+    assert_true(kp_store_generation(s) > g);
+    g = kp_store_generation(s);
+    assert_int_equal(kp_store_delete(s, "ns/a", NULL), -ENOENT);
+    assert_int_equal(widget_new("ns", "b", "n9", "z9", 1, &bad), 0);
+    kp_alloc_fail_at(1);
+    assert_int_equal(kp_store_put(s, &bad->e, NULL), -ENOMEM);
+    kp_alloc_fail_at(0);
+    kp_entry_unref(&bad->e);
+    assert_int_equal(kp_store_generation(s), g); /* nothing changed, nothing to wake for */
+
+    /* Already moved on: no wait. Unchanged: the deadline. */
+    assert_int_equal(kp_store_wait(s, g0, kp_deadline_in(30 * KP_USEC_PER_SEC), &seen), 0);
+    assert_int_equal(seen, g);
+    assert_int_equal(kp_store_wait(s, g, kp_deadline_in(20 * KP_USEC_PER_MSEC), &seen), -ETIMEDOUT);
+    assert_int_equal(seen, g);
+
+    /* Woken by another thread's put. */
+    w.since = g;
+    assert_int_equal(pthread_create(&th, NULL, wait_main, &w), 0);
+    kp_sleep_usec(50 * KP_USEC_PER_MSEC);
+    put(s, "ns", "c", "n1", "z1", 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(w.r, 0);
+    assert_true(w.woke_after_usec < 10 * KP_USEC_PER_SEC);
+    kp_store_free(s);
+}
+
 struct race {
     struct kp_store *s;
     atomic_int stop;
@@ -356,6 +421,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_add_index_after_put),
         cmocka_unit_test(test_put_failure_rolls_back),
         cmocka_unit_test(test_reader_writer_race),
+        cmocka_unit_test(test_generation_and_wait),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_store),

@@ -545,8 +545,9 @@ static int registered_in_api(struct kp_client *c, const char *node_name, const c
 }
 
 /* Waits for the Node that registers for this join. With a Node store this reads memory the
- * Node informer keeps current, so a check costs no API request and the wait ends within one
- * poll of the watch event; without one it asks the API server each time. -ETIMEDOUT. */
+ * Node informer keeps current and sleeps until the store changes, so a check costs no API
+ * request and the wait ends as soon as the watch event is applied; without one it asks the API
+ * server every reg_poll. -ETIMEDOUT. */
 static int wait_registered(struct kp_ssh_provider *p, struct kp_client *c,
                            const struct kp_sshhost_view *h, const char *node_name,
                            const char *static_pid, bool adopt, char **ret_pid)
@@ -555,6 +556,8 @@ static int wait_registered(struct kp_ssh_provider *p, struct kp_client *c,
     const char *ip = kp_sshhost_node_ip(h);
 
     for (;;) {
+        /* Read before the check: a change between the check and the wait ends the wait. */
+        uint64_t gen = p->nodes ? kp_store_generation(p->nodes) : 0;
         int r = p->nodes ? registered_in_store(p->nodes, node_name, static_pid, ip, adopt, ret_pid)
                          : registered_in_api(c, node_name, static_pid, ip, adopt, ret_pid);
 
@@ -563,9 +566,12 @@ static int wait_registered(struct kp_ssh_provider *p, struct kp_client *c,
         /* Other errors are not a verdict: the API server may be restarting. */
         if (kp_deadline_expired(dl))
             return -ETIMEDOUT;
-        kp_sleep_usec(p->nodes && p->reg_poll > KP_SSH_REGISTRATION_STORE_POLL_USEC
-                          ? KP_SSH_REGISTRATION_STORE_POLL_USEC
-                          : p->reg_poll);
+        if (p->nodes)
+            (void)kp_store_wait(
+                p->nodes, gen,
+                kp_deadline_min(dl, kp_deadline_in(KP_SSH_REGISTRATION_STORE_RECHECK_USEC)), NULL);
+        else
+            kp_sleep_usec(p->reg_poll);
     }
 }
 

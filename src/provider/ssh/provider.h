@@ -33,11 +33,12 @@ struct kp_store;
 #define KP_SSH_ANNOTATION_NODECLASS_HASH "karpenter.kpssh.dev/nodeclass-hash"
 #define KP_SSH_ANNOTATION_NODECLASS_HASH_VERSION "karpenter.kpssh.dev/nodeclass-hash-version"
 #define KP_SSH_NODECLASS_HASH_VERSION "v1"
-/* Registration wait when the options leave it 0, and how often it looks: asking the API
- * server, or reading the Node store (a memory read, so it looks more often). */
+/* Registration wait when the options leave it 0, and how often it asks the API server when it
+ * has no Node store. With a store it wakes on the store's change notification; the recheck
+ * interval is only a safety net. */
 #define KP_SSH_REGISTRATION_TIMEOUT_USEC (5 * 60 * 1000000ULL)
 #define KP_SSH_REGISTRATION_POLL_USEC (1000000ULL)
-#define KP_SSH_REGISTRATION_STORE_POLL_USEC (200000ULL)
+#define KP_SSH_REGISTRATION_STORE_RECHECK_USEC (5 * 1000000ULL)
 
 struct kp_ssh_provider_opts {
     const char *pool_namespace;   /* SSHHosts and their Secrets live here */
