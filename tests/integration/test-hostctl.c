@@ -12,7 +12,8 @@
  *   zombie       host 1 (install marker, a Node with its InternalIP) "reboots" with kubelet
  *                enabled -> Leaving -> leave ran -> Node deleted -> Available
  *   zombie_resume  host 1 left Leaving with its Node still there (a kill between leave and the
- *                Node delete) -> the next probe deletes the Node -> Available
+ *                Node delete) -> the next probe deletes the Node -> Available; a Node with the
+ *                same address created after the leave started is not touched
  *   foreign      host 2 (no marker, no Node) with an active kubelet -> Unhealthy/ForeignKubelet,
  *                kubelet untouched
  *   rekey        host 3 gets a new host key -> Unhealthy with a man-in-the-middle error, never
@@ -40,6 +41,7 @@
 #include "k8s/client.h"
 #include "k8s/events.h"
 #include "k8s/informer.h"
+#include "k8s/rfc3339.h"
 #include "k8s/obj-karpenter.h"
 #include "k8s/obj-kpssh.h"
 #include "k8s/obj-node.h"
@@ -684,13 +686,34 @@ static void test_zombie(void **state)
     kp_free(name);
 }
 
+/* Waits until the controller's Node cache has name with InternalIP ip. */
+static void wait_node_ip_cached(const char *name, const char *ip)
+{
+    struct kp_deadline dl = kp_deadline_in(WAIT_SECONDS * KP_USEC_PER_SEC);
+
+    for (;;) {
+        struct kp_entry *e = NULL;
+        bool ok = kp_store_get(kp_informer_store(T.inf_nodes), name, &e) == 0 &&
+                  kp_streq(kp_node_view(e)->internal_ip, ip);
+
+        kp_entry_unref(e);
+        if (ok)
+            return;
+        if (kp_deadline_expired(dl))
+            fail_msg("Node %s with InternalIP %s never reached the cache", name, ip);
+        kp_sleep_usec(50 * KP_USEC_PER_MSEC);
+    }
+}
+
 /* The controller was killed after the zombie leave and before it deleted the Node (or the delete
  * failed): the host is Leaving with kubelet stopped and the Node still there. The next probe
- * deletes that Node first, then makes the host Available. */
+ * deletes that Node first, then makes the host Available. A Node with the same address created
+ * after the host went out of service cannot be the zombie's (it would be a newer join's) and
+ * stays. */
 static void test_zombie_resume(void **state)
 {
     struct kp_entry *h;
-    char *ip = kp_lab_host_ip(&T.lab, 1);
+    char *ip = kp_lab_host_ip(&T.lab, 1), since[KP_RFC3339_STRMAX];
     unsigned left0 = (unsigned)atomic_load(&O.left);
     unsigned events0 = events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT);
     uint64_t t0;
@@ -698,13 +721,27 @@ static void test_zombie_resume(void **state)
     (void)state;
     assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
     node_create("hc-zombie-rest", "kpssh://elsewhere/hc-1", ip);
+    /* Node timestamps have second precision: the leave starts a second later, and the newer
+     * Node a second after that. */
+    kp_sleep_usec(1100 * KP_USEC_PER_MSEC);
+    assert_int_equal(
+        kp_rfc3339_format((int64_t)kp_real_usec(), KP_RFC3339_SECONDS, since, sizeof(since)), 0);
+    kp_sleep_usec(1100 * KP_USEC_PER_MSEC);
+    node_create("hc-zombie-newer", NULL, ip);
+    wait_node_ip_cached("hc-zombie-rest", ip);
+    wait_node_ip_cached("hc-zombie-newer", ip);
     t0 = kp_mono_usec();
-    host_status_cas(1, kp_lab_json("{\"state\":\"Leaving\"}"));
+    host_status_cas(1, kp_lab_json("{\"state\":\"Leaving\",\"conditions\":[{\"type\":\"Ready\","
+                                   "\"status\":\"False\",\"reason\":\"Leaving\",\"message\":"
+                                   "\"leaving the cluster\",\"lastTransitionTime\":\"%s\"}]}",
+                                   since));
     h = wait_state(1, KP_HOST_AVAILABLE, NULL, NULL);
     kp_entry_unref(h);
     assert_false(node_exists("hc-zombie-rest"));
     print_message("# interrupted zombie leave: Leaving -> Node deleted -> Available in %.0f ms\n",
                   (kp_mono_usec() - t0) / 1e3);
+    assert_true(node_exists("hc-zombie-newer"));
+    delete_obj(&KP_RES_NODE, NULL, "hc-zombie-newer");
     assert_int_equal(events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT), events0 + 1);
     assert_int_equal(atomic_load(&O.left), left0 + 1);
     /* Nothing was run on the host: kubelet stays stopped. */

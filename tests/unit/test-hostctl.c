@@ -270,12 +270,27 @@ static void test_probe_outcomes(void **state)
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_false(o->collect_node);
     kp_entry_unref(e);
-    /* A probe failure decides nothing about Nodes. */
+    /* A probe failure decides nothing about Nodes, and keeps the marker: the unfinished leave
+     * shows as ZombieLeaveFailed until a probe finds kubelet stopped and collects the Node. */
     in.err = -ETIMEDOUT;
     in.res = NULL;
     e = host("", "\"state\":\"Leaving\"");
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_false(o->collect_node);
+    assert_int_equal(o->st.state, KP_HOST_UNHEALTHY);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED);
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"zombie left, but\","
+                 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":"
+                 "\"ZombieLeaveFailed\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED);
+    assert_int_equal(o->st.ready_transition_usec, NOW - 2 * 3600 * SEC); /* still False since */
+    kp_entry_unref(e);
+    /* An ordinary Unhealthy host stays ProbeFailed. */
+    e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"x\"");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_FAILED);
     kp_entry_unref(e);
     in.err = 0;
     in.res = &res;

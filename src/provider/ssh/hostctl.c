@@ -19,7 +19,8 @@
  *                   ours --CAS--> Leaving, leave, delete the Node --CAS--> Available
  *                                 leave or Node delete failed --CAS--> Unhealthy (ZombieLeaveFailed)
  *                 ok, kubelet inactive, host Leaving (a crash mid-guard) or ZombieLeaveFailed:
- *                   delete the Node with its IP first --CAS--> Available (failed: Unhealthy)
+ *                   delete the Nodes with its IP created before it went out of service
+ *                   --CAS--> Available (a failed delete: Unhealthy, ZombieLeaveFailed kept)
  *
  * Why this way: decisions are pure functions of (the host's projection, what the I/O found), so
  * the rules are unit-tested without a server and the I/O functions stay thin. Every write is a
@@ -281,6 +282,20 @@ static bool was_short(const struct kp_sshhost_view *h)
     return false;
 }
 
+/* A zombie leave that has not finished deleting its Node: the host is Leaving (the controller was
+ * killed during the guard) or Unhealthy / ZombieLeaveFailed (the leave or the Node delete failed,
+ * or a later probe failed: that keeps the reason, so the marker survives). Claimed hosts are the
+ * provider's. */
+static bool leave_unfinished(const struct kp_sshhost_view *h)
+{
+    const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
+
+    if (h->claim_name)
+        return false;
+    return h->state == KP_HOST_LEAVING || (h->state == KP_HOST_UNHEALTHY && cur && cur->reason &&
+                                           kp_streq(cur->reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED));
+}
+
 void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_hostctl_probe_in *in,
                              const struct kp_hostctl_timing *t,
                              struct kp_hostctl_probe_outcome *ret)
@@ -302,6 +317,7 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
         st->last_probe_error = msg;
         kp_hostctl_ready_for(h, state,
                              in->err == -KP_EHOSTKEY ? KP_HOSTCTL_REASON_HOSTKEY
+                             : leave_unfinished(h)   ? KP_HOSTCTL_REASON_ZOMBIE_FAILED
                                                      : KP_HOSTCTL_REASON_FAILED,
                              msg, in->now_usec, st);
         ret->write = !kp_hostctl_unchanged(h, st);
@@ -336,15 +352,9 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
         kp_hostctl_ready_for(h, h->state, cur && cur->status == KP_COND_FALSE ? cur->reason : NULL,
                              h->last_probe_error, in->now_usec, st);
     } else {
-        const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
-
-        /* Leaving (killed during the guard) or ZombieLeaveFailed (the leave or the Node delete
-         * failed): while the host is in either state nothing can claim it, so its stale Node is
-         * deleted before it becomes Available. */
-        ret->collect_node =
-            !h->claim_name && (h->state == KP_HOST_LEAVING ||
-                               (h->state == KP_HOST_UNHEALTHY && cur && cur->reason &&
-                                kp_streq(cur->reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED)));
+        /* kubelet is stopped now: the Node an unfinished leave left behind goes before the host
+         * is Available (and claimable) again. */
+        ret->collect_node = leave_unfinished(h);
         state = KP_HOST_AVAILABLE;
         st->state = state;
         st->set_state = true;
@@ -723,44 +733,74 @@ out:
     return r;
 }
 
-/* The end of an interrupted zombie leave (out->collect_node): deletes the Node that still has the
- * host's address. When that fails the probe's write becomes Unhealthy / ZombieLeaveFailed with the
- * error (*ret_why owns the text) and the next probe tries again. */
-static int collect_stale_node(struct kp_ssh_hostctl *hc, struct kp_client *c,
-                              const struct kp_sshhost_view *h, int64_t now,
-                              struct kp_hostctl_probe_outcome *out, char **ret_why)
+/* The end of an unfinished zombie leave (out->collect_node): deletes the Nodes that still carry
+ * the host's address. Only Nodes created before the host's Ready condition went False (when the
+ * guard took it out of service) can be the zombie's: a Node created later belongs to a join that
+ * happened since, which this decision, made on a cached host, must never touch, so it is left
+ * alone and logged. Each delete is fenced by the Node's uid. When a delete fails the probe's write
+ * becomes Unhealthy / ZombieLeaveFailed with the error (*ret_why owns the text) and the next
+ * probe tries again. */
+static int collect_stale_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
+                               const struct kp_sshhost_view *h, int64_t now,
+                               struct kp_hostctl_probe_outcome *out, char **ret_why)
 {
-    char *node = NULL, *note = NULL;
+    const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
+    int64_t since = cur && cur->status == KP_COND_FALSE ? cur->last_transition_usec : 0;
+    const char *ip = kp_sshhost_node_ip(h);
+    struct kp_store_list l = {0};
+    unsigned deleted = 0;
     int r;
 
-    if ((r = node_by_ip(hc, kp_sshhost_node_ip(h), &node)) < 0 || !node)
+    if (!ip || !*ip || since <= 0)
+        return 0;
+    if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
         return r;
-    if ((r = kp_ssh_provider_delete_node(c, node)) < 0) {
-        *ret_why = kp_strjoin("zombie left, but deleting Node ", node, " failed: ", kp_strerror(r),
-                              (const char *)NULL);
-        if (!*ret_why) {
-            r = -ENOMEM;
+    for (size_t i = 0; i < l.n; i++) {
+        const struct kp_node_view *n = kp_node_view(l.v[i]);
+        struct kp_delete_opts o = {.precondition_uid = n->e.uid};
+        struct kp_error e = KP_ERROR_INIT;
+        char *note;
+
+        if (n->meta.creation_usec <= 0 || n->meta.creation_usec >= since) {
+            kp_log_warn("a Node with the host's address is newer than its leave; not deleted",
+                        KP_LF("host", h->e.name), KP_LF("node", n->e.name));
+            continue;
+        }
+        r = kp_client_delete(c, &KP_RES_NODE, NULL, n->e.name, &o, &e);
+        kp_error_done(&e);
+        if (r == -ENOENT || r == -KP_ECONFLICT)
+            continue; /* gone already, or another incarnation with this name */
+        if (r < 0) {
+            *ret_why = kp_strjoin("zombie left, but deleting Node ", n->e.name,
+                                  " failed: ", kp_strerror(r), (const char *)NULL);
+            if (!*ret_why) {
+                r = -ENOMEM;
+                goto out;
+            }
+            kp_log_error_errno(r, "the Node of an earlier zombie leave was not deleted",
+                               KP_LF("host", h->e.name), KP_LF("node", n->e.name));
+            out->st.state = KP_HOST_UNHEALTHY;
+            out->st.last_probe_error = *ret_why;
+            kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_ZOMBIE_FAILED, *ret_why,
+                                 now, &out->st);
+            r = 0;
             goto out;
         }
-        kp_log_error_errno(r, "the Node of an earlier zombie leave was not deleted",
-                           KP_LF("host", h->e.name), KP_LF("node", node));
-        out->st.state = KP_HOST_UNHEALTHY;
-        out->st.last_probe_error = *ret_why;
-        kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_ZOMBIE_FAILED, *ret_why, now,
-                             &out->st);
-        r = 0;
-        goto out;
+        deleted++;
+        kp_log_info("deleted the Node an earlier zombie leave left behind",
+                    KP_LF("host", h->e.name), KP_LF("node", n->e.name),
+                    KP_LF("from", kp_host_state_name(h->state)));
+        note = kp_strjoin("kubelet was stopped by an earlier leave; Node ", n->e.name, " deleted",
+                          (const char *)NULL);
+        host_event(hc, h, false, KP_HOSTCTL_EVENT_ZOMBIE_LEFT, "Leave",
+                   note ? note : "Node of an earlier leave deleted");
+        kp_free(note);
     }
-    kp_log_info("deleted the Node an earlier zombie leave left behind", KP_LF("host", h->e.name),
-                KP_LF("node", node), KP_LF("from", kp_host_state_name(h->state)));
-    note = kp_strjoin("kubelet was stopped by an earlier leave; Node ", node, " deleted",
-                      (const char *)NULL);
-    host_event(hc, h, false, KP_HOSTCTL_EVENT_ZOMBIE_LEFT, "Leave",
-               note ? note : "Node of an earlier leave deleted");
-    kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_LEFT);
+    if (deleted > 0)
+        kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_LEFT);
+    r = 0;
 out:
-    kp_free(note);
-    kp_free(node);
+    kp_store_list_free(&l);
     return r;
 }
 
@@ -786,7 +826,7 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     in.seen_fp = fp[0] ? fp : NULL;
     in.now_usec = (int64_t)kp_real_usec();
     kp_hostctl_decide_probe(h, &in, &hc->t, out);
-    if (out->collect_node && (r = collect_stale_node(hc, c, h, in.now_usec, out, &why)) < 0)
+    if (out->collect_node && (r = collect_stale_nodes(hc, c, h, in.now_usec, out, &why)) < 0)
         goto out;
     /* write_status skips an unchanged status and still hands back the host for the guard. */
     if ((r = write_status(c, host, &out->st, &got)) < 0)

@@ -176,8 +176,8 @@ struct kp_hostctl_probe_outcome {
     char drift_note[KP_HOSTCTL_NOTE_MAX];
     bool zombie_check; /* kubelet active on an unclaimed host: run the zombie guard */
     bool collect_node; /* a zombie leave ended without its Node deletion (a crash, a failed
-                        * delete) and kubelet is stopped: delete the Node with the host's
-                        * address before the host is Available again */
+                        * delete) and kubelet is stopped: delete the Nodes with the host's
+                        * address that predate the leave before the host is Available again */
     bool healthy;      /* the probe succeeded */
     uint64_t requeue_usec;
 };
