@@ -153,10 +153,11 @@ void kp_ssh_capture_done(struct kp_ssh_capture *c)
  * poll reports POLLOUT. On a blocking socket that send waits until the peer has taken all of it,
  * which on a link that slows to a crawl is minutes past any deadline (integration/ssh
  * slow_link_deadline measured 207 s for an 8 s one). Non-blocking, the send takes what fits and
- * libssh keeps the rest for the next POLLOUT; it only ever writes after POLLOUT, so it never sees
- * EAGAIN. Called before every wait, so the socket is blocking at most for the rest of the
- * ssh_connect() call in which TCP connected (the client banner and KEXINIT, a few hundred bytes
- * into an empty buffer). */
+ * libssh keeps the rest for the next POLLOUT. libssh writes only after a POLLOUT, so EAGAIN needs
+ * the space it saw to vanish in between (socket memory pressure); it then fails the session,
+ * which ends the call early with an error instead of late. Called before every wait, so the
+ * socket is blocking at most for the rest of the ssh_connect() call in which TCP connected (the
+ * client banner and KEXINIT, a few hundred bytes into an empty buffer). */
 static void kp_ssh_keep_nonblocking(ssh_session ssh)
 {
     int fd = ssh_get_fd(ssh), fl;
