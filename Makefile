@@ -7,7 +7,7 @@ BUILD := build/$(PRESET)
 export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: all deps configure build test unit fault integration e2e fuzz-replay torture harness \
-	check check-ci format fuzz analyze tidy clean help
+	check check-ci format fuzz analyze tidy clean help bench-provider bench-informer
 
 all: build
 
@@ -20,6 +20,8 @@ help:
 	@echo "                 gcc -fanalyzer"
 	@echo "make fuzz        run each libFuzzer driver for FUZZ_SECONDS (default 60)"
 	@echo "make harness     build the pinned Kubernetes binaries for the test lab"
+	@echo "make bench-provider|bench-informer   a lab benchmark, lab brought up around it"
+	@echo "                 (BENCH_ARGS=... passes options, KPSSH_LAB_ID=N picks the lab)"
 
 deps:
 	@scripts/deps.sh
@@ -54,6 +56,14 @@ fuzz-replay: build
 
 integration: deps harness build
 	cd $(BUILD) && ctest --output-on-failure -L integration --no-tests=error
+
+# Benchmarks that need the lab (bench/): the lab is brought up around each; they print figures
+# and gate nothing. KPSSH_LAB_ID picks the lab instance (default 0).
+bench-provider: deps harness build
+	scripts/lab-bench.sh $(BUILD)/bench/bench-provider $(BENCH_ARGS)
+
+bench-informer: deps harness build
+	scripts/lab-bench.sh $(BUILD)/bench/bench-informer $(BENCH_ARGS)
 
 # No e2e scenarios exist yet (they arrive with the core); this target fails until they do.
 e2e: deps harness build
