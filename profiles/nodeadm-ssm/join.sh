@@ -55,7 +55,10 @@ done
 flags=""
 [ -z "${KPSSH_TAINTS:-}" ] || flags+="        - --register-with-taints=$KPSSH_TAINTS"$'\n'
 [ -z "${KPSSH_NODE_LABELS:-}" ] || flags+="        - --node-labels=$KPSSH_NODE_LABELS"$'\n'
-[ -z "${KPSSH_NODE_ADDRESS:-}" ] || flags+="        - --node-ip=$KPSSH_NODE_ADDRESS"$'\n'
+# --node-ip takes an IP literal only; a host known by a DNS name lets kubelet pick its address.
+if [[ "${KPSSH_NODE_ADDRESS:-}" =~ ^[0-9a-fA-F.:]+$ ]]; then
+    flags+="        - --node-ip=$KPSSH_NODE_ADDRESS"$'\n'
+fi
 
 install -d -m 0700 /etc/nodeadm
 # The activation lands in the file through a heredoc (a bash builtin): never on a command line.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kpssh profile sbc, phase join: point the installed kubelet at the cluster with a
 # bootstrap token and wait until TLS bootstrapping has given it a client certificate.
-# As tls-bootstrap's join, except that --node-ip is passed only for an IP literal.
+# The same steps as tls-bootstrap's join.
 # Idempotent: every run starts from a clean membership state and rewrites all it owns.
 #
 # Reads KPSSH_CLUSTER_ENDPOINT, KPSSH_CLUSTER_CA_B64, KPSSH_BOOTSTRAP_TOKEN, KPSSH_NODE_NAME,

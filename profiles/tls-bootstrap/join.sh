@@ -104,7 +104,10 @@ EOF
 
 args="--bootstrap-kubeconfig=$k/bootstrap-kubelet.conf --kubeconfig=$k/kubelet.conf"
 args+=" --config=$k/kubelet-config.yaml --hostname-override=$KPSSH_NODE_NAME"
-[ -z "${KPSSH_NODE_ADDRESS:-}" ] || args+=" --node-ip=$KPSSH_NODE_ADDRESS"
+# --node-ip takes an IP literal only; a host known by a DNS name lets kubelet pick its address.
+if [[ "${KPSSH_NODE_ADDRESS:-}" =~ ^[0-9a-fA-F.:]+$ ]]; then
+    args+=" --node-ip=$KPSSH_NODE_ADDRESS"
+fi
 [ -z "${KPSSH_PROVIDER_ID:-}" ] || args+=" --provider-id=$KPSSH_PROVIDER_ID"
 [ -z "${KPSSH_NODE_LABELS:-}" ] || args+=" --node-labels=$KPSSH_NODE_LABELS"
 [ -z "${KPSSH_TAINTS:-}" ] || args+=" --register-with-taints=$KPSSH_TAINTS"

@@ -225,10 +225,14 @@ check "tls-bootstrap join: drop-in carries the flags" \
     remote_true 1 "grep -q -- '--provider-id=kpssh://$POOL_NS/host-1' /etc/systemd/system/kubelet.service.d/90-kpssh.conf && grep -q -- '--node-ip=$ip1' /etc/systemd/system/kubelet.service.d/90-kpssh.conf"
 check "tls-bootstrap join: kubelet enabled" remote_true 1 'systemctl is-enabled kubelet'
 
-# Idempotent: a second join (fresh token, as after a controller restart) converges.
+# Idempotent: a second join (fresh token, as after a controller restart) converges. It names the
+# host by DNS name, as spec.address may: kubelet refuses a name for --node-ip, so none is passed.
 mint_token # rewrites $work/token, which tls_args names
 cp "$work/token" "$work/token.tls2"
-check "tls-bootstrap join again exits 0" run_phase 1 tls-bootstrap join tls-join2 -- "${tls_args[@]}"
+check "tls-bootstrap join again, addressed by DNS name, exits 0" \
+    run_phase 1 tls-bootstrap join tls-join2 -- "${tls_args[@]}" --node-address host-1
+check "tls-bootstrap join by DNS name: no --node-ip" remote_false 1 \
+    "grep -q -- '--node-ip' /etc/systemd/system/kubelet.service.d/90-kpssh.conf"
 check "tls-bootstrap join again: Node Ready" wait_ready "$n1" 120
 
 check "tls-bootstrap leave exits 0" run_phase 1 tls-bootstrap leave tls-leave --
