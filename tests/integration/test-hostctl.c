@@ -339,6 +339,12 @@ static const char leave_script[] = "systemctl disable --now kubelet >/dev/null 2
                                    "mkdir -p /var/lib/kpssh\n"
                                    "date +%s >> /var/lib/kpssh/hostctl-left\n";
 
+/* A host as the lab made it: no kubelet unit or drop-in, no marker. */
+static const char host_reset[] = "systemctl disable --now kubelet >/dev/null 2>&1; rm -rf "
+                                 "/etc/systemd/system/kubelet.service "
+                                 "/etc/systemd/system/kubelet.service.d "
+                                 "/var/lib/kpssh/hostctl-left";
+
 /* A kubelet unit the lab's systemctl runs as a plain daemon. */
 static const char kubelet_unit[] =
     "rm -rf /etc/systemd/system/kubelet.service.d && mkdir -p /etc/systemd/system && "
@@ -360,11 +366,7 @@ static int setup(void **state)
     kp_lab_apply_crds(&T.lab);
     /* Hosts as the lab made them: no kubelet unit, no marker. */
     for (unsigned i = 1; i <= NHOSTS; i++)
-        (void)kp_lab_host_exec(&T.lab, i,
-                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -rf "
-                               "/etc/systemd/system/kubelet.service "
-                               "/etc/systemd/system/kubelet.service.d "
-                               "/var/lib/kpssh/hostctl-left");
+        (void)kp_lab_host_exec(&T.lab, i, host_reset);
 
     pem = kp_lab_read_file(T.key_path, NULL);
     o = kp_lab_obj_new("v1", "Secret", T.ns, "hc-key");
@@ -446,11 +448,7 @@ static int teardown(void **state)
     /* Give the lab back as it was: hosts up and reachable, no kubelet, known_hosts current. */
     (void)kp_lab_host_sh(&T.lab, "heal", 3);
     for (unsigned i = 1; i <= NHOSTS; i++)
-        (void)kp_lab_host_exec(&T.lab, i,
-                               "systemctl disable --now kubelet >/dev/null 2>&1; rm -rf "
-                               "/etc/systemd/system/kubelet.service "
-                               "/etc/systemd/system/kubelet.service.d "
-                               "/var/lib/kpssh/hostctl-left");
+        (void)kp_lab_host_exec(&T.lab, i, host_reset);
     {
         const char *argv[] = {T.lab.host_sh, "known-hosts", NULL};
 

@@ -211,6 +211,15 @@ bool kp_nodeclass_has_finalizer(const struct kp_sshnodeclass_view *nc)
     return false;
 }
 
+/* Appends a copy of s to the array list. */
+static int append_str(json_t *list, const char *s)
+{
+    json_t *one = NULL;
+    int r = kp_json_string_new(s, &one);
+
+    return r < 0 ? r : kp_json_array_append_steal(list, one);
+}
+
 int kp_nodeclass_finalizer_patch(const struct kp_sshnodeclass_view *nc, bool add,
                                  struct kp_buf *out)
 {
@@ -225,20 +234,11 @@ int kp_nodeclass_finalizer_patch(const struct kp_sshnodeclass_view *nc, bool add
         (r = kp_json_array_new(&list)) < 0)
         return dump_patch(p, r, out);
     /* The whole list is replaced (merge patch): every other finalizer is kept as it is. */
-    for (size_t i = 0; i < nc->n_finalizers && r >= 0; i++) {
-        json_t *one = NULL;
-
-        if (kp_streq(nc->finalizers[i], KP_SSH_NODECLASS_FINALIZER))
-            continue;
-        if ((r = kp_json_string_new(nc->finalizers[i], &one)) >= 0)
-            r = kp_json_array_append_steal(list, one);
-    }
-    if (r >= 0 && add) {
-        json_t *one = NULL;
-
-        if ((r = kp_json_string_new(KP_SSH_NODECLASS_FINALIZER, &one)) >= 0)
-            r = kp_json_array_append_steal(list, one);
-    }
+    for (size_t i = 0; i < nc->n_finalizers && r >= 0; i++)
+        if (!kp_streq(nc->finalizers[i], KP_SSH_NODECLASS_FINALIZER))
+            r = append_str(list, nc->finalizers[i]);
+    if (r >= 0 && add)
+        r = append_str(list, KP_SSH_NODECLASS_FINALIZER);
     if (r >= 0)
         r = kp_json_patch_set_steal(p, KP_JSON_PATH("metadata", "finalizers"), list);
     else

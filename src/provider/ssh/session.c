@@ -39,7 +39,7 @@
  *   docs/internals/ssh.md for the 100-session stall that turned out to be exactly that).
  * - After the TCP connect libssh puts the socket back into blocking mode (socket.c,
  *   ssh_socket_pollcallback), and a send() to a peer that has stopped reading, or reads slowly,
- *   then blocks until TCP gives up. We set it non-blocking again before every wait
+ *   then blocks until TCP gives up. We set it non-blocking again as the connect goes on
  *   (kp_ssh_keep_nonblocking), so the deadline holds on a crawling link too.
  *
  * Threads: a session and its channels belong to one thread (the job's). libssh's global
@@ -155,9 +155,10 @@ void kp_ssh_capture_done(struct kp_ssh_capture *c)
  * slow_link_deadline measured 207 s for an 8 s one). Non-blocking, the send takes what fits and
  * libssh keeps the rest for the next POLLOUT. libssh writes only after a POLLOUT, so EAGAIN needs
  * the space it saw to vanish in between (socket memory pressure); it then fails the session,
- * which ends the call early with an error instead of late. Called before every wait, so the
- * socket is blocking at most for the rest of the ssh_connect() call in which TCP connected (the
- * client banner and KEXINIT, a few hundred bytes into an empty buffer). */
+ * which ends the call early with an error instead of late. libssh turns the socket blocking only
+ * there, so this runs only in kp_ssh_connect: after every ssh_connect() step and once it is done.
+ * The socket is blocking at most for the rest of the ssh_connect() call in which TCP connected
+ * (the client banner and KEXINIT, a few hundred bytes into an empty buffer). */
 static void kp_ssh_keep_nonblocking(ssh_session ssh)
 {
     int fd = ssh_get_fd(ssh), fl;
@@ -176,7 +177,6 @@ static int kp_ssh_wait(ssh_session ssh, struct kp_deadline dl)
     int ms = kp_deadline_left_ms(dl);
     int flags;
 
-    kp_ssh_keep_nonblocking(ssh);
     if (ms == 0)
         return -ETIMEDOUT;
     if (ms < 0 || ms > KP_SSH_POLL_SLICE_MS)
@@ -364,6 +364,7 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
     ssh_set_blocking(s->ssh, 0);
 
     while ((rc = ssh_connect(s->ssh)) == SSH_AGAIN) {
+        kp_ssh_keep_nonblocking(s->ssh); /* the TCP connect may have just completed */
         if ((r = kp_ssh_wait(s->ssh, dl)) < 0) {
             kp_ssh_errtext(reterr, "%s:%u: connect and handshake timed out", t->host, port);
             goto out;
