@@ -105,7 +105,7 @@ static int kp_sshhost_fill(const json_t *obj, struct kp_pack *p, void *view)
     json_t *spec = NULL, *status = NULL, *x = NULL, *claim = NULL;
     const char *addr = NULL, *user = NULL, *key = NULL, *naddr = NULL, *mode = NULL, *shim = NULL;
     const char *state = NULL, *cname = NULL, *cuid = NULL, *inst = NULL, *tok = NULL, *pid = NULL;
-    const char *fp = NULL, *arch = NULL, *perr = NULL;
+    const char *fp = NULL, *arch = NULL, *perr = NULL, *apid = NULL;
     int32_t port = 0;
     int r;
 
@@ -157,6 +157,7 @@ static int kp_sshhost_fill(const json_t *obj, struct kp_pack *p, void *view)
         (r = kp_obj_opt_str(status, "installedProfile", &inst)) < 0 ||
         (r = kp_obj_opt_str(status, "bootstrapTokenID", &tok)) < 0 ||
         (r = kp_obj_opt_str(status, "providerID", &pid)) < 0 ||
+        (r = kp_obj_opt_str(status, "adoptedProviderID", &apid)) < 0 ||
         (r = kp_obj_opt_str(status, "hostKeyFingerprint", &fp)) < 0 ||
         (r = kp_obj_opt_object(status, "observedCapacity", &x)) < 0 ||
         (r = kp_obj_resources(x, p, &v->observed_capacity)) < 0 ||
@@ -172,6 +173,7 @@ static int kp_sshhost_fill(const json_t *obj, struct kp_pack *p, void *view)
     v->installed_profile = kp_pack_str(p, empty(inst) ? NULL : inst);
     v->bootstrap_token_id = kp_pack_str(p, empty(tok) ? NULL : tok);
     v->provider_id = kp_pack_str(p, empty(pid) ? NULL : pid);
+    v->adopted_provider_id = kp_pack_str(p, empty(apid) ? NULL : apid);
     v->host_key_fingerprint = kp_pack_str(p, empty(fp) ? NULL : fp);
     v->observed_arch = kp_pack_str(p, empty(arch) ? NULL : arch);
     v->last_probe_error = kp_pack_str(p, empty(perr) ? NULL : perr);

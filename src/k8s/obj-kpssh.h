@@ -69,11 +69,14 @@ struct kp_sshhost_view {
     /* status */
     enum kp_host_state state;
     struct kp_conditions conditions;
-    const char *claim_name;           /* status.claimRef.name: the claim lock; NULL when free */
-    const char *claim_uid;            /* status.claimRef.uid */
-    const char *installed_profile;    /* "<profile>@<version>" */
-    const char *bootstrap_token_id;   /* in-flight join's token id */
-    const char *provider_id;          /* the providerID the host backs */
+    const char *claim_name;         /* status.claimRef.name: the claim lock; NULL when free */
+    const char *claim_uid;          /* status.claimRef.uid */
+    const char *installed_profile;  /* "<profile>@<version>" */
+    const char *bootstrap_token_id; /* in-flight join's token id */
+    const char *provider_id;        /* the providerID the host backs */
+    /* The providerID the last adopting join took over (providerIDSource Adopt). Kept after the
+     * claim is released, so the zombie guard can tell this host's own Node from a foreign one. */
+    const char *adopted_provider_id;
     const char *host_key_fingerprint; /* TOFU pin, "SHA256:..." */
     struct kp_resources observed_capacity;
     const char *observed_arch;

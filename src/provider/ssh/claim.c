@@ -68,8 +68,10 @@ int kp_claim_candidates(const struct kp_sshnodeclass_view *nc, const char *pool_
     for (size_t i = 0; i < n_hosts; i++) {
         const struct kp_sshhost_view *h = hosts[i];
 
+        /* A younger SSHHost of an address already in the pool is never claimed, even before the
+         * host controller has marked it DuplicateAddress: one machine, one join. */
         if (kp_inventory_member(nc, pool_ns, h) && kp_inventory_claimable(h) &&
-            kp_streq(kp_sshhost_class(h), cls))
+            kp_streq(kp_sshhost_class(h), cls) && !kp_inventory_duplicate_of(h, hosts, n_hosts))
             v[n++] = h;
     }
     if (n == 0) {
@@ -165,6 +167,9 @@ int kp_claim_patch(const char *rv, const struct kp_claim_status *st, json_t **re
         (r = kp_json_patch_set_str(p, ST("bootstrapTokenID"), st->bootstrap_token_id)) < 0)
         goto out;
     if (st->provider_id && (r = kp_json_patch_set_str(p, ST("providerID"), st->provider_id)) < 0)
+        goto out;
+    if (st->adopted_provider_id &&
+        (r = kp_json_patch_set_str(p, ST("adoptedProviderID"), st->adopted_provider_id)) < 0)
         goto out;
     if (st->host_key_fingerprint &&
         (r = kp_json_patch_set_str(p, ST("hostKeyFingerprint"), st->host_key_fingerprint)) < 0)

@@ -56,6 +56,7 @@ struct kp_claim_status {
     const char *bootstrap_token_id;   /* non-NULL: written */
     bool clear_bootstrap_token_id;    /* bootstrapTokenID -> null */
     const char *provider_id;          /* non-NULL: written */
+    const char *adopted_provider_id;  /* non-NULL: adoptedProviderID written (never cleared) */
     const char *host_key_fingerprint; /* non-NULL: written */
     const char *last_probe_error;     /* non-NULL: written ("" clears it) */
     /* The host controller's probe facts (hostctl.h). */

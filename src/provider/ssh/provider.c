@@ -840,6 +840,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
         struct kp_claim_status st = {.state = KP_HOST_IN_USE,
                                      .set_state = true,
                                      .provider_id = pid,
+                                     .adopted_provider_id = adopt ? pid : NULL,
                                      .clear_bootstrap_token_id = true};
 
         if ((r = holder_write(c, nc, &host, &st, err)) < 0)
