@@ -16,9 +16,13 @@
  *                same address created after the leave started is not touched
  *   foreign      host 2 (no marker, no Node) with an active kubelet -> Unhealthy/ForeignKubelet,
  *                kubelet untouched
+ *   foreign_node host 2 (no marker) with its own Node (another providerID): ForeignKubelet, and
+ *                the Node survives the owner restarting that kubelet; with kpssh's providerID
+ *                but no marker: parked too (no leave)
  *   rekey        host 3 gets a new host key -> Unhealthy with a man-in-the-middle error, never
  *                re-pinned; clearing status.hostKeyFingerprint (the operator's fix) re-pins
- *   unreachable  host 3 cut off -> Unhealthy; healed -> Available
+ *   unreachable  host 3 cut off -> Unhealthy (event ProbeFailed); healed -> Available (event
+ *                ProbeSucceeded)
  *
  * Probe durations and the zombie guard's wall time are printed. The kubelet of these scenarios
  * is the lab's systemctl stand-in running `sleep`: the guard only asks `systemctl is-active`. */
@@ -116,6 +120,15 @@ static char *host_name(unsigned i)
     char buf[32];
 
     (void)snprintf(buf, sizeof(buf), "hc-%u", i);
+    return kp_strdup(buf);
+}
+
+/* Host i's static providerID, kpssh://<pool-ns>/hc-<i>: what its kubelet registers with. */
+static char *static_pid(unsigned i)
+{
+    char buf[128];
+
+    (void)snprintf(buf, sizeof(buf), "kpssh://%s/hc-%u", T.ns, i);
     return kp_strdup(buf);
 }
 
@@ -458,6 +471,7 @@ static int teardown(void **state)
         int r = kp_client_delete(T.c, &KP_RES_SSHJOINPROFILE, NULL, PROFILE, NULL, NULL);
 
         r |= kp_client_delete(T.c, &KP_RES_NODE, NULL, "hc-zombie", NULL, NULL);
+        r |= kp_client_delete(T.c, &KP_RES_NODE, NULL, "hc-foreign", NULL, NULL);
         r |= kp_client_delete(T.c, &KP_RES_NODE, NULL, "hc-nc1", NULL, NULL);
         r |= kp_client_delete(T.c, &KP_RES_NODECLAIM, NULL, "hc-nc1", NULL, NULL);
         (void)r;
@@ -631,7 +645,7 @@ static void test_claims(void **state)
 static void test_zombie(void **state)
 {
     struct kp_entry *h;
-    char *ip = kp_lab_host_ip(&T.lab, 1), *name = host_name(1);
+    char *ip = kp_lab_host_ip(&T.lab, 1), *name = host_name(1), *pid = static_pid(1);
     bool saw_leaving = false;
     uint64_t t0, wall;
     unsigned left0 = (unsigned)atomic_load(&O.left);
@@ -640,7 +654,7 @@ static void test_zombie(void **state)
     /* A warm host: kpssh installed its profile here once. */
     host_status_cas(1, kp_lab_json("{\"installedProfile\":\"" PROFILE "@1\"}"));
     /* Its old Node is still there (the core has not collected it) ... */
-    node_create("hc-zombie", "kpssh://elsewhere/hc-1", ip);
+    node_create("hc-zombie", pid, ip);
     /* ... and it reboots with kubelet enabled. */
     assert_int_equal(kp_lab_host_exec(&T.lab, 1, kubelet_unit), 0);
     assert_int_equal(kp_lab_host_exec(&T.lab, 1, "systemctl enable kubelet"), 0);
@@ -682,6 +696,7 @@ static void test_zombie(void **state)
     kp_entry_unref(h);
     kp_free(ip);
     kp_free(name);
+    kp_free(pid);
 }
 
 /* Waits until the controller's Node cache has name with InternalIP ip. */
@@ -711,21 +726,22 @@ static void wait_node_ip_cached(const char *name, const char *ip)
 static void test_zombie_resume(void **state)
 {
     struct kp_entry *h;
-    char *ip = kp_lab_host_ip(&T.lab, 1), since[KP_RFC3339_STRMAX];
+    char *ip = kp_lab_host_ip(&T.lab, 1), since[KP_RFC3339_STRMAX], *pid = static_pid(1);
     unsigned left0 = (unsigned)atomic_load(&O.left);
     unsigned events0 = events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT);
     uint64_t t0;
 
     (void)state;
     assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
-    node_create("hc-zombie-rest", "kpssh://elsewhere/hc-1", ip);
+    node_create("hc-zombie-rest", pid, ip);
+    node_create("hc-zombie-other", "kind://docker/other/worker", ip); /* not ours: never */
     /* Node timestamps have second precision: the leave starts a second later, and the newer
      * Node a second after that. */
     kp_sleep_usec(1100 * KP_USEC_PER_MSEC);
     assert_int_equal(
         kp_rfc3339_format((int64_t)kp_real_usec(), KP_RFC3339_SECONDS, since, sizeof(since)), 0);
     kp_sleep_usec(1100 * KP_USEC_PER_MSEC);
-    node_create("hc-zombie-newer", NULL, ip);
+    node_create("hc-zombie-newer", pid, ip);
     wait_node_ip_cached("hc-zombie-rest", ip);
     wait_node_ip_cached("hc-zombie-newer", ip);
     t0 = kp_mono_usec();
@@ -739,12 +755,15 @@ static void test_zombie_resume(void **state)
     print_message("# interrupted zombie leave: Leaving -> Node deleted -> Available in %.0f ms\n",
                   (kp_mono_usec() - t0) / 1e3);
     assert_true(node_exists("hc-zombie-newer"));
+    assert_true(node_exists("hc-zombie-other"));
     delete_obj(&KP_RES_NODE, NULL, "hc-zombie-newer");
+    delete_obj(&KP_RES_NODE, NULL, "hc-zombie-other");
     assert_int_equal(events_for(1, KP_HOSTCTL_EVENT_ZOMBIE_LEFT), events0 + 1);
     assert_int_equal(atomic_load(&O.left), left0 + 1);
     /* Nothing was run on the host: kubelet stays stopped. */
     assert_int_not_equal(kp_lab_host_exec(&T.lab, 1, "systemctl is-active kubelet"), 0);
     kp_free(ip);
+    kp_free(pid);
 }
 
 static void test_foreign(void **state)
@@ -774,6 +793,69 @@ static void test_foreign(void **state)
     assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl disable --now kubelet"), 0);
     h = wait_state(2, KP_HOST_AVAILABLE, NULL, NULL);
     kp_entry_unref(h);
+}
+
+/* An SSHHost created by mistake for a machine that runs its own kubelet and has its own Node
+ * (another providerID, no install marker): the Node is not kpssh's, so the host is a foreign
+ * kubelet, parked, and neither the kubelet nor the Node is ever touched, not even when the owner
+ * restarts that kubelet (a probe that finds it stopped makes the host Available, and must not
+ * take the Node with it). A Node with kpssh's providerID but no install marker is parked too:
+ * kpssh has nothing to leave with. */
+static void test_foreign_node(void **state)
+{
+    struct kp_entry *h;
+    enum kp_cond_status st;
+    char *ip = kp_lab_host_ip(&T.lab, 2), *pid = static_pid(2);
+    unsigned parked0 = (unsigned)atomic_load(&O.parked);
+    unsigned leaves0 = (unsigned)atomic_load(&O.leaves);
+
+    (void)state;
+    node_create("hc-foreign", "kind://docker/owner/worker-7", ip);
+    wait_node_ip_cached("hc-foreign", ip);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, kubelet_unit), 0);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl enable --now kubelet"), 0);
+    h = wait_state(2, KP_HOST_UNHEALTHY, "cannot attribute", NULL);
+    assert_string_equal(ready_reason(HV(h), &st), KP_HOSTCTL_REASON_FOREIGN);
+    kp_entry_unref(h);
+    /* The same event as in the foreign test: one Event, its series counts the repeat. */
+    assert_true(events_for(2, KP_HOSTCTL_EVENT_FOREIGN) >= 1);
+    assert_int_equal((unsigned)atomic_load(&O.parked), parked0 + 1);
+    /* The owner restarts its kubelet: stopped long enough for a probe to see it. */
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl stop kubelet"), 0);
+    h = wait_state(2, KP_HOST_AVAILABLE, NULL, NULL);
+    kp_entry_unref(h);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl start kubelet"), 0);
+    h = wait_state(2, KP_HOST_UNHEALTHY, "cannot attribute", NULL);
+    kp_entry_unref(h);
+    kp_sleep_usec(4 * KP_USEC_PER_SEC); /* two more probes */
+    assert_true(node_exists("hc-foreign"));
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl is-active kubelet"), 0);
+    assert_int_not_equal(kp_lab_host_exec(&T.lab, 2, "test -e /var/lib/kpssh/hostctl-left"), 0);
+    assert_int_equal((unsigned)atomic_load(&O.leaves), leaves0);
+    assert_true((unsigned)atomic_load(&O.parked) >= parked0 + 2);
+    print_message("# foreign Node with the host's address: parked, Node and kubelet untouched\n");
+
+    /* kpssh's providerID on the Node, but no install marker: nothing to leave with. */
+    delete_obj(&KP_RES_NODE, NULL, "hc-foreign");
+    node_create("hc-foreign", pid, ip);
+    wait_node_ip_cached("hc-foreign", ip);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl stop kubelet"), 0);
+    h = wait_state(2, KP_HOST_AVAILABLE, NULL, NULL);
+    kp_entry_unref(h);
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl start kubelet"), 0);
+    h = wait_state(2, KP_HOST_UNHEALTHY, "no install marker", NULL);
+    assert_string_equal(ready_reason(HV(h), &st), KP_HOSTCTL_REASON_FOREIGN);
+    kp_entry_unref(h);
+    kp_sleep_usec(3 * KP_USEC_PER_SEC);
+    assert_true(node_exists("hc-foreign"));
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl is-active kubelet"), 0);
+
+    delete_obj(&KP_RES_NODE, NULL, "hc-foreign");
+    assert_int_equal(kp_lab_host_exec(&T.lab, 2, "systemctl disable --now kubelet"), 0);
+    h = wait_state(2, KP_HOST_AVAILABLE, NULL, NULL);
+    kp_entry_unref(h);
+    kp_free(ip);
+    kp_free(pid);
 }
 
 static void test_rekey(void **state)
@@ -829,6 +911,9 @@ static void test_unreachable(void **state)
     print_message("# heal -> Available in %.0f ms\n", (kp_mono_usec() - t0) / 1e3);
     assert_null(HV(h)->last_probe_error);
     kp_entry_unref(h);
+    /* Each change of state is an event: Warning ProbeFailed, then Normal ProbeSucceeded. */
+    assert_true(events_for(3, KP_HOSTCTL_EVENT_PROBE_FAILED) >= 1);
+    assert_true(events_for(3, KP_HOSTCTL_EVENT_PROBE_SUCCEEDED) >= 1);
 
     /* Stopped outright (connection refused, then back after boot). */
     assert_int_equal(kp_lab_host_sh(&T.lab, "stop", 2), 0);
@@ -845,7 +930,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pool),          cmocka_unit_test(test_maintenance),
         cmocka_unit_test(test_claims),        cmocka_unit_test(test_zombie),
         cmocka_unit_test(test_zombie_resume), cmocka_unit_test(test_foreign),
-        cmocka_unit_test(test_rekey),         cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_foreign_node),  cmocka_unit_test(test_rekey),
+        cmocka_unit_test(test_unreachable),
     };
 
     (void)argc;

@@ -26,7 +26,8 @@ struct fhost {
     char state[16];
     char claim[32], uid[32];
     char created[32];
-    unsigned writes; /* CAS attempts on this host */
+    const char *address; /* NULL: the name */
+    unsigned writes;     /* CAS attempts on this host */
 };
 
 struct fake {
@@ -49,10 +50,11 @@ static struct kp_entry *render(const struct fhost *f)
     n = snprintf(buf, sizeof(buf),
                  "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"" NS "\",\"uid\":\"u-%s\","
                  "\"resourceVersion\":\"%u\",\"creationTimestamp\":\"%s\"},"
-                 "\"spec\":{\"address\":\"10.0.0.1\",\"sshKeySecretRef\":{\"name\":\"k\"},"
+                 "\"spec\":{\"address\":\"%s\",\"sshKeySecretRef\":{\"name\":\"k\"},"
                  "\"capacity\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}},"
                  "\"status\":{\"state\":\"%s\"%s}}",
-                 f->name, f->name, f->rv, f->created, f->state, claim);
+                 f->name, f->name, f->rv, f->created, f->address ? f->address : f->name, f->state,
+                 claim);
     assert_true(n > 0 && (size_t)n < sizeof(buf));
     assert_int_equal(kp_sshhost_decode(buf, (size_t)n, &e), 0);
     return e;
@@ -195,6 +197,26 @@ static void test_candidates_order(void **state)
     assert_int_equal(kp_claim_candidates(kp_sshnodeclass_view(nc), NS, "gpu", hv, 5, &c, &n), 0);
     assert_int_equal(n, 0);
     assert_null(c);
+    for (size_t i = 0; i < 5; i++)
+        kp_entry_unref(e[i]);
+
+    /* One address, one machine: of "b" and "a" (same address, other case), only the older "b"
+     * is a candidate, even while "a" still reads Available; "z" has its own address. An older
+     * host with the address blocks a younger one whatever its own state ("d", Unhealthy). */
+    fh[0].address = "Rack1.example";
+    fh[1].address = "rack1.example";
+    fh[1].created[3] = '7'; /* 2027: younger than b */
+    fh[2].address = "10.0.0.9";
+    fh[4].address = "10.0.0.9";
+    for (size_t i = 0; i < 5; i++) {
+        e[i] = render(&fh[i]);
+        hv[i] = kp_sshhost_view(e[i]);
+    }
+    assert_int_equal(kp_claim_candidates(kp_sshnodeclass_view(nc), NS, "default", hv, 5, &c, &n),
+                     0);
+    assert_int_equal(n, 1);
+    assert_string_equal(c[0]->e.name, "b");
+    kp_free(c);
     for (size_t i = 0; i < 5; i++)
         kp_entry_unref(e[i]);
     kp_entry_unref(nc);

@@ -252,8 +252,9 @@ static void test_probe_outcomes(void **state)
     assert_false(o->collect_node); /* an ordinary failure left no Node behind */
     kp_entry_unref(e);
 
-    /* An interrupted zombie leave: Leaving (killed mid-guard) or ZombieLeaveFailed, kubelet now
-     * stopped. The stale Node is collected before the host is Available. */
+    /* An interrupted zombie leave: Leaving (killed mid-guard) or LeaveUnfinished (the leave ran,
+     * the Node delete failed), kubelet now stopped. The stale Node is collected before the host
+     * is Available. */
     e = host("", "\"state\":\"Leaving\"");
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_true(o->collect_node);
@@ -261,9 +262,17 @@ static void test_probe_outcomes(void **state)
     kp_entry_unref(e);
     e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"zombie left, but deleting Node\","
                  "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":"
-                 "\"ZombieLeaveFailed\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+                 "\"LeaveUnfinished\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_true(o->collect_node);
+    kp_entry_unref(e);
+    /* A leave that failed never ran: kubelet stopped since by somebody else lets no Node go. */
+    e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"zombie leave failed: x\","
+                 "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":"
+                 "\"ZombieLeaveFailed\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    kp_hostctl_decide_probe(H(e), &in, &T, o);
+    assert_false(o->collect_node);
+    assert_int_equal(o->st.state, KP_HOST_AVAILABLE);
     kp_entry_unref(e);
     /* Claimed hosts are the provider's: never (they are not probed either). */
     e = host("", "\"state\":\"Leaving\",\"claimRef\":{\"name\":\"nc\",\"uid\":\"u\"}");
@@ -271,21 +280,23 @@ static void test_probe_outcomes(void **state)
     assert_false(o->collect_node);
     kp_entry_unref(e);
     /* A probe failure decides nothing about Nodes, and keeps the marker: the unfinished leave
-     * shows as ZombieLeaveFailed until a probe finds kubelet stopped and collects the Node. */
+     * shows as LeaveUnfinished until a probe finds kubelet stopped and collects the Node. */
     in.err = -ETIMEDOUT;
     in.res = NULL;
     e = host("", "\"state\":\"Leaving\"");
     kp_hostctl_decide_probe(H(e), &in, &T, o);
     assert_false(o->collect_node);
     assert_int_equal(o->st.state, KP_HOST_UNHEALTHY);
-    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_LEAVE_UNFINISHED);
     kp_entry_unref(e);
     e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"zombie left, but\","
                  "\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":"
-                 "\"ZombieLeaveFailed\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+                 "\"LeaveUnfinished\",\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
     kp_hostctl_decide_probe(H(e), &in, &T, o);
-    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED);
+    assert_string_equal(o->st.ready_reason, KP_HOSTCTL_REASON_LEAVE_UNFINISHED);
     assert_int_equal(o->st.ready_transition_usec, NOW - 2 * 3600 * SEC); /* still False since */
+    /* Failing for two hours: backed off to the cap, not probed every interval. */
+    assert_int_equal(o->requeue_usec, KP_HOSTCTL_BACKOFF_MAX_USEC);
     kp_entry_unref(e);
     /* An ordinary Unhealthy host stays ProbeFailed. */
     e = host("", "\"state\":\"Unhealthy\",\"lastProbeError\":\"x\"");
@@ -390,6 +401,106 @@ static void test_zombie_and_unchanged(void **state)
     kp_entry_unref(e);
 }
 
+/* Pending is probed at once however recently it was probed (maintenance exit, a released
+ * claim); a failing host backs off by how long it has been failing; a host refused for its
+ * address is probed at once when the caller found the older host gone. */
+static void test_schedule(void **state)
+{
+    struct kp_entry *e;
+    uint64_t wait = 1;
+
+    (void)state;
+    e = host("", "\"state\":\"Pending\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:50Z\"");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    assert_true(kp_hostctl_suspect(H(e)));
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:50Z\",\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"False\",\"reason\":\"DuplicateAddress\","
+                 "\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    kp_entry_unref(e);
+
+    /* Healthy: the interval, and never a suspect. */
+    e = host("", "\"state\":\"Available\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\",\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"True\",\"reason\":\"ProbeSucceeded\","
+                 "\"lastTransitionTime\":\"2026-11-30T10:00:00Z\"}]");
+    assert_int_equal(kp_hostctl_probe_period(H(e), &T), 120 * SEC);
+    assert_false(kp_hostctl_suspect(H(e)));
+    kp_entry_unref(e);
+    /* Failing for 1 min at its last probe: still the interval. */
+    e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\",\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"False\",\"reason\":\"ProbeFailed\","
+                 "\"lastTransitionTime\":\"2026-11-30T11:58:30Z\"}]");
+    assert_int_equal(kp_hostctl_probe_period(H(e), &T), 120 * SEC);
+    assert_true(kp_hostctl_suspect(H(e)));
+    kp_entry_unref(e);
+    /* Failing for 5 min: 5 min; the plan waits for it. */
+    e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\",\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"False\",\"reason\":\"ProbeFailed\","
+                 "\"lastTransitionTime\":\"2026-11-30T11:54:30Z\"}]");
+    assert_int_equal(kp_hostctl_probe_period(H(e), &T), 300 * SEC);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_FRESH);
+    assert_int_equal(wait, 270 * SEC);
+    kp_entry_unref(e);
+    /* Failing for hours: the cap; a host key mismatch backs off the same way. */
+    e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\",\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"False\",\"reason\":\"HostKeyMismatch\","
+                 "\"lastTransitionTime\":\"2026-11-30T01:00:00Z\"}]");
+    assert_int_equal(kp_hostctl_probe_period(H(e), &T), KP_HOSTCTL_BACKOFF_MAX_USEC);
+    kp_entry_unref(e);
+    /* A parked foreign kubelet answered its probe: no backoff. */
+    e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                 "\"lastProbeTime\":\"2026-11-30T11:59:30Z\",\"conditions\":[{\"type\":\"Ready\","
+                 "\"status\":\"False\",\"reason\":\"ForeignKubelet\","
+                 "\"lastTransitionTime\":\"2026-11-30T01:00:00Z\"}]");
+    assert_int_equal(kp_hostctl_probe_period(H(e), &T), 120 * SEC);
+    kp_entry_unref(e);
+    /* A cap below the interval is the interval. */
+    {
+        struct kp_hostctl_timing t2 = T;
+
+        t2.backoff_max_usec = 10 * SEC;
+        e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
+                     "\"lastProbeTime\":\"2026-11-30T11:59:30Z\",\"conditions\":[{\"type\":"
+                     "\"Ready\",\"status\":\"False\",\"reason\":\"ProbeFailed\","
+                     "\"lastTransitionTime\":\"2026-11-30T01:00:00Z\"}]");
+        assert_int_equal(kp_hostctl_probe_period(H(e), &t2), 120 * SEC);
+        kp_entry_unref(e);
+    }
+}
+
+/* Which Nodes with the host's address are kpssh's: the static providerID of this host (not of
+ * another host or namespace), the one it backs, the one its last adopting join took over. */
+static void test_node_ours(void **state)
+{
+    struct kp_entry *e;
+
+    (void)state;
+    e = host("", "\"state\":\"Available\"");
+    assert_true(kp_hostctl_node_ours(H(e), "kpssh://kpssh-system/h1"));
+    assert_false(kp_hostctl_node_ours(H(e), "kpssh://kpssh-system/h10"));
+    assert_false(kp_hostctl_node_ours(H(e), "kpssh://kpssh-system/h"));
+    assert_false(kp_hostctl_node_ours(H(e), "kpssh://other/h1"));
+    assert_false(kp_hostctl_node_ours(H(e), "kpssh://kpssh-systemx/h1"));
+    assert_false(kp_hostctl_node_ours(H(e), "kind://docker/kind/worker"));
+    assert_false(kp_hostctl_node_ours(H(e), ""));
+    assert_false(kp_hostctl_node_ours(H(e), NULL));
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"Available\",\"adoptedProviderID\":\"eks-hybrid:///r/c/mi-1\"");
+    assert_true(kp_hostctl_node_ours(H(e), "eks-hybrid:///r/c/mi-1"));
+    assert_false(kp_hostctl_node_ours(H(e), "eks-hybrid:///r/c/mi-2"));
+    kp_entry_unref(e);
+    e = host("", "\"state\":\"InUse\",\"providerID\":\"eks-hybrid:///r/c/mi-3\"," CLAIM);
+    assert_true(kp_hostctl_node_ours(H(e), "eks-hybrid:///r/c/mi-3"));
+    kp_entry_unref(e);
+}
+
 /* The patch a probe writes: probe facts, the Ready condition, the CAS precondition. */
 static int probe_patch(json_t **ret)
 {
@@ -446,6 +557,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_probe_outcomes),
         cmocka_unit_test(test_capacity_drift),
         cmocka_unit_test(test_zombie_and_unchanged),
+        cmocka_unit_test(test_schedule),
+        cmocka_unit_test(test_node_ours),
         cmocka_unit_test(test_patch),
     };
     const struct kp_torture_case cases[] = {

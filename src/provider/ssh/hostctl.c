@@ -11,16 +11,32 @@
  *   claimRef set: NodeClaim gone / uid differs --CAS--> Pending, claim cleared, token deleted
  *                 Claimed and its Node registered --CAS--> InUse{providerID}   (SPEC 2.6)
  *                 providerID and bootstrapTokenID set, Node exists: token deleted --CAS--> cleared
+ *   unclaimed, an older SSHHost has its address:port --CAS--> Unhealthy (DuplicateAddress),
+ *                 never dialed; the older one's deletion wakes it
  *   unclaimed: probe (pinned dial, 30 s for dial and command together)
  *                 error --CAS--> Unhealthy{lastProbeError}      (a changed key: HostKeyMismatch)
  *                 ok, kubelet inactive --CAS--> Available{observed*, TOFU pin if none}
  *                 ok, kubelet active: facts --CAS-->, then the zombie guard:
- *                   foreign (no Node with its IP, no install marker) --CAS--> Unhealthy, parked
- *                   ours --CAS--> Leaving, leave, delete the Node --CAS--> Available
- *                                 leave or Node delete failed --CAS--> Unhealthy (ZombieLeaveFailed)
- *                 ok, kubelet inactive, host Leaving (a crash mid-guard) or ZombieLeaveFailed:
- *                   delete the Nodes with its IP created before it went out of service
- *                   --CAS--> Available (a failed delete: Unhealthy, ZombieLeaveFailed kept)
+ *                   foreign (no Node of ours with its IP, no install marker) --CAS--> parked
+ *                   ours --CAS--> Leaving, leave, delete our Nodes --CAS--> Available
+ *                                 no install marker --CAS--> parked (ForeignKubelet)
+ *                                 leave failed --CAS--> Unhealthy (ZombieLeaveFailed)
+ *                                 Node delete failed --CAS--> Unhealthy (LeaveUnfinished)
+ *                 ok, kubelet inactive, host Leaving (a crash mid-guard) or LeaveUnfinished:
+ *                   delete our Nodes with its IP created before it went out of service
+ *                   --CAS--> Available (a failed delete: Unhealthy, LeaveUnfinished kept)
+ *
+ * Whose Node: a Node is ours only by its providerID (the host's kpssh://<ns>/<name>, the one it
+ * backs, the one its last adopting join took over); an address is not proof, since an SSHHost
+ * made by mistake for a machine with its own kubelet shares that machine's address. A Node that
+ * is not ours is never deleted, and Nodes go only after a leave that ran.
+ *
+ * When: a host that answers is probed once per interval; one whose probes fail, after as long as
+ * it has been failing (at least an interval, at most KP_HOSTCTL_BACKOFF_MAX_USEC), read from the
+ * Ready condition's transition time so a restart keeps the backoff. A probe of a host that did
+ * not answer last time may cost the whole timeout, so those run in a lane of at most half the
+ * workers (an atomic count; a full lane requeues the key shortly): however many hosts are dead,
+ * the other half keeps the live ones on schedule. Pending is probed at once.
  *
  * Why this way: decisions are pure functions of (the host's projection, what the I/O found), so
  * the rules are unit-tested without a server and the I/O functions stay thin. Every write is a
@@ -46,6 +62,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -68,6 +85,7 @@
 #include "provider/ssh/claim.h"
 #include "provider/ssh/hostio.h"
 #include "provider/ssh/indexes.h"
+#include "provider/ssh/inventory.h"
 #include "provider/ssh/observe.h"
 #include "provider/ssh/probe.h"
 #include "provider/ssh/provider.h"
@@ -82,9 +100,55 @@ static bool claimed_state(enum kp_host_state s)
     return s == KP_HOST_CLAIMED || s == KP_HOST_IN_USE;
 }
 
+static bool ready_reason_is(const struct kp_sshhost_view *h, const char *reason)
+{
+    const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
+
+    return cur && cur->status == KP_COND_FALSE && cur->reason && kp_streq(cur->reason, reason);
+}
+
+/* The Ready reasons of a probe that failed (the ones the backoff applies to). */
+static bool failing(const struct kp_sshhost_view *h)
+{
+    return h->state == KP_HOST_UNHEALTHY &&
+           (ready_reason_is(h, KP_HOSTCTL_REASON_FAILED) ||
+            ready_reason_is(h, KP_HOSTCTL_REASON_HOSTKEY) ||
+            ready_reason_is(h, KP_HOSTCTL_REASON_LEAVE_UNFINISHED));
+}
+
+/* The backoff of a host failing since since_usec, as seen at now_usec. */
+static uint64_t backoff(const struct kp_hostctl_timing *t, int64_t since_usec, int64_t now_usec)
+{
+    uint64_t max = t->backoff_max_usec ? t->backoff_max_usec : KP_HOSTCTL_BACKOFF_MAX_USEC;
+    uint64_t d = since_usec > 0 && now_usec > since_usec ? (uint64_t)(now_usec - since_usec) : 0;
+
+    if (max < t->probe_interval_usec)
+        max = t->probe_interval_usec;
+    return d < t->probe_interval_usec ? t->probe_interval_usec : d > max ? max : d;
+}
+
+uint64_t kp_hostctl_probe_period(const struct kp_sshhost_view *h, const struct kp_hostctl_timing *t)
+{
+    const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
+
+    if (!failing(h) || !cur)
+        return t->probe_interval_usec;
+    /* How long it had been failing at its last probe. */
+    return backoff(t, cur->last_transition_usec, h->last_probe_usec);
+}
+
+bool kp_hostctl_suspect(const struct kp_sshhost_view *h)
+{
+    const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
+
+    return !cur || cur->status != KP_COND_TRUE;
+}
+
 enum kp_hostctl_step kp_hostctl_plan(const struct kp_sshhost_view *h, int64_t now_usec,
                                      const struct kp_hostctl_timing *t, uint64_t *ret_wait_usec)
 {
+    uint64_t period;
+
     *ret_wait_usec = 0;
     /* The claim is the lock: whatever else the host says, its holder decides, and we only check
      * that the holder still exists. A claimed state without a claimRef is checked here too
@@ -96,10 +160,15 @@ enum kp_hostctl_step kp_hostctl_plan(const struct kp_sshhost_view *h, int64_t no
                                                : KP_HOSTCTL_STEP_MAINTENANCE_ENTER;
     if (h->state == KP_HOST_MAINTENANCE)
         return KP_HOSTCTL_STEP_MAINTENANCE_EXIT;
+    /* Pending (out of maintenance, a released claim) is probed at once, whenever it was probed
+     * last; so is a host that was refused for its address (the caller found the older host
+     * gone, or it would not have asked). */
+    if (h->state == KP_HOST_PENDING || ready_reason_is(h, KP_HOSTCTL_REASON_DUPLICATE))
+        return KP_HOSTCTL_STEP_PROBE;
+    period = kp_hostctl_probe_period(h, t);
     if (h->observed_generation == h->generation && h->last_probe_usec > 0 &&
-        now_usec >= h->last_probe_usec &&
-        (uint64_t)(now_usec - h->last_probe_usec) < t->probe_interval_usec) {
-        uint64_t left = t->probe_interval_usec - (uint64_t)(now_usec - h->last_probe_usec);
+        now_usec >= h->last_probe_usec && (uint64_t)(now_usec - h->last_probe_usec) < period) {
+        uint64_t left = period - (uint64_t)(now_usec - h->last_probe_usec);
 
         *ret_wait_usec = left < KP_HOSTCTL_SOON_USEC ? KP_HOSTCTL_SOON_USEC : left;
         return KP_HOSTCTL_STEP_FRESH;
@@ -283,17 +352,16 @@ static bool was_short(const struct kp_sshhost_view *h)
 }
 
 /* A zombie leave that has not finished deleting its Node: the host is Leaving (the controller was
- * killed during the guard) or Unhealthy / ZombieLeaveFailed (the leave or the Node delete failed,
- * or a later probe failed: that keeps the reason, so the marker survives). Claimed hosts are the
- * provider's. */
+ * killed during the guard) or Unhealthy / LeaveUnfinished (the leave ran and the Node delete
+ * failed, or a later probe failed: that keeps the reason, so the marker survives). A leave that
+ * failed (ZombieLeaveFailed) is not one: only a leave that ran lets Nodes go. Claimed hosts are
+ * the provider's. */
 static bool leave_unfinished(const struct kp_sshhost_view *h)
 {
-    const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
-
     if (h->claim_name)
         return false;
-    return h->state == KP_HOST_LEAVING || (h->state == KP_HOST_UNHEALTHY && cur && cur->reason &&
-                                           kp_streq(cur->reason, KP_HOSTCTL_REASON_ZOMBIE_FAILED));
+    return h->state == KP_HOST_LEAVING || (h->state == KP_HOST_UNHEALTHY &&
+                                           ready_reason_is(h, KP_HOSTCTL_REASON_LEAVE_UNFINISHED));
 }
 
 void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_hostctl_probe_in *in,
@@ -317,9 +385,11 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
         st->last_probe_error = msg;
         kp_hostctl_ready_for(h, state,
                              in->err == -KP_EHOSTKEY ? KP_HOSTCTL_REASON_HOSTKEY
-                             : leave_unfinished(h)   ? KP_HOSTCTL_REASON_ZOMBIE_FAILED
+                             : leave_unfinished(h)   ? KP_HOSTCTL_REASON_LEAVE_UNFINISHED
                                                      : KP_HOSTCTL_REASON_FAILED,
                              msg, in->now_usec, st);
+        /* Backed off by how long it has been failing (the condition's transition time). */
+        ret->requeue_usec = backoff(t, st->ready_transition_usec, in->now_usec);
         ret->write = !kp_hostctl_unchanged(h, st);
         return;
     }
@@ -364,9 +434,29 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
     ret->write = !kp_hostctl_unchanged(h, st);
 }
 
-enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h, bool node_found)
+bool kp_hostctl_node_ours(const struct kp_sshhost_view *h, const char *pid)
 {
-    if (node_found || (h->installed_profile && *h->installed_profile))
+    const char *rest;
+    size_t ns_len;
+
+    if (!pid || !*pid)
+        return false;
+    if ((h->provider_id && kp_streq(pid, h->provider_id)) ||
+        (h->adopted_provider_id && kp_streq(pid, h->adopted_provider_id)))
+        return true;
+    /* kpssh://<pool-ns>/<host> */
+    rest = kp_startswith(pid, KP_SSH_PROVIDER_ID_SCHEME);
+    if (!rest || !h->e.ns || !h->e.name)
+        return false;
+    ns_len = strlen(h->e.ns);
+    return strncmp(rest, h->e.ns, ns_len) == 0 && rest[ns_len] == '/' &&
+           kp_streq(rest + ns_len + 1, h->e.name);
+}
+
+enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h,
+                                                 bool our_node_found)
+{
+    if (our_node_found || (h->installed_profile && *h->installed_profile))
         return KP_HOSTCTL_ZOMBIE_OURS;
     return KP_HOSTCTL_ZOMBIE_FOREIGN;
 }
@@ -382,7 +472,12 @@ struct kp_ssh_hostctl {
     struct kp_hostctl_timing t;
     uint64_t probe_timeout;
     struct kp_reconciler *rec;
-    bool started; /* main thread only */
+    /* The lane of suspect probes (kp_hostctl_suspect): at most suspect_max at once, so the other
+     * workers keep probing the hosts that answer. */
+    atomic_uint suspects;
+    unsigned suspect_max;
+    uint64_t suspect_retry_usec; /* a suspect that finds the lane full looks again this soon */
+    bool started;                /* main thread only */
 };
 
 static void host_event(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h, bool warning,
@@ -595,6 +690,114 @@ out:
     return r;
 }
 
+/* The first Node in the store with h's node IP that is ours by kp_hostctl_node_ours (its name
+ * into a new string), or NULL. */
+static int our_node_by_ip(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h,
+                          char **ret_name)
+{
+    const char *ip = kp_sshhost_node_ip(h);
+    struct kp_store_list l = {0};
+    int r;
+
+    *ret_name = NULL;
+    if (!ip || !*ip)
+        return 0;
+    if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
+        return r;
+    for (size_t i = 0; i < l.n && !*ret_name; i++) {
+        if (!kp_hostctl_node_ours(h, kp_node_view(l.v[i])->provider_id))
+            continue;
+        *ret_name = kp_strdup(l.v[i]->name);
+        if (!*ret_name)
+            r = -ENOMEM;
+    }
+    kp_store_list_free(&l);
+    return r;
+}
+
+/* Deletes the Nodes that carry h's address, are ours (kp_hostctl_node_ours) and were created
+ * before since_usec (when the leave took the host out of service): a Node created later belongs
+ * to a join that happened since, which a decision made on a cached host must never touch, and a
+ * Node with another providerID is somebody else's; both are left alone and logged. Each delete is
+ * fenced by the Node's uid. Call only once kubelet is known stopped by a leave that ran.
+ * *ret_deleted: how many went. On a failed delete *ret_why owns the text and 0 is returned, with
+ * the Nodes after it left for the next try. */
+static int delete_our_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
+                            const struct kp_sshhost_view *h, int64_t since_usec,
+                            unsigned *ret_deleted, char **ret_why)
+{
+    const char *ip = kp_sshhost_node_ip(h);
+    struct kp_store_list l = {0};
+    int r;
+
+    *ret_deleted = 0;
+    *ret_why = NULL;
+    if (!ip || !*ip || since_usec <= 0)
+        return 0;
+    if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
+        return r;
+    for (size_t i = 0; i < l.n; i++) {
+        const struct kp_node_view *n = kp_node_view(l.v[i]);
+        struct kp_delete_opts o = {.precondition_uid = n->e.uid};
+        struct kp_error e = KP_ERROR_INIT;
+
+        if (!kp_hostctl_node_ours(h, n->provider_id)) {
+            kp_log_warn("a Node with the host's address is not kpssh's; not deleted",
+                        KP_LF("host", h->e.name), KP_LF("node", n->e.name),
+                        KP_LF("provider_id", n->provider_id ? n->provider_id : ""));
+            continue;
+        }
+        if (n->meta.creation_usec <= 0 || n->meta.creation_usec >= since_usec) {
+            kp_log_warn("a Node with the host's address is newer than its leave; not deleted",
+                        KP_LF("host", h->e.name), KP_LF("node", n->e.name));
+            continue;
+        }
+        r = kp_client_delete(c, &KP_RES_NODE, NULL, n->e.name, &o, &e);
+        kp_error_done(&e);
+        if (r == -ENOENT || r == -KP_ECONFLICT)
+            continue; /* gone already, or another incarnation with this name */
+        if (r < 0) {
+            *ret_why = kp_strjoin("zombie left, but deleting Node ", n->e.name,
+                                  " failed: ", kp_strerror(r), (const char *)NULL);
+            kp_log_error_errno(r, "zombie left but its Node was not deleted",
+                               KP_LF("host", h->e.name), KP_LF("node", n->e.name));
+            r = *ret_why ? 0 : -ENOMEM;
+            goto out;
+        }
+        (*ret_deleted)++;
+        kp_log_info("deleted the Node of a zombie leave", KP_LF("host", h->e.name),
+                    KP_LF("node", n->e.name), KP_LF("from", kp_host_state_name(h->state)));
+    }
+    r = 0;
+out:
+    kp_store_list_free(&l);
+    return r;
+}
+
+/* Parks host as a foreign kubelet (why: the lastProbeError), once: a host parked already is
+ * not reported again. */
+static int park_foreign(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
+                        const char *why, int64_t now)
+{
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    struct kp_claim_status st = {0};
+    int r;
+
+    st.set_state = true;
+    st.state = KP_HOST_UNHEALTHY;
+    st.last_probe_error = why;
+    kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_FOREIGN, why, now, &st);
+    if (kp_hostctl_unchanged(h, &st))
+        return 0; /* parked already: reported when it was parked */
+    if ((r = write_status(c, host, &st, NULL)) < 0)
+        return r;
+    kp_log_warn("an active kubelet kpssh did not start: host parked and left untouched",
+                KP_LF("host", h->e.name), KP_LF("address", h->address), KP_LF("why", why));
+    host_event(hc, h, true, KP_HOSTCTL_EVENT_FOREIGN, "Park", why);
+    kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_PARKED_FOREIGN);
+    return 0;
+}
+
 /* The zombie guard on host (as just written by the probe): kubelet is active and no claim. */
 static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
                         uint64_t *ret_requeue)
@@ -604,28 +807,17 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
     struct kp_claim_status st = {0};
     char *node = NULL, *msg = NULL, *why = NULL;
     int64_t now = (int64_t)kp_real_usec();
+    unsigned deleted = 0;
     uint64_t t0;
     int r;
 
     *ret_requeue = hc->t.probe_interval_usec;
     if (h->claim_name) /* claimed meanwhile: the claim holder's host now */
         return 0;
-    if ((r = node_by_ip(hc, kp_sshhost_node_ip(h), &node)) < 0)
+    if ((r = our_node_by_ip(hc, h, &node)) < 0)
         return r;
     if (kp_hostctl_zombie_verdict(h, node != NULL) == KP_HOSTCTL_ZOMBIE_FOREIGN) {
-        st.set_state = true;
-        st.state = KP_HOST_UNHEALTHY;
-        st.last_probe_error = KP_HOSTCTL_FOREIGN_MESSAGE;
-        kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_FOREIGN, st.last_probe_error,
-                             now, &st);
-        if (kp_hostctl_unchanged(h, &st))
-            goto out; /* parked already: reported when it was parked */
-        if ((r = write_status(c, host, &st, NULL)) < 0)
-            goto out;
-        kp_log_warn("an active kubelet kpssh did not start: host parked and left untouched",
-                    KP_LF("host", h->e.name), KP_LF("address", h->address));
-        host_event(hc, h, true, KP_HOSTCTL_EVENT_FOREIGN, "Park", KP_HOSTCTL_FOREIGN_MESSAGE);
-        kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_PARKED_FOREIGN);
+        r = park_foreign(hc, c, host, KP_HOSTCTL_FOREIGN_MESSAGE, now);
         goto out;
     }
 
@@ -639,12 +831,22 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
                 KP_LF("host", h->e.name), KP_LF("node", node ? node : ""),
                 KP_LF("installed_profile", h->installed_profile ? h->installed_profile : ""));
     host_event(hc, h, true, KP_HOSTCTL_EVENT_ZOMBIE, "Leave",
-               node ? "kubelet active on an unclaimed host with a Node; running leave"
+               node ? "kubelet active on an unclaimed host with a Node of kpssh's; running leave"
                     : "kubelet active on an unclaimed host kpssh installed; running leave");
     t0 = kp_mono_usec();
     r = kp_hostio_leave(hc->profiles, c, kp_sshhost_view(leaving), hc->obs, &msg);
     memset(&st, 0, sizeof(st));
     st.set_state = true;
+    if (r == -ENOENT && !(h->installed_profile && *h->installed_profile)) {
+        /* No install marker: kpssh never installed this kubelet and has nothing to leave with,
+         * whatever Node it registered: somebody else's machine, touched no further. */
+        r = park_foreign(hc, c, leaving,
+                         "kubelet is active but kpssh has no install marker for this host, so it "
+                         "did not start that kubelet and cannot leave with it; the host is parked "
+                         "and no Node is touched (stop that kubelet or delete this SSHHost)",
+                         now);
+        goto out;
+    }
     if (r < 0) {
         why = kp_strjoin("zombie leave failed: ", msg ? msg : kp_strerror(r), (const char *)NULL);
         kp_log_warn_errno(r, "zombie leave failed; host Unhealthy, retried on the next probe",
@@ -659,29 +861,27 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
         r = write_status(c, leaving, &st, NULL);
         goto out;
     }
-    /* kubelet is stopped now, so the Node cannot come back: delete it (the invoice line). */
-    if (node && (r = kp_ssh_provider_delete_node(c, node)) < 0) {
-        why = kp_strjoin("zombie left, but deleting Node ", node, " failed: ", kp_strerror(r),
-                         (const char *)NULL);
-        kp_log_error_errno(r, "zombie left but its Node was not deleted", KP_LF("host", h->e.name),
-                           KP_LF("node", node));
+    /* kubelet is stopped now, so our Nodes cannot come back: delete them (the invoice line). */
+    if ((r = delete_our_nodes(hc, c, h, now, &deleted, &why)) < 0)
+        goto out;
+    if (why) {
         st.state = KP_HOST_UNHEALTHY;
-        st.last_probe_error = why ? why : "zombie left, but deleting its Node failed";
+        st.last_probe_error = why;
         kp_hostctl_ready_for(kp_sshhost_view(leaving), KP_HOST_UNHEALTHY,
-                             KP_HOSTCTL_REASON_ZOMBIE_FAILED, st.last_probe_error, now, &st);
+                             KP_HOSTCTL_REASON_LEAVE_UNFINISHED, why, now, &st);
         r = write_status(c, leaving, &st, NULL);
         goto out;
     }
     kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_LEFT);
     host_event(hc, h, false, KP_HOSTCTL_EVENT_ZOMBIE_LEFT, "Leave",
-               node ? "leave ran and the Node was deleted" : "leave ran");
+               deleted ? "leave ran and the Node was deleted" : "leave ran");
     st.state = KP_HOST_AVAILABLE;
     st.last_probe_error = "";
     kp_hostctl_ready_for(kp_sshhost_view(leaving), KP_HOST_AVAILABLE, NULL, NULL, now, &st);
     if ((r = write_status(c, leaving, &st, &done)) < 0)
         goto out;
     kp_log_info("zombie left; host Available", KP_LF("host", h->e.name),
-                KP_LF("node_deleted", node ? node : ""),
+                KP_LF("nodes_deleted", (uint64_t)deleted),
                 KP_LF("leave_ms", (kp_mono_usec() - t0) / 1000));
 out:
     kp_entry_unref(done);
@@ -733,75 +933,35 @@ out:
     return r;
 }
 
-/* The end of an unfinished zombie leave (out->collect_node): deletes the Nodes that still carry
- * the host's address. Only Nodes created before the host's Ready condition went False (when the
- * guard took it out of service) can be the zombie's: a Node created later belongs to a join that
- * happened since, which this decision, made on a cached host, must never touch, so it is left
- * alone and logged. Each delete is fenced by the Node's uid. When a delete fails the probe's write
- * becomes Unhealthy / ZombieLeaveFailed with the error (*ret_why owns the text) and the next
- * probe tries again. */
+/* The end of an unfinished zombie leave (out->collect_node): kubelet is stopped, so the Nodes of
+ * ours that predate the leave (the host's Ready condition going False, when the guard took it out
+ * of service) go before the host is Available again (delete_our_nodes). When a delete fails the
+ * probe's write becomes Unhealthy / LeaveUnfinished with the error (*ret_why owns the text) and
+ * the next probe tries again. */
 static int collect_stale_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
                                const struct kp_sshhost_view *h, int64_t now,
                                struct kp_hostctl_probe_outcome *out, char **ret_why)
 {
     const struct kp_condition *cur = kp_conditions_get(&h->conditions, "Ready");
     int64_t since = cur && cur->status == KP_COND_FALSE ? cur->last_transition_usec : 0;
-    const char *ip = kp_sshhost_node_ip(h);
-    struct kp_store_list l = {0};
     unsigned deleted = 0;
     int r;
 
-    if (!ip || !*ip || since <= 0)
-        return 0;
-    if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
+    if ((r = delete_our_nodes(hc, c, h, since, &deleted, ret_why)) < 0)
         return r;
-    for (size_t i = 0; i < l.n; i++) {
-        const struct kp_node_view *n = kp_node_view(l.v[i]);
-        struct kp_delete_opts o = {.precondition_uid = n->e.uid};
-        struct kp_error e = KP_ERROR_INIT;
-        char *note;
-
-        if (n->meta.creation_usec <= 0 || n->meta.creation_usec >= since) {
-            kp_log_warn("a Node with the host's address is newer than its leave; not deleted",
-                        KP_LF("host", h->e.name), KP_LF("node", n->e.name));
-            continue;
-        }
-        r = kp_client_delete(c, &KP_RES_NODE, NULL, n->e.name, &o, &e);
-        kp_error_done(&e);
-        if (r == -ENOENT || r == -KP_ECONFLICT)
-            continue; /* gone already, or another incarnation with this name */
-        if (r < 0) {
-            *ret_why = kp_strjoin("zombie left, but deleting Node ", n->e.name,
-                                  " failed: ", kp_strerror(r), (const char *)NULL);
-            if (!*ret_why) {
-                r = -ENOMEM;
-                goto out;
-            }
-            kp_log_error_errno(r, "the Node of an earlier zombie leave was not deleted",
-                               KP_LF("host", h->e.name), KP_LF("node", n->e.name));
-            out->st.state = KP_HOST_UNHEALTHY;
-            out->st.last_probe_error = *ret_why;
-            kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_ZOMBIE_FAILED, *ret_why,
-                                 now, &out->st);
-            r = 0;
-            goto out;
-        }
-        deleted++;
-        kp_log_info("deleted the Node an earlier zombie leave left behind",
-                    KP_LF("host", h->e.name), KP_LF("node", n->e.name),
-                    KP_LF("from", kp_host_state_name(h->state)));
-        note = kp_strjoin("kubelet was stopped by an earlier leave; Node ", n->e.name, " deleted",
-                          (const char *)NULL);
-        host_event(hc, h, false, KP_HOSTCTL_EVENT_ZOMBIE_LEFT, "Leave",
-                   note ? note : "Node of an earlier leave deleted");
-        kp_free(note);
+    if (*ret_why) {
+        out->st.state = KP_HOST_UNHEALTHY;
+        out->st.last_probe_error = *ret_why;
+        kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_LEAVE_UNFINISHED, *ret_why,
+                             now, &out->st);
+        return 0;
     }
-    if (deleted > 0)
+    if (deleted > 0) {
+        host_event(hc, h, false, KP_HOSTCTL_EVENT_ZOMBIE_LEFT, "Leave",
+                   "kubelet was stopped by an earlier leave; its Node was deleted");
         kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_LEFT);
-    r = 0;
-out:
-    kp_store_list_free(&l);
-    return r;
+    }
+    return 0;
 }
 
 static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
@@ -813,12 +973,30 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     struct kp_probe_result res = {0};
     struct kp_entry *got = NULL;
     char fp[KP_SSH_FP_SIZE], *msg = NULL, *why = NULL;
+    bool suspect = kp_hostctl_suspect(h) && hc->suspect_max > 0;
     int r, perr = 0;
 
+    if (suspect) {
+        unsigned n = atomic_load(&hc->suspects);
+
+        do {
+            if (n >= hc->suspect_max) {
+                *ret_requeue = hc->suspect_retry_usec; /* the lane is full: not now */
+                return 0;
+            }
+        } while (!atomic_compare_exchange_weak(&hc->suspects, &n, n + 1));
+    }
     out = kp_calloc(1, sizeof(*out));
-    if (!out)
-        return -ENOMEM;
-    if ((r = probe_host(hc, c, h, &res, fp, &msg, &perr)) < 0)
+    if (!out) {
+        r = -ENOMEM;
+        goto out;
+    }
+    r = probe_host(hc, c, h, &res, fp, &msg, &perr);
+    if (suspect) {
+        atomic_fetch_sub(&hc->suspects, 1);
+        suspect = false;
+    }
+    if (r < 0)
         goto out;
     in.err = perr;
     in.err_msg = msg;
@@ -832,15 +1010,20 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     if ((r = write_status(c, host, &out->st, &got)) < 0)
         goto out;
     if (out->st.set_state && out->st.state != h->state) {
-        if (out->healthy)
+        if (out->healthy) {
             kp_log_info("host probe succeeded", KP_LF("host", h->e.name),
                         KP_LF("from", kp_host_state_name(h->state)),
                         KP_LF("to", kp_host_state_name(out->st.state)),
                         KP_LF("cpus", (uint64_t)res.cpus), KP_LF("arch", out->st.observed_arch));
-        else
+            if (h->state == KP_HOST_UNHEALTHY && out->st.state == KP_HOST_AVAILABLE)
+                host_event(hc, h, false, KP_HOSTCTL_EVENT_PROBE_SUCCEEDED, "Probe",
+                           "probe succeeded again; host Available");
+        } else {
             kp_log_warn("host probe failed", KP_LF("host", h->e.name),
                         KP_LF("from", kp_host_state_name(h->state)),
                         KP_LF("error", out->st.last_probe_error));
+            host_event(hc, h, true, out->st.ready_reason, "Probe", out->st.last_probe_error);
+        }
     }
     if (out->st.host_key_fingerprint)
         kp_log_info("host key pinned on first use", KP_LF("host", h->e.name),
@@ -854,11 +1037,80 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     if (out->zombie_check && got)
         r = zombie_guard(hc, c, got, ret_requeue);
 out:
+    if (suspect)
+        atomic_fetch_sub(&hc->suspects, 1);
     kp_entry_unref(got);
     kp_free(msg);
     kp_free(why);
     kp_free(out);
     return r;
+}
+
+/* The host h's address belongs to, when that is another, older SSHHost (a new reference in
+ * *ret_first), else NULL. */
+static int duplicate_of(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h,
+                        struct kp_entry **ret_first)
+{
+    char key[KP_INVENTORY_ADDRESS_KEY_MAX];
+    const struct kp_sshhost_view **v = NULL;
+    const struct kp_sshhost_view *first;
+    struct kp_store_list l = {0};
+    int r;
+
+    *ret_first = NULL;
+    kp_inventory_address_key(h, key, sizeof(key));
+    if (!key[0])
+        return 0;
+    if ((r = kp_store_by_index(hc->hosts, KP_SSH_INDEX_HOST_ADDRESS, key, &l)) < 0)
+        return r;
+    if (l.n > 1) {
+        v = kp_calloc(l.n, sizeof(*v));
+        if (!v) {
+            r = -ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < l.n; i++)
+            v[i] = kp_sshhost_view(l.v[i]);
+        first = kp_inventory_duplicate_of(h, v, l.n);
+        for (size_t i = 0; first && i < l.n; i++)
+            if (v[i] == first)
+                *ret_first = kp_entry_ref(l.v[i]);
+    }
+out:
+    kp_free(v);
+    kp_store_list_free(&l);
+    return r;
+}
+
+/* Refuses host, whose address belongs to the older SSHHost first: Unhealthy / DuplicateAddress
+ * with a message and an event that name first. It is never probed nor claimed while first
+ * exists; deleting first wakes it. */
+static int refuse_duplicate(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
+                            const struct kp_sshhost_view *first, int64_t now)
+{
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    struct kp_claim_status st = {0};
+    char msg[KP_HOSTCTL_DUPLICATE_MESSAGE_MAX];
+    int r;
+
+    (void)snprintf(msg, sizeof(msg),
+                   "address %s port %" PRId32 " is already used by SSHHost %s/%s, created before "
+                   "this one; an address is one machine, so this host is never probed or claimed "
+                   "while that one exists (delete one of the two)",
+                   h->address, h->port, first->e.ns, first->e.name);
+    st.set_state = true;
+    st.state = KP_HOST_UNHEALTHY;
+    st.last_probe_error = msg;
+    kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_DUPLICATE, msg, now, &st);
+    if (kp_hostctl_unchanged(h, &st))
+        return 0;
+    if ((r = write_status(c, host, &st, NULL)) < 0)
+        return r;
+    kp_log_warn("SSHHost refused: its address belongs to an older SSHHost",
+                KP_LF("host", h->e.name), KP_LF("address", h->address),
+                KP_LF("port", (uint64_t)h->port), KP_LF("older", first->e.name));
+    host_event(hc, h, true, KP_HOSTCTL_EVENT_DUPLICATE, "Refuse", msg);
+    return 0;
 }
 
 static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
@@ -867,6 +1119,7 @@ static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *
     struct kp_claim_status st = {0};
     struct kp_entry *host = NULL;
     const struct kp_sshhost_view *h;
+    enum kp_hostctl_step step;
     uint64_t wait = 0;
     int64_t now = (int64_t)kp_real_usec();
     int r;
@@ -877,7 +1130,8 @@ static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *
     r = 0;
     if (!kp_streq(h->e.ns, hc->pool_ns))
         goto out;
-    switch (kp_hostctl_plan(h, now, &hc->t, &wait)) {
+    step = kp_hostctl_plan(h, now, &hc->t, &wait);
+    switch (step) {
     case KP_HOSTCTL_STEP_MAINTENANCE_ENTER:
         st.set_state = true;
         st.state = KP_HOST_MAINTENANCE;
@@ -901,11 +1155,22 @@ static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *
         r = reconcile_claimed(hc, c, host, ret_requeue);
         break;
     case KP_HOSTCTL_STEP_FRESH:
-        *ret_requeue = wait;
+    case KP_HOSTCTL_STEP_PROBE: {
+        struct kp_entry *first = NULL;
+
+        /* An unclaimed host whose address an older SSHHost has is refused before anything
+         * dials it. */
+        if ((r = duplicate_of(hc, h, &first)) < 0)
+            break;
+        if (first)
+            r = refuse_duplicate(hc, c, host, kp_sshhost_view(first), now);
+        else if (step == KP_HOSTCTL_STEP_FRESH)
+            *ret_requeue = wait;
+        else
+            r = reconcile_probe(hc, c, host, ret_requeue);
+        kp_entry_unref(first);
         break;
-    case KP_HOSTCTL_STEP_PROBE:
-        r = reconcile_probe(hc, c, host, ret_requeue);
-        break;
+    }
     }
 out:
     kp_entry_unref(host);
@@ -925,6 +1190,25 @@ static void wake_claimed(struct kp_ssh_hostctl *hc, const char *name)
     kp_store_list_free(&l);
 }
 
+/* A host deleted: the hosts refused for its address look again (spec.address is immutable). */
+static void wake_address(struct kp_ssh_hostctl *hc, const struct kp_entry *e)
+{
+    char key[KP_INVENTORY_ADDRESS_KEY_MAX];
+    struct kp_store_list l = {0};
+
+    kp_inventory_address_key(kp_sshhost_view(e), key, sizeof(key));
+    if (!key[0] || kp_store_by_index(hc->hosts, KP_SSH_INDEX_HOST_ADDRESS, key, &l) < 0)
+        return;
+    for (size_t i = 0; i < l.n; i++)
+        (void)kp_reconciler_enqueue(hc->rec, l.v[i]->key); /* -ESHUTDOWN: stopping */
+    kp_store_list_free(&l);
+}
+
+static void on_host_delete(void *ctx, const struct kp_entry *e)
+{
+    wake_address(ctx, e);
+}
+
 static void on_claim_add(void *ctx, const struct kp_entry *e)
 {
     wake_claimed(ctx, e->name);
@@ -941,6 +1225,7 @@ int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostct
     struct kp_reconciler_opts ro = {0};
     struct kp_informer_handler wake = {
         .on_add = on_claim_add, .on_update = on_claim_update, .on_delete = on_claim_add};
+    struct kp_informer_handler addr = {.on_delete = on_host_delete};
     struct kp_informer_handler hh;
     struct kp_ssh_hostctl *hc;
     int r;
@@ -976,6 +1261,12 @@ int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostct
         goto fail;
     ro.name = "sshhost";
     ro.workers = o->workers ? o->workers : KP_HOSTCTL_WORKERS;
+    /* Half the workers for suspects (one worker: no lanes, it does everything). */
+    hc->suspect_max = ro.workers > 1 ? ro.workers / 2 : 0;
+    hc->suspect_retry_usec = hc->probe_timeout / 4;
+    if (hc->suspect_retry_usec < KP_HOSTCTL_SOON_USEC)
+        hc->suspect_retry_usec = KP_HOSTCTL_SOON_USEC;
+    atomic_init(&hc->suspects, 0);
     ro.reconcile = reconcile;
     ro.ctx = hc;
     ro.client = o->client;
@@ -983,7 +1274,9 @@ int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostct
         goto fail;
     hh = kp_reconciler_handler(hc->rec);
     wake.ctx = hc;
+    addr.ctx = hc;
     if ((r = kp_informer_add_handler(o->hosts, &hh)) < 0 ||
+        (r = kp_informer_add_handler(o->hosts, &addr)) < 0 ||
         (r = kp_informer_add_handler(o->nodes, &wake)) < 0 ||
         (o->nodeclaims && (r = kp_informer_add_handler(o->nodeclaims, &wake)) < 0))
         goto fail;
@@ -993,6 +1286,7 @@ fail:
     /* Take back the handlers added so far: they point at what is freed next. */
     if (hc->rec)
         (void)kp_informer_remove_handlers(o->hosts, hc->rec);
+    (void)kp_informer_remove_handlers(o->hosts, hc);
     (void)kp_informer_remove_handlers(o->nodes, hc);
     if (o->nodeclaims)
         (void)kp_informer_remove_handlers(o->nodeclaims, hc);

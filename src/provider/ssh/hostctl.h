@@ -46,6 +46,10 @@ struct kp_sshhost_view;
 #define KP_HOSTCTL_TOKEN_RECHECK_USEC (30 * 1000000ULL)
 /* After a stale claim is released or maintenance ends: look again this soon. */
 #define KP_HOSTCTL_SOON_USEC (1000000ULL)
+/* A host whose last probe failed is probed again after as long as it has been failing: at least
+ * one probe interval, at most this (or the interval, when that is longer). A dead host costs a
+ * probe timeout each time, so this keeps many of them from crowding out the rest. */
+#define KP_HOSTCTL_BACKOFF_MAX_USEC (600 * 1000000ULL)
 
 /* The reporting component of the controller's events (the caller creates the recorder). */
 #define KP_HOSTCTL_EVENTS_COMPONENT "kpssh-hostprobe"
@@ -58,7 +62,10 @@ struct kp_sshhost_view;
 #define KP_HOSTCTL_REASON_MAINTENANCE "Maintenance"         /* False: parked by annotation */
 #define KP_HOSTCTL_REASON_LEAVING "Leaving"                 /* False: leave in progress */
 #define KP_HOSTCTL_REASON_FOREIGN "ForeignKubelet"          /* False: kubelet kpssh did not start */
-#define KP_HOSTCTL_REASON_ZOMBIE_FAILED "ZombieLeaveFailed" /* False */
+#define KP_HOSTCTL_REASON_ZOMBIE_FAILED "ZombieLeaveFailed" /* False: the leave script failed */
+/* False: a zombie leave started (Leaving) or ran, and deleting its Node is not confirmed yet. */
+#define KP_HOSTCTL_REASON_LEAVE_UNFINISHED "LeaveUnfinished"
+#define KP_HOSTCTL_REASON_DUPLICATE "DuplicateAddress" /* False: an older SSHHost has the address */
 
 /* Event reasons on SSHHosts. */
 #define KP_HOSTCTL_EVENT_CAPACITY_DRIFT "CapacityDrift"
@@ -67,6 +74,11 @@ struct kp_sshhost_view;
 #define KP_HOSTCTL_EVENT_ZOMBIE_FAILED "ZombieLeaveFailed"
 #define KP_HOSTCTL_EVENT_FOREIGN "ForeignKubelet"
 #define KP_HOSTCTL_EVENT_STALE_CLAIM "StaleClaimReleased"
+#define KP_HOSTCTL_EVENT_DUPLICATE "DuplicateAddress"
+/* On each change of a probed host's state: into Unhealthy (Warning, reason = the Ready reason:
+ * ProbeFailed or HostKeyMismatch) and back to Available (Normal). The recorder rate-limits. */
+#define KP_HOSTCTL_EVENT_PROBE_FAILED KP_HOSTCTL_REASON_FAILED
+#define KP_HOSTCTL_EVENT_PROBE_SUCCEEDED KP_HOSTCTL_REASON_SUCCEEDED
 
 /* --- the controller -------------------------------------------------------------------------- */
 
@@ -108,7 +120,19 @@ struct kp_ssh_hostctl *kp_ssh_hostctl_free(struct kp_ssh_hostctl *h);
 
 struct kp_hostctl_timing {
     uint64_t probe_interval_usec, claimed_recheck_usec, token_recheck_usec;
+    uint64_t backoff_max_usec; /* 0: KP_HOSTCTL_BACKOFF_MAX_USEC */
 };
+
+/* How long after its last probe h is due again: the probe interval, or for a host whose last
+ * probe failed (Ready False with ProbeFailed or HostKeyMismatch since failing_since_usec) the
+ * time it has been failing, clamped to [interval, max(interval, backoff max)]. */
+uint64_t kp_hostctl_probe_period(const struct kp_sshhost_view *h, const struct kp_hostctl_timing *t)
+    KP_NONNULL(1, 2);
+
+/* True when h's last probe did not succeed (Pending, Unhealthy, never probed): its probe may
+ * cost a whole probe timeout, so it runs in the bounded lane of suspect probes (at most half
+ * the workers), and hosts that answer keep their schedule however many do not. */
+bool kp_hostctl_suspect(const struct kp_sshhost_view *h) KP_NONNULL(1);
 
 /* Step one: what a reconcile of h does at wall-clock time now_usec. */
 enum kp_hostctl_step {
@@ -185,17 +209,28 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
                              const struct kp_hostctl_timing *t,
                              struct kp_hostctl_probe_outcome *ret) KP_NONNULL(1, 2, 3, 4);
 
-/* The zombie guard's verdict on an unclaimed host whose kubelet is active: ours (a Node has its
- * node IP, or kpssh installed a profile there: leave it, delete the Node) or foreign (neither:
- * park it, touch nothing). */
+/* True when a Node with providerID pid is kpssh's for h: pid is h's static providerID
+ * (kpssh://<pool-ns>/<host>), the one it backs now, or the one its last adopting join took
+ * over (status.adoptedProviderID). A Node with h's address and any other providerID (or none)
+ * belongs to somebody else and is never deleted. */
+bool kp_hostctl_node_ours(const struct kp_sshhost_view *h, const char *pid) KP_NONNULL(1);
+
+/* The zombie guard's verdict on an unclaimed host whose kubelet is active: ours (a Node with its
+ * node IP is ours by kp_hostctl_node_ours, or kpssh installed a profile there: leave it, delete
+ * our Nodes) or foreign (neither: park it, touch nothing). A leave that finds no install marker
+ * turns the verdict into foreign too. */
 enum kp_hostctl_zombie { KP_HOSTCTL_ZOMBIE_OURS, KP_HOSTCTL_ZOMBIE_FOREIGN };
-enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h, bool node_found)
-    KP_NONNULL(1);
+enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h,
+                                                 bool our_node_found) KP_NONNULL(1);
 
 /* The lastProbeError of a parked foreign kubelet. */
 #define KP_HOSTCTL_FOREIGN_MESSAGE                                                                 \
-    "kubelet is active but kpssh cannot attribute it: no Node has this host's address and no "     \
-    "profile was installed by kpssh; it may belong to another cluster, so the host is parked and " \
-    "left untouched (stop that kubelet or delete this SSHHost)"
+    "kubelet is active but kpssh cannot attribute it: no Node with this host's address has a "     \
+    "providerID of kpssh's and no profile was installed by kpssh; it may belong to another "       \
+    "cluster, so the host is parked and left untouched (stop that kubelet or delete this SSHHost)"
+
+/* The lastProbeError of a host refused because an older SSHHost has its address (written with
+ * that host's name into a buffer of this size). */
+#define KP_HOSTCTL_DUPLICATE_MESSAGE_MAX 640
 
 #endif

@@ -9,6 +9,7 @@
 #include "k8s/obj-kpssh.h"
 #include "k8s/obj-node.h"
 #include "k8s/obj-pod.h"
+#include "provider/ssh/inventory.h"
 
 static void emit_if(const char *v, kp_index_emit_fn emit, void *ctx)
 {
@@ -44,6 +45,14 @@ static void index_host_claim(const struct kp_entry *e, kp_index_emit_fn emit, vo
     emit_if(kp_sshhost_view(e)->claim_name, emit, ctx);
 }
 
+static void index_host_address(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
+{
+    char key[KP_INVENTORY_ADDRESS_KEY_MAX];
+
+    kp_inventory_address_key(kp_sshhost_view(e), key, sizeof(key));
+    emit_if(key, emit, ctx);
+}
+
 static int add(struct kp_informer *inf, const char *name, kp_index_fn fn)
 {
     int r = kp_informer_add_index(inf, name, fn);
@@ -70,5 +79,7 @@ int kp_ssh_index_pods(struct kp_informer *pods)
 
 int kp_ssh_index_hosts(struct kp_informer *hosts)
 {
-    return add(hosts, KP_SSH_INDEX_HOST_CLAIM, index_host_claim);
+    int r = add(hosts, KP_SSH_INDEX_HOST_CLAIM, index_host_claim);
+
+    return r < 0 ? r : add(hosts, KP_SSH_INDEX_HOST_ADDRESS, index_host_address);
 }

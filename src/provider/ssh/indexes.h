@@ -20,6 +20,8 @@ struct kp_informer;
 #define KP_SSH_INDEX_POD_NODE "node"
 /* SSHHosts: by status.claimRef.name (claimed hosts only). */
 #define KP_SSH_INDEX_HOST_CLAIM "claim"
+/* SSHHosts: by address key (inventory.h kp_inventory_address_key). */
+#define KP_SSH_INDEX_HOST_ADDRESS "address"
 
 /* 0, or an error of kp_informer_add_index() other than -EEXIST. */
 int kp_ssh_index_nodes(struct kp_informer *nodes) KP_WUR;

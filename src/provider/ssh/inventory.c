@@ -10,9 +10,13 @@
  * Pure; any thread. */
 #include "provider/ssh/inventory.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/alloc.h"
 #include "base/str.h"
@@ -29,6 +33,54 @@ bool kp_inventory_member(const struct kp_sshnodeclass_view *nc, const char *pool
 bool kp_inventory_claimable(const struct kp_sshhost_view *h)
 {
     return h->state == KP_HOST_AVAILABLE && !h->claim_name && !h->maintenance;
+}
+
+void kp_inventory_address_key(const struct kp_sshhost_view *h, char *buf, size_t size)
+{
+    size_t i = 0;
+
+    buf[0] = '\0';
+    if (!h->address || !*h->address || size == 0)
+        return;
+    for (; h->address[i] && i + 1 < size; i++)
+        buf[i] = (char)tolower((unsigned char)h->address[i]);
+    buf[i] = '\0';
+    if (i < size)
+        (void)snprintf(buf + i, size - i, ":%" PRId32, h->port);
+}
+
+bool kp_inventory_same_address(const struct kp_sshhost_view *a, const struct kp_sshhost_view *b)
+{
+    if (a == b || (kp_streq(a->e.ns, b->e.ns) && kp_streq(a->e.name, b->e.name)))
+        return false;
+    return a->address && b->address && a->port == b->port &&
+           strcasecmp(a->address, b->address) == 0;
+}
+
+/* True when a was created before b (ties: by name, then namespace). */
+static bool older(const struct kp_sshhost_view *a, const struct kp_sshhost_view *b)
+{
+    int c;
+
+    if (a->meta.creation_usec != b->meta.creation_usec)
+        return a->meta.creation_usec < b->meta.creation_usec;
+    c = strcmp(a->e.name ? a->e.name : "", b->e.name ? b->e.name : "");
+    if (c == 0)
+        c = strcmp(a->e.ns ? a->e.ns : "", b->e.ns ? b->e.ns : "");
+    return c < 0;
+}
+
+const struct kp_sshhost_view *kp_inventory_duplicate_of(const struct kp_sshhost_view *h,
+                                                        const struct kp_sshhost_view *const *hosts,
+                                                        size_t n)
+{
+    const struct kp_sshhost_view *first = NULL;
+
+    for (size_t i = 0; i < n; i++)
+        if (kp_inventory_same_address(h, hosts[i]) && older(hosts[i], h) &&
+            (!first || older(hosts[i], first)))
+            first = hosts[i];
+    return first;
 }
 
 const char *kp_inventory_arch(const char *observed)

@@ -47,6 +47,26 @@ bool kp_inventory_member(const struct kp_sshnodeclass_view *nc, const char *pool
  * the claim path would skip. */
 bool kp_inventory_claimable(const struct kp_sshhost_view *h) KP_NONNULL(1);
 
+/* The address of a host is its identity: two SSHHosts with the same spec.address (compared
+ * without regard to case) and port are one machine. Of such a group only the oldest
+ * (creationTimestamp, then name) is used; every younger one is refused (hostctl.h
+ * DuplicateAddress) and never claimed.
+ *
+ * The key of h's address, "<address lower-cased>:<port>", into buf (truncated to size, which
+ * KP_INVENTORY_ADDRESS_KEY_MAX always fits). Empty when h has no address. */
+#define KP_INVENTORY_ADDRESS_KEY_MAX 264
+void kp_inventory_address_key(const struct kp_sshhost_view *h, char *buf, size_t size)
+    KP_NONNULL(1, 2);
+/* True when a and b are two SSHHosts (by namespace and name) with the same address key. */
+bool kp_inventory_same_address(const struct kp_sshhost_view *a, const struct kp_sshhost_view *b)
+    KP_NONNULL(1, 2);
+/* The host among hosts[0..n) that h's address belongs to when that is not h: the oldest other
+ * host with the same address that is older than h (creationTimestamp, then name). NULL when h
+ * is the oldest of its address (or alone). */
+const struct kp_sshhost_view *kp_inventory_duplicate_of(const struct kp_sshhost_view *h,
+                                                        const struct kp_sshhost_view *const *hosts,
+                                                        size_t n) KP_NONNULL(1);
+
 /* "amd64" or "arm64" for an observed arch (x86_64 and aarch64 normalised), NULL otherwise. */
 const char *kp_inventory_arch(const char *observed);
 
