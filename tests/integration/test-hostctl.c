@@ -213,40 +213,17 @@ static const char *ready_reason(const struct kp_sshhost_view *h, enum kp_cond_st
     return c->reason;
 }
 
-/* Events about host i with this reason (events.k8s.io, the pool namespace). */
-struct ev_count {
-    const char *name, *reason;
-    unsigned n;
-};
-
-static int ev_page(const struct kp_list_page *page, void *ud)
-{
-    struct ev_count *ec = ud;
-
-    for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
-        json_t *it = kp_json_array_at(page->items, i);
-        const char *name = NULL, *reason = NULL;
-
-        if (kp_json_pathv_str(it, KP_JSON_PATH("regarding", "name"), &name) == 0 &&
-            kp_json_pathv_str(it, KP_JSON_PATH("reason"), &reason) == 0 &&
-            kp_streq(name, ec->name) && kp_streq(reason, ec->reason))
-            ec->n++;
-    }
-    return 0;
-}
-
+/* Events about host i with this reason (events.k8s.io, the pool namespace), once the recorder
+ * has written what it queued. */
 static unsigned events_for(unsigned i, const char *reason)
 {
     char *name = host_name(i);
-    struct ev_count ec = {.name = name, .reason = reason};
-    struct kp_error e = KP_ERROR_INIT;
+    unsigned n;
 
     assert_int_equal(kp_events_flush(T.events, 10 * KP_USEC_PER_SEC), 0);
-    kp_lab_check(kp_client_list(T.c, &KP_RES_EVENT, T.ns, NULL, ev_page, &ec, NULL, &e), &e,
-                 "list events");
+    n = kp_lab_events_count(T.c, T.ns, name, reason);
     kp_free(name);
-    kp_error_done(&e);
-    return ec.n;
+    return n;
 }
 
 /* A Node as a kubelet would register it (spec.providerID, an InternalIP), through the API. */

@@ -133,37 +133,10 @@ static struct kp_entry *wait_state(const char *name, enum kp_host_state want, co
     }
 }
 
-struct ev_count {
-    const char *name, *reason;
-    unsigned n;
-};
-
-static int ev_page(const struct kp_list_page *page, void *ud)
-{
-    struct ev_count *ec = ud;
-
-    for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
-        json_t *it = kp_json_array_at(page->items, i);
-        const char *name = NULL, *reason = NULL;
-
-        if (kp_json_pathv_str(it, KP_JSON_PATH("regarding", "name"), &name) == 0 &&
-            kp_json_pathv_str(it, KP_JSON_PATH("reason"), &reason) == 0 &&
-            kp_streq(name, ec->name) && kp_streq(reason, ec->reason))
-            ec->n++;
-    }
-    return 0;
-}
-
 static unsigned events_for(const char *name, const char *reason)
 {
-    struct ev_count ec = {.name = name, .reason = reason};
-    struct kp_error e = KP_ERROR_INIT;
-
     assert_int_equal(kp_events_flush(T.events, 10 * KP_USEC_PER_SEC), 0);
-    kp_lab_check(kp_client_list(T.c, &KP_RES_EVENT, T.ns, NULL, ev_page, &ec, NULL, &e), &e,
-                 "list events");
-    kp_error_done(&e);
-    return ec.n;
+    return kp_lab_events_count(T.c, T.ns, name, reason);
 }
 
 /* --- the controller under test ------------------------------------------------------------- */

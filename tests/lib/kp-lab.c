@@ -445,3 +445,38 @@ void kp_lab_key_secret(const struct kp_lab *lab, struct kp_client *c, const char
     kp_free(path);
     kp_lab_create_or_replace(c, &KP_RES_SECRET, ns, o);
 }
+
+/* --- events -------------------------------------------------------------------------------- */
+
+struct ev_count {
+    const char *name, *reason;
+    unsigned n;
+};
+
+static int ev_page(const struct kp_list_page *page, void *ud)
+{
+    struct ev_count *ec = ud;
+
+    for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
+        json_t *it = kp_json_array_at(page->items, i);
+        const char *name = NULL, *reason = NULL;
+
+        if (kp_json_pathv_str(it, KP_JSON_PATH("regarding", "name"), &name) == 0 &&
+            kp_json_pathv_str(it, KP_JSON_PATH("reason"), &reason) == 0 &&
+            kp_streq(name, ec->name) && kp_streq(reason, ec->reason))
+            ec->n++;
+    }
+    return 0;
+}
+
+unsigned kp_lab_events_count(struct kp_client *c, const char *ns, const char *name,
+                             const char *reason)
+{
+    struct ev_count ec = {.name = name, .reason = reason};
+    struct kp_error e = KP_ERROR_INIT;
+
+    kp_lab_check(kp_client_list(c, &KP_RES_EVENT, ns, NULL, ev_page, &ec, NULL, &e), &e,
+                 "list events");
+    kp_error_done(&e);
+    return ec.n;
+}

@@ -107,6 +107,13 @@ bool kp_lab_cached(struct kp_informer *inf, const char *key, const char *rv, uin
 /* Waits for inf's store to hold key; fails the test when it does not within 15 s. */
 void kp_lab_wait_cached(struct kp_informer *inf, const char *key);
 
+/* --- events -------------------------------------------------------------------------------- */
+
+/* How many events.k8s.io Events in ns are about the object name with this reason (an Event whose
+ * series counts repeats is one). cmocka-fails when the list fails. */
+unsigned kp_lab_events_count(struct kp_client *c, const char *ns, const char *name,
+                             const char *reason);
+
 /* --- programs and lab hosts ---------------------------------------------------------------- */
 
 enum kp_lab_run_flags {

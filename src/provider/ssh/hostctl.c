@@ -508,9 +508,12 @@ static int write_status(struct kp_client *c, struct kp_entry *host,
     return r == -ENOENT ? 0 : r; /* deleted meanwhile: nothing left to do */
 }
 
-/* The first Node in the store with InternalIP ip (its name into a new string), or NULL. */
-static int node_by_ip(struct kp_ssh_hostctl *hc, const char *ip, char **ret_name)
+/* The first Node in the store with h's node IP (its name into a new string), or NULL; with
+ * ours_only, the first that is ours by kp_hostctl_node_ours. */
+static int node_by_ip(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h, bool ours_only,
+                      char **ret_name)
 {
+    const char *ip = kp_sshhost_node_ip(h);
     struct kp_store_list l = {0};
     int r;
 
@@ -519,8 +522,10 @@ static int node_by_ip(struct kp_ssh_hostctl *hc, const char *ip, char **ret_name
         return 0;
     if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
         return r;
-    if (l.n > 0) {
-        *ret_name = kp_strdup(l.v[0]->name);
+    for (size_t i = 0; i < l.n && !*ret_name; i++) {
+        if (ours_only && !kp_hostctl_node_ours(h, kp_node_view(l.v[i])->provider_id))
+            continue;
+        *ret_name = kp_strdup(l.v[i]->name);
         if (!*ret_name)
             r = -ENOMEM;
     }
@@ -627,8 +632,7 @@ static int reconcile_claimed(struct kp_ssh_hostctl *hc, struct kp_client *c, str
         if ((r = nodeclaim_lookup(hc, c, h, &in.nodeclaim_found, &uid)) < 0)
             goto out; /* no verdict without an answer: retried with backoff */
         in.nodeclaim_uid = uid;
-        if ((r = registered_pid(hc, h, &pid)) < 0 ||
-            (r = node_by_ip(hc, kp_sshhost_node_ip(h), &ipnode)) < 0)
+        if ((r = registered_pid(hc, h, &pid)) < 0 || (r = node_by_ip(hc, h, false, &ipnode)) < 0)
             goto out;
         in.registered_pid = pid;
         in.node_exists = pid || ipnode;
@@ -687,31 +691,6 @@ out:
     kp_free(uid);
     kp_free(pid);
     kp_free(ipnode);
-    return r;
-}
-
-/* The first Node in the store with h's node IP that is ours by kp_hostctl_node_ours (its name
- * into a new string), or NULL. */
-static int our_node_by_ip(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h,
-                          char **ret_name)
-{
-    const char *ip = kp_sshhost_node_ip(h);
-    struct kp_store_list l = {0};
-    int r;
-
-    *ret_name = NULL;
-    if (!ip || !*ip)
-        return 0;
-    if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
-        return r;
-    for (size_t i = 0; i < l.n && !*ret_name; i++) {
-        if (!kp_hostctl_node_ours(h, kp_node_view(l.v[i])->provider_id))
-            continue;
-        *ret_name = kp_strdup(l.v[i]->name);
-        if (!*ret_name)
-            r = -ENOMEM;
-    }
-    kp_store_list_free(&l);
     return r;
 }
 
@@ -814,7 +793,7 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
     *ret_requeue = hc->t.probe_interval_usec;
     if (h->claim_name) /* claimed meanwhile: the claim holder's host now */
         return 0;
-    if ((r = our_node_by_ip(hc, h, &node)) < 0)
+    if ((r = node_by_ip(hc, h, true, &node)) < 0)
         return r;
     if (kp_hostctl_zombie_verdict(h, node != NULL) == KP_HOSTCTL_ZOMBIE_FOREIGN) {
         r = park_foreign(hc, c, host, KP_HOSTCTL_FOREIGN_MESSAGE, now);
