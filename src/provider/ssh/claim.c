@@ -228,6 +228,18 @@ struct kp_claim_io kp_claim_io_api(struct kp_client *c)
     return (struct kp_claim_io){.write = kp_claim_write_api, .read = kp_claim_read_api, .ctx = c};
 }
 
+/* Where a claimer that lost the race for the first candidate goes on: a spot in 1..n-1 picked by
+ * its NodeClaim uid (FNV-1a), so a burst of claimers spreads over the pool instead of walking it
+ * in step, each losing to every one before it. */
+static size_t spread_start(const char *uid, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (const char *p = uid ? uid : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return 1 + (size_t)(h % (n - 1));
+}
+
 int kp_claim_first(const struct kp_claim_io *io, const struct kp_sshhost_view *const *cands,
                    size_t n, const char *name, const char *uid, struct kp_entry **ret_host,
                    size_t *ret_lost, struct kp_error *reterr)
@@ -239,10 +251,13 @@ int kp_claim_first(const struct kp_claim_io *io, const struct kp_sshhost_view *c
         .claim_uid = uid,
         .last_probe_error = "",
     };
-    size_t lost = 0;
+    size_t lost = 0, start = n > 1 ? spread_start(uid, n) : 0;
     int r = -ENOSPC;
 
-    for (size_t i = 0; i < n; i++) {
+    /* Try 0 (the preferred, oldest host) first; after a lost race, go on from start and wrap
+     * around, skipping 0: every candidate is tried once. */
+    for (size_t k = 0; k < n; k++) {
+        size_t i = k == 0 ? 0 : 1 + (start - 1 + k - 1) % (n - 1);
         json_t *patch = NULL;
         struct kp_entry *got = NULL;
 

@@ -99,8 +99,11 @@ struct kp_claim_io {
 /* The API-backed io over client c. */
 struct kp_claim_io kp_claim_io_api(struct kp_client *c);
 
-/* Claims the first candidate it can, in order, for NodeClaim (name, uid): one CAS per host; a
- * Conflict (or a host gone meanwhile) moves on to the next host, never back. *ret_host: the
+/* Claims a candidate for NodeClaim (name, uid): one CAS per host; a Conflict (or a host gone
+ * meanwhile) moves on to the next host, never back. cands[0] (the oldest) is tried first, so
+ * without contention the preferred host wins; after a lost race the scan goes on from a spot
+ * that the uid picks and wraps around, so a burst of claimers spreads over the pool instead of
+ * each losing to all the ones before it. *ret_host: the
  * claimed host as written; *ret_lost (optional): how many races were lost. 0, -ENOSPC when no
  * candidate could be claimed, or the first other error (then nothing is claimed). */
 int kp_claim_first(const struct kp_claim_io *io, const struct kp_sshhost_view *const *cands,
