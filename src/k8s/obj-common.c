@@ -10,10 +10,12 @@
 #include "k8s/obj.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "json/json.h"
 #include "k8s/quantity.h"
 #include "k8s/rfc3339.h"
@@ -586,7 +588,21 @@ int kp_obj_meta(const json_t *obj, bool namespaced, struct kp_pack *p, struct kp
     return 0;
 }
 
-int kp_obj_project(const json_t *obj, size_t head,
+const char kp_kind_node[] = "Node", kp_kind_pod[] = "Pod", kp_kind_nodepool[] = "NodePool",
+           kp_kind_nodeclaim[] = "NodeClaim", kp_kind_sshhost[] = "SSHHost",
+           kp_kind_sshnodeclass[] = "SSHNodeClass", kp_kind_sshjoinprofile[] = "SSHJoinProfile",
+           kp_kind_pdb[] = "PodDisruptionBudget", kp_kind_daemonset[] = "DaemonSet",
+           kp_kind_lease[] = "Lease";
+
+void kp_obj_kind_mismatch(const struct kp_entry *e, const char *want)
+{
+    kp_log_error("an entry was read as the wrong kind; aborting (a programming error)",
+                 KP_LF("key", e->key ? e->key : ""), KP_LF("is", e->kind ? e->kind : "(untagged)"),
+                 KP_LF("read_as", want));
+    abort();
+}
+
+int kp_obj_project(const json_t *obj, const char *kind, size_t head,
                    int (*fill)(const json_t *obj, struct kp_pack *p, void *view),
                    struct kp_entry **ret)
 {
@@ -616,11 +632,12 @@ int kp_obj_project(const json_t *obj, size_t head,
         kp_free(e);
         return r;
     }
+    e->kind = kind;
     *ret = e;
     return 0;
 }
 
-int kp_obj_decode(const char *data, size_t n, size_t head,
+int kp_obj_decode(const char *data, size_t n, const char *kind, size_t head,
                   int (*fill)(const json_t *obj, struct kp_pack *p, void *view),
                   struct kp_entry **ret)
 {
@@ -633,7 +650,7 @@ int kp_obj_decode(const char *data, size_t n, size_t head,
     if (kp_json_typeof(obj) != KP_JSON_OBJECT)
         r = -KP_EPARSE;
     else
-        r = kp_obj_project(obj, head, fill, ret);
+        r = kp_obj_project(obj, kind, head, fill, ret);
     kp_json_unref(obj);
     return r;
 }

@@ -473,12 +473,14 @@ static int kp_nodepool_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_nodepool_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_nodepool_view), kp_nodepool_fill, ret);
+    return kp_obj_project(obj, kp_kind_nodepool, sizeof(struct kp_nodepool_view), kp_nodepool_fill,
+                          ret);
 }
 
 int kp_nodepool_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_nodepool_view), kp_nodepool_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_nodepool, sizeof(struct kp_nodepool_view), kp_nodepool_fill,
+                         ret);
 }
 
 static bool ref_is_ours(const struct kp_nodeclass_ref *ref)
@@ -539,12 +541,14 @@ static int kp_nodeclaim_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_nodeclaim_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_nodeclaim_view), kp_nodeclaim_fill, ret);
+    return kp_obj_project(obj, kp_kind_nodeclaim, sizeof(struct kp_nodeclaim_view),
+                          kp_nodeclaim_fill, ret);
 }
 
 int kp_nodeclaim_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_nodeclaim_view), kp_nodeclaim_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_nodeclaim, sizeof(struct kp_nodeclaim_view),
+                         kp_nodeclaim_fill, ret);
 }
 
 bool kp_nodeclaim_is_ours(const struct kp_nodeclaim_view *v)

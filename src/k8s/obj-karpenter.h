@@ -135,7 +135,7 @@ int kp_nodepool_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_nodepool_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 static inline const struct kp_nodepool_view *kp_nodepool_view(const struct kp_entry *e)
 {
-    return (const struct kp_nodepool_view *)e;
+    return (const struct kp_nodepool_view *)kp_obj_checked(e, kp_kind_nodepool);
 }
 /* SPEC 2.3: kpssh acts on a NodePool only when its nodeClassRef is
  * {group: karpenter.kpssh.dev, kind: SSHNodeClass}. */
@@ -170,7 +170,7 @@ int kp_nodeclaim_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_nodeclaim_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 static inline const struct kp_nodeclaim_view *kp_nodeclaim_view(const struct kp_entry *e)
 {
-    return (const struct kp_nodeclaim_view *)e;
+    return (const struct kp_nodeclaim_view *)kp_obj_checked(e, kp_kind_nodeclaim);
 }
 /* SPEC 2.3, as kp_nodepool_is_ours() on the NodeClaim's own nodeClassRef. */
 bool kp_nodeclaim_is_ours(const struct kp_nodeclaim_view *v) KP_NONNULL(1);

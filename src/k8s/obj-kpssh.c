@@ -182,12 +182,14 @@ static int kp_sshhost_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_sshhost_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_sshhost_view), kp_sshhost_fill, ret);
+    return kp_obj_project(obj, kp_kind_sshhost, sizeof(struct kp_sshhost_view), kp_sshhost_fill,
+                          ret);
 }
 
 int kp_sshhost_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_sshhost_view), kp_sshhost_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_sshhost, sizeof(struct kp_sshhost_view), kp_sshhost_fill,
+                         ret);
 }
 
 const char *kp_sshhost_class(const struct kp_sshhost_view *v)
@@ -550,12 +552,14 @@ static int kp_sshnodeclass_fill(const json_t *obj, struct kp_pack *p, void *view
 
 int kp_sshnodeclass_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_sshnodeclass_view), kp_sshnodeclass_fill, ret);
+    return kp_obj_project(obj, kp_kind_sshnodeclass, sizeof(struct kp_sshnodeclass_view),
+                          kp_sshnodeclass_fill, ret);
 }
 
 int kp_sshnodeclass_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_sshnodeclass_view), kp_sshnodeclass_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_sshnodeclass, sizeof(struct kp_sshnodeclass_view),
+                         kp_sshnodeclass_fill, ret);
 }
 
 bool kp_sshnodeclass_selects(const struct kp_sshnodeclass_view *v,
@@ -794,10 +798,12 @@ static int kp_sshjoinprofile_fill(const json_t *obj, struct kp_pack *p, void *vi
 
 int kp_sshjoinprofile_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_sshjoinprofile_view), kp_sshjoinprofile_fill, ret);
+    return kp_obj_project(obj, kp_kind_sshjoinprofile, sizeof(struct kp_sshjoinprofile_view),
+                          kp_sshjoinprofile_fill, ret);
 }
 
 int kp_sshjoinprofile_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_sshjoinprofile_view), kp_sshjoinprofile_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_sshjoinprofile, sizeof(struct kp_sshjoinprofile_view),
+                         kp_sshjoinprofile_fill, ret);
 }

@@ -89,7 +89,7 @@ int kp_sshhost_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_sshhost_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 static inline const struct kp_sshhost_view *kp_sshhost_view(const struct kp_entry *e)
 {
-    return (const struct kp_sshhost_view *)e;
+    return (const struct kp_sshhost_view *)kp_obj_checked(e, kp_kind_sshhost);
 }
 /* The host class: the host-class label, or "default" when missing or empty. Never NULL. */
 const char *kp_sshhost_class(const struct kp_sshhost_view *v) KP_NONNULL(1);
@@ -170,7 +170,7 @@ int kp_sshnodeclass_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_sshnodeclass_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 static inline const struct kp_sshnodeclass_view *kp_sshnodeclass_view(const struct kp_entry *e)
 {
-    return (const struct kp_sshnodeclass_view *)e;
+    return (const struct kp_sshnodeclass_view *)kp_obj_checked(e, kp_kind_sshnodeclass);
 }
 /* True when the class selects a host with these labels (an absent selector selects all; an
  * invalid one selects none). */
@@ -221,7 +221,7 @@ int kp_sshjoinprofile_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_sshjoinprofile_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 static inline const struct kp_sshjoinprofile_view *kp_sshjoinprofile_view(const struct kp_entry *e)
 {
-    return (const struct kp_sshjoinprofile_view *)e;
+    return (const struct kp_sshjoinprofile_view *)kp_obj_checked(e, kp_kind_sshjoinprofile);
 }
 
 #endif

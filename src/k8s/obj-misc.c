@@ -81,12 +81,12 @@ static int kp_pdb_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_pdb_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_pdb_view), kp_pdb_fill, ret);
+    return kp_obj_project(obj, kp_kind_pdb, sizeof(struct kp_pdb_view), kp_pdb_fill, ret);
 }
 
 int kp_pdb_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_pdb_view), kp_pdb_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_pdb, sizeof(struct kp_pdb_view), kp_pdb_fill, ret);
 }
 
 static int kp_daemonset_fill(const json_t *obj, struct kp_pack *p, void *view)
@@ -112,12 +112,14 @@ static int kp_daemonset_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_daemonset_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_daemonset_view), kp_daemonset_fill, ret);
+    return kp_obj_project(obj, kp_kind_daemonset, sizeof(struct kp_daemonset_view),
+                          kp_daemonset_fill, ret);
 }
 
 int kp_daemonset_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_daemonset_view), kp_daemonset_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_daemonset, sizeof(struct kp_daemonset_view),
+                         kp_daemonset_fill, ret);
 }
 
 static int kp_lease_fill(const json_t *obj, struct kp_pack *p, void *view)
@@ -144,10 +146,10 @@ static int kp_lease_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_lease_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_lease_view), kp_lease_fill, ret);
+    return kp_obj_project(obj, kp_kind_lease, sizeof(struct kp_lease_view), kp_lease_fill, ret);
 }
 
 int kp_lease_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_lease_view), kp_lease_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_lease, sizeof(struct kp_lease_view), kp_lease_fill, ret);
 }

@@ -92,10 +92,10 @@ static int kp_node_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_node_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_node_view), kp_node_fill, ret);
+    return kp_obj_project(obj, kp_kind_node, sizeof(struct kp_node_view), kp_node_fill, ret);
 }
 
 int kp_node_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_node_view), kp_node_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_node, sizeof(struct kp_node_view), kp_node_fill, ret);
 }

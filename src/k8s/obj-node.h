@@ -27,7 +27,7 @@ int kp_node_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 
 static inline const struct kp_node_view *kp_node_view(const struct kp_entry *e)
 {
-    return (const struct kp_node_view *)e;
+    return (const struct kp_node_view *)kp_obj_checked(e, kp_kind_node);
 }
 
 #endif

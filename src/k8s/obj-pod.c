@@ -496,10 +496,10 @@ static int kp_pod_fill(const json_t *obj, struct kp_pack *p, void *view)
 
 int kp_pod_project(const json_t *obj, struct kp_entry **ret)
 {
-    return kp_obj_project(obj, sizeof(struct kp_pod_view), kp_pod_fill, ret);
+    return kp_obj_project(obj, kp_kind_pod, sizeof(struct kp_pod_view), kp_pod_fill, ret);
 }
 
 int kp_pod_decode(const char *p, size_t n, struct kp_entry **ret)
 {
-    return kp_obj_decode(p, n, sizeof(struct kp_pod_view), kp_pod_fill, ret);
+    return kp_obj_decode(p, n, kp_kind_pod, sizeof(struct kp_pod_view), kp_pod_fill, ret);
 }

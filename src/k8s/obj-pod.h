@@ -96,7 +96,7 @@ int kp_pod_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
 
 static inline const struct kp_pod_view *kp_pod_view(const struct kp_entry *e)
 {
-    return (const struct kp_pod_view *)e;
+    return (const struct kp_pod_view *)kp_obj_checked(e, kp_kind_pod);
 }
 
 #endif

@@ -170,13 +170,32 @@ int kp_obj_strings(const json_t *arr, struct kp_pack *p, const char *const **ret
 /* An RFC 3339 timestamp string at key of obj, in microseconds; absent is 0. */
 int kp_obj_time(const json_t *obj, const char *key, int64_t *ret_usec) KP_WUR;
 
-/* Projects with fill() in two passes (k8s/store.h kp_pack) into one allocation of head bytes.
- * *ret is a new entry with one reference. Errors of fill, -ENOMEM, -EOVERFLOW. */
-int kp_obj_project(const json_t *obj, size_t head,
+/* Kind tags: each projection stamps its entries with one, and each view accessor
+ * (kp_sshhost_view() and the like) checks it, so an entry of the wrong store is never read as
+ * another kind's view (the layouts differ: that would read garbage). */
+extern const char kp_kind_node[], kp_kind_pod[], kp_kind_nodepool[], kp_kind_nodeclaim[],
+    kp_kind_sshhost[], kp_kind_sshnodeclass[], kp_kind_sshjoinprofile[], kp_kind_pdb[],
+    kp_kind_daemonset[], kp_kind_lease[];
+
+/* Logs which kind was read as which and aborts: a programmer error, caught where it happens. */
+KP_NORETURN void kp_obj_kind_mismatch(const struct kp_entry *e, const char *want);
+
+/* e, after checking that it was projected as kind (NULL passes). Any thread. */
+static inline const struct kp_entry *kp_obj_checked(const struct kp_entry *e, const char *kind)
+{
+    if (e && e->kind != kind)
+        kp_obj_kind_mismatch(e, kind);
+    return e;
+}
+
+/* Projects with fill() in two passes (k8s/store.h kp_pack) into one allocation of head bytes,
+ * stamped with kind. *ret is a new entry with one reference. Errors of fill, -ENOMEM,
+ * -EOVERFLOW. */
+int kp_obj_project(const json_t *obj, const char *kind, size_t head,
                    int (*fill)(const json_t *obj, struct kp_pack *p, void *view),
                    struct kp_entry **ret) KP_WUR;
 /* Decodes n bytes of JSON (at most KP_MAX_OBJECT_BYTES) and projects it. */
-int kp_obj_decode(const char *data, size_t n, size_t head,
+int kp_obj_decode(const char *data, size_t n, const char *kind, size_t head,
                   int (*fill)(const json_t *obj, struct kp_pack *p, void *view),
                   struct kp_entry **ret) KP_WUR;
 

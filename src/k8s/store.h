@@ -32,6 +32,9 @@ struct kp_entry {
     const char *rv; /* resourceVersion */
     size_t bytes;   /* size of the allocation, for the cache benchmark */
     uint64_t hash;  /* content fingerprint without the rv: equal means nothing we keep changed */
+    /* The kind the entry was projected as (k8s/obj.h: one tag per projection, compared by
+     * address), or NULL for an entry made some other way. */
+    const char *kind;
     void (*destroy)(struct kp_entry *e); /* frees the allocation; NULL means kp_free(e) */
 };
 

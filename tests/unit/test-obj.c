@@ -2,9 +2,12 @@
  * scheduler's effective-request rule with sidecars, fingerprints that ignore the
  * resourceVersion, rejection of malformed objects, and allocation failures. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kp-test.h"
 
@@ -311,6 +314,32 @@ static int torture_pod(void)
     return r;
 }
 
+/* Every projection stamps its kind; reading an entry as another kind's view aborts at once
+ * instead of reading garbage (the layouts differ). */
+static void test_view_kind_checked(void **state)
+{
+    const char node[] = "{\"metadata\":{\"name\":\"n1\",\"uid\":\"u\","
+                        "\"resourceVersion\":\"1\"}}";
+    struct kp_entry *e = NULL;
+    int status = 0;
+    pid_t pid;
+
+    (void)state;
+    assert_int_equal(kp_node_decode(node, strlen(node), &e), 0);
+    assert_ptr_equal(e->kind, kp_kind_node);
+    assert_ptr_equal(kp_node_view(e), (const void *)e);
+    assert_null(kp_node_view(NULL));
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)kp_pod_view(e); /* a Node read as a Pod */
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    kp_entry_unref(e);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +350,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_node),
         cmocka_unit_test(test_node_heartbeat_same_fingerprint),
         cmocka_unit_test(test_pdb_daemonset_lease),
+        cmocka_unit_test(test_view_kind_checked),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_pod),
