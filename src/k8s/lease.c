@@ -309,29 +309,57 @@ int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel)
     return 0;
 }
 
-int kp_leader_release(struct kp_leader *l)
+int kp_leader_release(struct kp_leader *l, enum kp_leader_release *ret_result)
 {
     struct kp_error err = KP_ERROR_INIT;
+    enum kp_leader_release result = KP_LEADER_NOT_LEADING;
     json_t *doc = NULL;
-    const char *holder = NULL;
-    int r;
+    int r = 0;
 
-    if (!l->leader)
-        return 0;
-    r = kp_client_get(l->client, &KP_RES_LEASE, l->ns, l->name, &doc, &err);
-    if (r < 0)
-        goto out;
-    if (kp_json_path_str(doc, "spec.holderIdentity", &holder) < 0 || !holder ||
-        strcmp(holder, l->identity) != 0) {
-        r = 0; /* not ours any more: nothing to release */
-        goto out;
+    /* A Conflict means the Lease changed between our read and our write: read it again to see
+     * whether it is still ours. A few rounds; a Lease that keeps changing is not ours for long. */
+    for (unsigned attempt = 0; l->leader && attempt < 3; attempt++) {
+        const char *holder = NULL, *rv = NULL;
+
+        doc = kp_json_unref(doc);
+        kp_error_done(&err);
+        r = kp_client_get(l->client, &KP_RES_LEASE, l->ns, l->name, &doc, &err);
+        if (r == -ENOENT) { /* deleted: nobody holds it, least of all us */
+            result = KP_LEADER_GONE;
+            r = 0;
+            break;
+        }
+        if (r < 0)
+            break;
+        if (kp_json_path_str(doc, "spec.holderIdentity", &holder) < 0)
+            holder = NULL;
+        if (!holder || strcmp(holder, l->identity) != 0) {
+            /* Not ours any more: nothing to release, and the holder is recorded so the caller
+             * can say who has it. */
+            int64_t dur = 0;
+
+            if (kp_json_path_str(doc, "metadata.resourceVersion", &rv) < 0)
+                rv = NULL;
+            if (kp_json_path_int(doc, "spec.leaseDurationSeconds", &dur) < 0)
+                dur = 0;
+            if ((r = kp_leader_observe(l, holder, rv, dur)) < 0)
+                break;
+            result = KP_LEADER_TAKEN;
+            break;
+        }
+        r = kp_lease_fill(doc, l, false, 0, true);
+        if (r == 0)
+            r = kp_client_update(l->client, &KP_RES_LEASE, l->ns, l->name, doc, NULL, &err);
+        if (r == 0)
+            result = KP_LEADER_RELEASED;
+        if (r != -KP_ECONFLICT)
+            break;
     }
-    r = kp_lease_fill(doc, l, false, 0, true);
-    if (r == 0)
-        r = kp_client_update(l->client, &KP_RES_LEASE, l->ns, l->name, doc, NULL, &err);
-out:
-    if (r == 0)
+    if (r == 0) {
         l->leader = false;
+        if (ret_result)
+            *ret_result = result;
+    }
     kp_error_done(&err);
     kp_json_unref(doc);
     return r;

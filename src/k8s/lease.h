@@ -58,8 +58,19 @@ int kp_leader_acquire(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
  * holder took it): stop acting at once. */
 int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
 
-/* Gives the lease up if we hold it. 0 or the API error. */
-int kp_leader_release(struct kp_leader *l) KP_WUR;
+/* What kp_leader_release found. */
+enum kp_leader_release {
+    KP_LEADER_RELEASED,    /* we held the Lease and gave it up (holder cleared, duration 1 s) */
+    KP_LEADER_NOT_LEADING, /* we were not leading: nothing read or written */
+    KP_LEADER_TAKEN,       /* another identity holds it, or nobody (kp_leader_observed_holder
+                            * says which): left untouched */
+    KP_LEADER_GONE,        /* the Lease does not exist */
+};
+
+/* Gives the lease up if we still hold it; a Lease another identity holds is never written. 0
+ * with *ret_result (optional) saying which of the above happened, or the API error (still
+ * counted as leader then: the lease expires on its own). After it returns 0 we do not lead. */
+int kp_leader_release(struct kp_leader *l, enum kp_leader_release *ret_result) KP_WUR;
 
 bool kp_leader_is_leader(const struct kp_leader *l);
 /* The holder last observed (may be us), or NULL. Valid until the next call. */

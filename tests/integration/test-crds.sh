@@ -18,7 +18,8 @@
 #   # message: <substring of the API server's error>          (reject only)
 #   # check: <kubectl jsonpath> = <value>                        (accept only; repeatable)
 #   # mode: update ...                                           (first document applied first)
-# A token __FILL_<n>__ in a document becomes n 'x' characters (size-limit cases).
+# A token __FILL_<n>__ in a document becomes n 'x' characters, __FILLU_<n>__ n 'é' characters
+# (two bytes each in UTF-8) (size-limit cases).
 #
 # Objects are created in the namespace kpssh-system and deleted after each case; CRDs and the
 # namespace are removed at the end when this test created them.
@@ -83,6 +84,11 @@ split_docs() {
             len="${BASH_REMATCH[1]}"
             fill="$(head -c "$len" /dev/zero | tr '\0' x)"
             line="${line//__FILL_${len}__/$fill}"
+        done
+        while [[ $line =~ __FILLU_([0-9]+)__ ]]; do
+            len="${BASH_REMATCH[1]}"
+            fill="$(head -c "$len" /dev/zero | tr '\0' x | sed 's/x/\xc3\xa9/g')"
+            line="${line//__FILLU_${len}__/$fill}"
         done
         printf '%s\n' "$line" >>"$out.$n"
     done <"$file"

@@ -901,6 +901,149 @@ static void test_unreachable(void **state)
     kp_entry_unref(h);
 }
 
+/* --- key Secret mistakes ------------------------------------------------------------------
+ *
+ *   key_missing  a host whose spec.sshKeySecretRef names no Secret -> Unhealthy, saying
+ *                "not found" (not errno text); once the Secret exists -> Available
+ *   pin_blank    a key Secret whose knownHost is present but blank (a templated Secret with
+ *                an empty variable) -> Unhealthy with that message, never pinned; removing
+ *                knownHost (the operator's choice of TOFU) -> Available, pinned
+ *
+ * Each runs on a lab host of its own (KEY_HOST_FIRST..), added for the test and deleted after
+ * (and before, in case a failed run left it; lab/down removes every host in any case), so
+ * nothing here shares an address with hosts 1..3. */
+
+#define KEY_HOST_FIRST 161
+
+/* A key Secret named name for the lab key; knownHost as stringData when known_host is set. */
+static void key_secret(const char *name, const char *known_host)
+{
+    char *pem = kp_lab_read_file(T.key_path, NULL);
+    json_t *o = kp_lab_obj_new("v1", "Secret", T.ns, name);
+
+    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    if (known_host)
+        kp_lab_set(o, KP_JSON_PATH("stringData", "knownHost"), known_host);
+    kp_wipe(pem, strlen(pem));
+    kp_free(pem);
+    create(&KP_RES_SECRET, T.ns, o, NULL);
+}
+
+/* Lab host i (added now) as SSHHost hc-<i> whose key Secret is secret_name. */
+static void key_host_add(unsigned i, const char *secret_name)
+{
+    char *name = host_name(i), *ip;
+    json_t *o;
+
+    if (kp_lab_host_sh(&T.lab, "add", i) != 0)
+        fail_msg("host.sh add %u failed", i);
+    ip = kp_lab_host_ip(&T.lab, i);
+    o = kp_lab_obj_new(KP_KPSSH_GROUP "/" KP_KPSSH_VERSION, "SSHHost", T.ns, name);
+    kp_lab_set(o, KP_JSON_PATH("spec", "address"), ip);
+    kp_lab_set(o, KP_JSON_PATH("spec", "sshKeySecretRef", "name"), secret_name);
+    kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "cpu"), "2");
+    kp_lab_set(o, KP_JSON_PATH("spec", "capacity", "memory"), "4Gi");
+    create(&KP_RES_SSHHOST, T.ns, o, NULL);
+    kp_free(name);
+    kp_free(ip);
+}
+
+/* The SSHHost and the lab host go (either may be gone already). */
+static void key_host_del(unsigned i)
+{
+    char *name = host_name(i);
+
+    delete_obj(&KP_RES_SSHHOST, T.ns, name);
+    (void)kp_lab_host_sh(&T.lab, "del", i);
+    kp_free(name);
+}
+
+/* Host i stays Unhealthy with err_sub and unpinned over a few more probes. */
+static void stays_unhealthy_unpinned(unsigned i, const char *err_sub)
+{
+    struct kp_entry *h;
+
+    kp_sleep_usec(5 * KP_USEC_PER_SEC); /* two probe intervals */
+    h = host_get(i);
+    assert_int_equal(HV(h)->state, KP_HOST_UNHEALTHY);
+    assert_non_null(HV(h)->last_probe_error);
+    assert_non_null(strstr(HV(h)->last_probe_error, err_sub));
+    assert_null(HV(h)->host_key_fingerprint);
+    kp_entry_unref(h);
+}
+
+static void key_missing_cleanup(void)
+{
+    key_host_del(KEY_HOST_FIRST);
+    delete_obj(&KP_RES_SECRET, T.ns, "hc-missing-key");
+}
+
+static void test_key_missing(void **state)
+{
+    const unsigned i = KEY_HOST_FIRST;
+    struct kp_entry *h;
+    enum kp_cond_status st;
+    char want[128];
+
+    (void)state;
+    key_missing_cleanup(); /* what a failed earlier run left */
+    key_host_add(i, "hc-missing-key");
+    (void)snprintf(want, sizeof(want), "SSH key Secret %s/hc-missing-key not found", T.ns);
+    h = wait_state(i, KP_HOST_UNHEALTHY, want, NULL);
+    print_message("# missing key Secret: %s\n", HV(h)->last_probe_error);
+    assert_null(strstr(HV(h)->last_probe_error, "No such file"));
+    assert_non_null(strstr(HV(h)->last_probe_error, "spec.sshKeySecretRef"));
+    assert_string_equal(ready_reason(HV(h), &st), KP_HOSTCTL_REASON_FAILED);
+    assert_int_equal(st, KP_COND_FALSE);
+    kp_entry_unref(h);
+    stays_unhealthy_unpinned(i, "not found");
+    /* The operator creates the Secret: the next probe dials and pins. */
+    key_secret("hc-missing-key", NULL);
+    h = wait_state(i, KP_HOST_AVAILABLE, NULL, NULL);
+    assert_null(HV(h)->last_probe_error);
+    assert_non_null(HV(h)->host_key_fingerprint);
+    kp_entry_unref(h);
+    key_missing_cleanup();
+}
+
+static void pin_blank_cleanup(void)
+{
+    key_host_del(KEY_HOST_FIRST + 1);
+    delete_obj(&KP_RES_SECRET, T.ns, "hc-blank-pin");
+}
+
+static void test_pin_blank(void **state)
+{
+    static const char unpin[] = "{\"data\":{\"knownHost\":null}}";
+    const unsigned i = KEY_HOST_FIRST + 1;
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *h;
+    char want[256];
+
+    (void)state;
+    pin_blank_cleanup(); /* what a failed earlier run left */
+    /* As a templated Secret with an empty variable comes out: knownHost: "   ". */
+    key_secret("hc-blank-pin", "   ");
+    key_host_add(i, "hc-blank-pin");
+    (void)snprintf(want, sizeof(want),
+                   "SSH key Secret %s/hc-blank-pin: data.knownHost is present but empty; remove "
+                   "it to trust on first use, or set the host's key",
+                   T.ns);
+    h = wait_state(i, KP_HOST_UNHEALTHY, want, NULL);
+    assert_null(HV(h)->host_key_fingerprint); /* never trusted on first use */
+    kp_entry_unref(h);
+    stays_unhealthy_unpinned(i, "data.knownHost is present but empty");
+    /* The operator removes knownHost, choosing trust on first use: pinned on the next probe. */
+    kp_lab_check(kp_client_patch_bytes(T.c, &KP_RES_SECRET, T.ns, "hc-blank-pin", NULL,
+                                       KP_PATCH_MERGE, unpin, sizeof(unpin) - 1, NULL, &e),
+                 &e, "remove knownHost");
+    kp_error_done(&e);
+    h = wait_state(i, KP_HOST_AVAILABLE, NULL, NULL);
+    assert_non_null(HV(h)->host_key_fingerprint);
+    kp_entry_unref(h);
+    pin_blank_cleanup();
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -908,7 +1051,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_claims),        cmocka_unit_test(test_zombie),
         cmocka_unit_test(test_zombie_resume), cmocka_unit_test(test_foreign),
         cmocka_unit_test(test_foreign_node),  cmocka_unit_test(test_rekey),
-        cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_unreachable),   cmocka_unit_test(test_key_missing),
+        cmocka_unit_test(test_pin_blank),
     };
 
     (void)argc;

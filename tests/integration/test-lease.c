@@ -68,7 +68,7 @@ static void candidate(const char *name, const char *lease, int out)
         if (write(out, msg, strlen(msg)) < 0)
             _exit(11);
         code = 3;
-    } else if (kp_leader_release(l) < 0) {
+    } else if (kp_leader_release(l, NULL) < 0) {
         code = 12;
     }
     kp_leader_free(l);
@@ -214,6 +214,106 @@ static void test_lost_when_taken(void **state)
     close(fds[1]);
 }
 
+/* A leader whose Lease another identity took over, in this process: release reports
+ * KP_LEADER_TAKEN, names the holder and writes nothing (the usurper still holds it, at the same
+ * resourceVersion). A Lease deleted under the leader: KP_LEADER_GONE, not an error. */
+static struct kp_leader *lead(struct kp_client *c, const char *identity, const char *lease)
+{
+    struct kp_leader_opts o = {.ns = ns,
+                               .name = lease,
+                               .identity = identity,
+                               .lease_usec = LEASE_USEC,
+                               .renew_deadline_usec = RENEW_USEC,
+                               .retry_usec = RETRY_USEC};
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_leader *l = NULL;
+    bool leader = false;
+
+    assert_int_equal(kp_leader_new(c, &o, &l), 0);
+    kp_lab_check(kp_leader_try(l, &leader, &e), &e, "take the lease");
+    assert_true(leader);
+    kp_error_done(&e);
+    return l;
+}
+
+static void test_release_when_taken(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_error e = KP_ERROR_INIT;
+    enum kp_leader_release rel = KP_LEADER_RELEASED;
+    struct kp_leader *l = lead(c, "taken-a", "taken-test");
+    json_t *doc = NULL, *updated = NULL, *after = NULL;
+    const char *holder = NULL, *rv = NULL, *rv_after = NULL;
+
+    (void)state;
+    /* Another replica takes the Lease over (written directly, as its own renewal would). */
+    kp_lab_check(kp_client_get(c, &KP_RES_LEASE, ns, "taken-test", &doc, &e), &e, "get lease");
+    assert_int_equal(kp_json_patch_set_str(doc, KP_JSON_PATH("spec", "holderIdentity"), "taken-b"),
+                     0);
+    kp_lab_check(kp_client_update(c, &KP_RES_LEASE, ns, "taken-test", doc, &updated, &e), &e,
+                 "take over");
+    assert_int_equal(kp_json_path_str(updated, "metadata.resourceVersion", &rv), 0);
+
+    assert_int_equal(kp_leader_release(l, &rel), 0);
+    assert_int_equal(rel, KP_LEADER_TAKEN);
+    assert_non_null(kp_leader_observed_holder(l));
+    assert_string_equal(kp_leader_observed_holder(l), "taken-b");
+    assert_false(kp_leader_is_leader(l));
+    /* Untouched: still the other holder's, not written since. */
+    kp_lab_check(kp_client_get(c, &KP_RES_LEASE, ns, "taken-test", &after, &e), &e, "get lease");
+    assert_int_equal(kp_json_path_str(after, "spec.holderIdentity", &holder), 0);
+    assert_string_equal(holder, "taken-b");
+    assert_int_equal(kp_json_path_str(after, "metadata.resourceVersion", &rv_after), 0);
+    assert_string_equal(rv_after, rv);
+    /* Released once more: we no longer lead, so nothing is read or written. */
+    assert_int_equal(kp_leader_release(l, &rel), 0);
+    assert_int_equal(rel, KP_LEADER_NOT_LEADING);
+    kp_json_unref(doc);
+    kp_json_unref(updated);
+    kp_json_unref(after);
+    kp_error_done(&e);
+    kp_leader_free(l);
+    kp_client_free(c);
+}
+
+static void test_release_when_gone(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_error e = KP_ERROR_INIT;
+    enum kp_leader_release rel = KP_LEADER_RELEASED;
+    struct kp_leader *l = lead(c, "gone-a", "gone-test");
+
+    (void)state;
+    kp_lab_check(kp_client_delete(c, &KP_RES_LEASE, ns, "gone-test", NULL, &e), &e, "delete lease");
+    assert_int_equal(kp_leader_release(l, &rel), 0);
+    assert_int_equal(rel, KP_LEADER_GONE);
+    assert_false(kp_leader_is_leader(l));
+    kp_error_done(&e);
+    kp_leader_free(l);
+    kp_client_free(c);
+}
+
+/* The plain case, in process: our own Lease is released (holder cleared). */
+static void test_release_ours(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_error e = KP_ERROR_INIT;
+    enum kp_leader_release rel = KP_LEADER_NOT_LEADING;
+    struct kp_leader *l = lead(c, "ours-a", "ours-test");
+    json_t *doc = NULL;
+    const char *holder = NULL;
+
+    (void)state;
+    assert_int_equal(kp_leader_release(l, &rel), 0);
+    assert_int_equal(rel, KP_LEADER_RELEASED);
+    kp_lab_check(kp_client_get(c, &KP_RES_LEASE, ns, "ours-test", &doc, &e), &e, "get lease");
+    assert_true(kp_json_path_str(doc, "spec.holderIdentity", &holder) < 0 || !*holder);
+    kp_json_unref(doc);
+    kp_error_done(&e);
+    kp_leader_free(l);
+    kp_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -231,9 +331,9 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_failover_on_kill),
-        cmocka_unit_test(test_release_on_shutdown),
-        cmocka_unit_test(test_lost_when_taken),
+        cmocka_unit_test(test_failover_on_kill),  cmocka_unit_test(test_release_on_shutdown),
+        cmocka_unit_test(test_lost_when_taken),   cmocka_unit_test(test_release_when_taken),
+        cmocka_unit_test(test_release_when_gone), cmocka_unit_test(test_release_ours),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -586,6 +586,7 @@ static void test_config_error(void **state)
     assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
     assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
     assert_non_null(strstr(err.message, "no-such-secret"));
+    assert_non_null(strstr(err.message, "not found")); /* not errno text */
     h = host_get("nokey-1");
     assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE); /* config: host is fine */
     assert_null(kp_sshhost_view(h)->claim_name);
@@ -910,13 +911,61 @@ static void test_race(void **state)
                   n_all ? (double)lost_all / (double)n_all : 0.0, (unsigned long long)n_all);
 }
 
+/* A key Secret whose knownHost is present but blank (a templated Secret with an empty variable):
+ * Create refuses it as a configuration error naming the field, the host is released Available,
+ * nothing runs on it and no host key is pinned on first use. */
+static void test_blank_pin(void **state)
+{
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_entry *nc, *h;
+    char *key_path = kp_lab_env_need(&T.lab, "KPSSH_LAB_SSH_KEY");
+    char *pem = kp_lab_read_file(key_path, NULL);
+    json_t *o = kp_lab_obj_new("v1", "Secret", POOL_NS, "prov-blank-pin");
+    unsigned installs = atomic_load(&P.install);
+    char uid[64];
+    int r;
+
+    (void)state;
+    kp_lab_set(o, KP_JSON_PATH("stringData", "privateKey"), pem);
+    kp_lab_set(o, KP_JSON_PATH("stringData", "knownHost"), " \n");
+    kp_wipe(pem, strlen(pem));
+    kp_free(pem);
+    kp_free(key_path);
+    kp_lab_create_or_replace(T.c, &KP_RES_SECRET, POOL_NS, o);
+    nodeclass("prov-blank-pin", "prov-blank-pin", "prov-race", T.admin_token);
+    sshhost("blank-pin-1", 2, "prov-blank-pin", "prov-blank-pin");
+    kp_lab_wait_cached(T.inf_classes, "prov-blank-pin");
+    wait_cached_available("blank-pin-1");
+
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-blank-pin", uid, "prov-blank-pin", NULL);
+    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    assert_true(r < 0);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
+    assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
+    assert_non_null(strstr(err.message, "data.knownHost is present but empty"));
+    h = host_get("blank-pin-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE);
+    assert_null(kp_sshhost_view(h)->claim_name);
+    assert_null(kp_sshhost_view(h)->host_key_fingerprint); /* never trusted on first use */
+    kp_entry_unref(h);
+    assert_int_equal(atomic_load(&P.install), installs); /* nothing ran on the host */
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+    /* Best effort: the lab goes away after the run anyway. */
+    r = kp_client_delete(T.c, &KP_RES_SSHHOST, POOL_NS, "blank-pin-1", NULL, NULL);
+    r |= kp_client_delete(T.c, &KP_RES_SSHNODECLASS, NULL, "prov-blank-pin", NULL, NULL);
+    r |= kp_client_delete(T.c, &KP_RES_SECRET, POOL_NS, "prov-blank-pin", NULL, NULL);
+    (void)r;
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lifecycle),
-        cmocka_unit_test(test_config_error),
-        cmocka_unit_test(test_cluster_info),
-        cmocka_unit_test(test_race),
+        cmocka_unit_test(test_lifecycle),    cmocka_unit_test(test_config_error),
+        cmocka_unit_test(test_cluster_info), cmocka_unit_test(test_race),
+        cmocka_unit_test(test_blank_pin),
     };
     int r;
 

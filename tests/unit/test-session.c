@@ -155,6 +155,12 @@ static void test_refused_before_dial(void **state)
         assert_non_null(strstr(err, "@cert-authority"));
         kp_free(err);
         err = NULL;
+        /* A blank pre-pin is refused too, never taken for trust on first use. */
+        t2.known_host = " \t\r\n";
+        assert_int_equal(kp_ssh_connect(&t2, kp_deadline_in(KP_USEC_PER_SEC), &s, &err), -EINVAL);
+        assert_non_null(strstr(err, "pre-pin is empty"));
+        kp_free(err);
+        err = NULL;
         t2.known_host = NULL;
         t2.tofu_fingerprint = "SHA256:nope";
         assert_int_equal(kp_ssh_connect(&t2, kp_deadline_in(KP_USEC_PER_SEC), &s, &err),

@@ -440,13 +440,25 @@ static int run_loop(struct run *run)
     kp_controller_set_stop(run->sh->controllers);
     atomic_store(&run->sh->leading, false);
     if (run->leader && leading && code != KP_EXIT_LEASE_LOST) {
-        int r = kp_leader_release(run->leader);
+        enum kp_leader_release rel = KP_LEADER_NOT_LEADING;
+        int r = kp_leader_release(run->leader, &rel);
+        const char *holder = kp_leader_observed_holder(run->leader);
 
+        /* Say what happened: a Lease that another replica took over is not ours to release. */
         if (r < 0)
             kp_log_warn_errno(r, "cannot release the leader Lease; it expires on its own",
                               KP_LF("lease", o->leader_election_name));
-        else
+        else if (rel == KP_LEADER_RELEASED)
             kp_log_info("released the leader Lease", KP_LF("lease", o->leader_election_name));
+        else if (rel == KP_LEADER_TAKEN && holder)
+            kp_log_info("the leader Lease already belongs to another replica; nothing to release",
+                        KP_LF("lease", o->leader_election_name), KP_LF("holder", holder));
+        else if (rel == KP_LEADER_TAKEN)
+            kp_log_info("the leader Lease no longer names this replica; nothing to release",
+                        KP_LF("lease", o->leader_election_name));
+        else if (rel == KP_LEADER_GONE)
+            kp_log_info("the leader Lease is gone; nothing to release",
+                        KP_LF("lease", o->leader_election_name));
     }
     return code;
 }

@@ -84,12 +84,109 @@ static int secret_value(const json_t *obj, const char *key, struct kp_secret **r
     return kp_hostio_b64_secret(b64, ret);
 }
 
+/* Whether data.<key> is there at all, even as null (the API server may write a key whose value
+ * is empty either way). */
+static bool secret_has(const json_t *obj, const char *key)
+{
+    json_t *v = NULL;
+
+    return kp_json_pathv(obj, KP_JSON_PATH("data", key), &v) == 0;
+}
+
+/* Nothing but spaces, tabs and line ends (what an unset template variable leaves). */
+static bool blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r' && p[i] != '\v' &&
+            p[i] != '\f')
+            return false;
+    return true;
+}
+
+/* "<what> <ns>/<name><tail>" as a new string (NULL: no memory). */
+static char *secret_msg(const char *what, const char *ns, const char *name, const char *tail)
+{
+    return kp_strjoin(what, " ", ns, "/", name, tail, (const char *)NULL);
+}
+
+/* The message for a failed GET of Secret ns/name, which the field ref names: -EINVAL with
+ * *ret_msg for what the user can fix (the Secret does not exist, or the controller may not read
+ * it), r itself for anything else (a transient API error: no verdict, no message). */
+static int secret_get_error(int r, const char *what, const char *ns, const char *name,
+                            const char *ref, char **ret_msg)
+{
+    const char *tail;
+
+    if (r == -ENOENT)
+        tail = " not found: create it, or name another Secret in ";
+    else if (r == -KP_EFORBIDDEN)
+        tail = " cannot be read (forbidden): let the controller get Secrets here, or fix ";
+    else
+        return r;
+    *ret_msg = kp_strjoin(what, " ", ns, "/", name, tail, ref, (const char *)NULL);
+    return *ret_msg ? -EINVAL : -ENOMEM;
+}
+
 /* --- the pieces a phase needs ----------------------------------------------------------------- */
 
 void kp_hostio_creds_done(struct kp_hostio_creds *cr)
 {
     cr->key = kp_secret_free(cr->key);
     cr->known_host = kp_secret_free(cr->known_host);
+}
+
+int kp_hostio_creds_from_secret(const json_t *secret, const char *ns, const char *name,
+                                struct kp_hostio_creds *cr, char **ret_msg)
+{
+    struct kp_hostio_creds got = {0};
+    const char *tail = NULL;
+    int r;
+
+    r = secret_value(secret, "privateKey", &got.key);
+    if (r == -ENOMEM)
+        goto out;
+    if (r < 0) {
+        tail = ": data.privateKey is missing or not base64";
+        goto out;
+    }
+    r = secret_value(secret, "knownHost", &got.known_host);
+    if (r == -ENOENT && secret_has(secret, "knownHost"))
+        r = 0; /* present as null: as empty as "", refused below */
+    else if (r == -ENOENT) {
+        r = 0; /* absent: trust on first use */
+        goto done;
+    }
+    if (r == -ENOMEM)
+        goto out;
+    if (r < 0) {
+        tail = ": data.knownHost is not base64";
+        goto out;
+    }
+    /* A pre-pin that is there but says nothing (often a templated Secret whose variable was
+     * empty) is a mistake, never a request for trust on first use: docs/api.md promises that
+     * with knownHost set kpssh never pins on first use. The session reads the pre-pin as a C
+     * string, so a NUL byte would cut it short, maybe to nothing: refused as well. */
+    if (!got.known_host || blank(kp_secret_reveal(got.known_host), kp_secret_len(got.known_host))) {
+        tail = ": data.knownHost is present but empty; remove it to trust on first use, or set "
+               "the host's key";
+        r = -EINVAL;
+        goto out;
+    }
+    if (memchr(kp_secret_reveal(got.known_host), '\0', kp_secret_len(got.known_host))) {
+        tail = ": data.knownHost holds a NUL byte; write the host's key as text";
+        r = -EINVAL;
+        goto out;
+    }
+done:
+    *cr = got;
+    got = (struct kp_hostio_creds){0}; /* the caller owns them now */
+out:
+    if (tail) {
+        *ret_msg = secret_msg("SSH key Secret", ns, name, tail);
+        r = *ret_msg ? -EINVAL : -ENOMEM;
+    }
+    kp_hostio_creds_done(&got);
+    return r;
 }
 
 /* -EINVAL with *ret_msg for configuration errors (the user can fix them), others transient. */
@@ -106,30 +203,11 @@ int kp_hostio_load_creds(struct kp_client *c, const struct kp_sshhost_view *h,
         return -EINVAL;
     }
     r = get_secret(c, h->e.ns, h->key_secret, &obj, &e);
-    if (r == -ENOENT || r == -KP_EFORBIDDEN) {
-        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret, ": ", kp_strerror(r),
-                              (const char *)NULL);
-        r = -EINVAL;
-        goto out;
-    }
     if (r < 0)
-        goto out;
-    r = secret_value(obj, "privateKey", &cr->key);
-    if (r < 0) {
-        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
-                              ": data.privateKey is missing or not base64", (const char *)NULL);
-        r = -EINVAL;
-        goto out;
-    }
-    r = secret_value(obj, "knownHost", &cr->known_host);
-    if (r == -ENOENT)
-        r = 0;
-    else if (r < 0) {
-        *ret_msg = kp_strjoin("SSH key Secret ", h->e.ns, "/", h->key_secret,
-                              ": data.knownHost is not base64", (const char *)NULL);
-        r = -EINVAL;
-    }
-out:
+        r = secret_get_error(r, "SSH key Secret", h->e.ns, h->key_secret, "spec.sshKeySecretRef",
+                             ret_msg);
+    else
+        r = kp_hostio_creds_from_secret(obj, h->e.ns, h->key_secret, cr, ret_msg);
     kp_error_done(&e);
     kp_json_unref(obj);
     return r;
@@ -157,7 +235,10 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
         return 0;
     r = get_secret(c, ns, ncl->join_secret ? ncl->join_secret : "", &js->obj, &e);
     kp_error_done(&e);
-    if (r == -ENOENT || r == -KP_EFORBIDDEN || r == -EINVAL) {
+    if (r == -ENOENT || r == -KP_EFORBIDDEN)
+        return secret_get_error(r, "join Secret", ns, ncl->join_secret ? ncl->join_secret : "",
+                                "spec.joinSecretRef", ret_msg);
+    if (r == -EINVAL) {
         *ret_msg = kp_strjoin("join Secret ", ns, "/", ncl->join_secret ? ncl->join_secret : "",
                               " (spec.joinSecretRef): ", kp_strerror(r), (const char *)NULL);
         return -EINVAL;

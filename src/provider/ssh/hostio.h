@@ -46,8 +46,18 @@ struct kp_hostio_creds {
 };
 void kp_hostio_creds_done(struct kp_hostio_creds *cr);
 
-/* GETs the host's key Secret. 0; -EINVAL with *ret_msg for configuration errors (no reference,
- * Secret missing or forbidden, privateKey missing or not base64); other errors are transient. */
+/* Reads a key Secret object (ns/name, as the API server returned it: stringData is already
+ * merged into data) into cr, written only on success. data.privateKey is required; an absent
+ * data.knownHost means trust on first use, but one that is present and empty or only
+ * whitespace (or null, or holds a NUL byte) is refused, since with knownHost set kpssh never
+ * trusts on first use. 0, -EINVAL with *ret_msg (naming the Secret and the field) or -ENOMEM.
+ * Pure. */
+int kp_hostio_creds_from_secret(const json_t *secret, const char *ns, const char *name,
+                                struct kp_hostio_creds *cr, char **ret_msg) KP_WUR;
+
+/* GETs the host's key Secret and reads it as above. 0; -EINVAL with *ret_msg for configuration
+ * errors (no reference, Secret not found or forbidden, and those of
+ * kp_hostio_creds_from_secret); other errors (a transient API failure) carry no message. */
 int kp_hostio_load_creds(struct kp_client *c, const struct kp_sshhost_view *h,
                          struct kp_hostio_creds *cr, char **ret_msg) KP_WUR;
 

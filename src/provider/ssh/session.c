@@ -305,8 +305,18 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
     }
     kp_ssh_thread_init();
 
-    /* Everything that can be refused without the network is refused before dialing. */
-    if (t->known_host && !kp_ssh_blank(t->known_host)) {
+    /* Everything that can be refused without the network is refused before dialing. A pre-pin
+     * that is there but blank is a mistake (hostio.c refuses it first, with the Secret's name),
+     * never a request for trust on first use. */
+    if (t->known_host && kp_ssh_blank(t->known_host)) {
+        kp_ssh_errtext(reterr,
+                       "%s:%u: the knownHost pre-pin is empty; refusing to trust the host's key "
+                       "on first use",
+                       t->host, port);
+        r = -EINVAL;
+        goto out;
+    }
+    if (t->known_host) {
         r = kp_knownhosts_parse(t->known_host, strlen(t->known_host), t->host, (uint16_t)port, &kh,
                                 &kherr);
         if (r == -ENOENT) {
