@@ -10,7 +10,10 @@
  * a Conflict means "lost the race, move on" or "re-read and retry"; the client only reports
  * precisely. The exception is the paginated list: an expired continue token is the list's own
  * business (the snapshot it paged through was compacted), so it restarts and tells the callback
- * through page->restarted.
+ * through page->restarted. So is a page over the response body ceiling (-KP_ELIMIT): the same
+ * position is asked again with half the page size, down to one object, and the size reached is
+ * kept for the rest of that list and reported in page->limit, so a list always makes progress
+ * whatever the objects weigh (up to one object per ceiling).
  *
  * Memory: a LIST page is decoded, handed to the callback and freed before the next page is
  * requested (STYLE.md section 3); the response body buffer is released as soon as it is parsed.
@@ -284,10 +287,11 @@ out:
     return r;
 }
 
-/* One request on a built path with an optional body; decodes the 2xx answer when ret_obj. */
-static int call(struct kp_client *c, const char *method, const struct kp_buf *path,
-                const char *content_type, const struct kp_buf *body, json_t **ret_obj,
-                struct kp_error *reterr)
+/* One request on a built path with an optional body; decodes the 2xx answer when ret_obj.
+ * *ret_body_len (optional): the size of the 2xx body, written on success. */
+static int call_sized(struct kp_client *c, const char *method, const struct kp_buf *path,
+                      const char *content_type, const struct kp_buf *body, json_t **ret_obj,
+                      size_t *ret_body_len, struct kp_error *reterr)
 {
     struct kp_http_response resp;
     struct kp_json_error jerr;
@@ -309,11 +313,20 @@ static int call(struct kp_client *c, const char *method, const struct kp_buf *pa
     }
     *ret_obj = obj;
     obj = NULL;
+    if (ret_body_len)
+        *ret_body_len = resp.body.len;
     r = 0;
 out:
     kp_json_unref(obj);
     kp_http_response_done(&resp);
     return r;
+}
+
+static int call(struct kp_client *c, const char *method, const struct kp_buf *path,
+                const char *content_type, const struct kp_buf *body, json_t **ret_obj,
+                struct kp_error *reterr)
+{
+    return call_sized(c, method, path, content_type, body, ret_obj, NULL, reterr);
 }
 
 static int client_path_error(int r, struct kp_error *reterr)
@@ -542,14 +555,13 @@ out:
 /* --- list ----------------------------------------------------------------------------------- */
 
 static int list_path(const struct kp_resource *res, const char *ns, const struct kp_list_opts *o,
-                     const char *cont, struct kp_buf *path)
+                     const char *cont, uint32_t lim, struct kp_buf *path)
 {
     char limit[16];
     int r;
 
     kp_buf_reset(path);
-    (void)snprintf(limit, sizeof(limit), "%u",
-                   (unsigned)(o && o->limit ? o->limit : KP_CLIENT_LIST_LIMIT));
+    (void)snprintf(limit, sizeof(limit), "%u", (unsigned)lim);
     if ((r = kp_client_path(res, ns, NULL, NULL, path)) < 0 ||
         (r = kp_query_add(path, "limit", limit)) < 0)
         return r;
@@ -573,8 +585,9 @@ int kp_client_list(struct kp_client *c, const struct kp_resource *res, const cha
     json_t *doc = NULL;
     char *cont = NULL, *rv = NULL;
     unsigned restarts = 0;
+    uint32_t limit = opts && opts->limit ? opts->limit : KP_CLIENT_LIST_LIMIT;
     bool restarted = false;
-    size_t page = 0;
+    size_t page = 0, body_len = 0;
     int r;
 
     if (opts && opts->continue_token && opts->continue_token[0] &&
@@ -587,12 +600,29 @@ int kp_client_list(struct kp_client *c, const struct kp_resource *res, const cha
         const char *s;
         json_t *items = NULL;
 
-        if ((r = list_path(res, ns, opts, cont, &path)) < 0) {
+        if ((r = list_path(res, ns, opts, cont, limit, &path)) < 0) {
             r = client_path_error(r, reterr);
             goto out;
         }
         doc = kp_json_unref(doc);
-        r = call(c, "GET", &path, NULL, NULL, &doc, reterr);
+        r = call_sized(c, "GET", &path, NULL, NULL, &doc, &body_len, reterr);
+        if (r == -KP_ELIMIT && limit > 1) {
+            /* The page is bigger than the body ceiling: ask again from the same position for
+             * half as many objects. A continue token does not pin the page size, so it is
+             * reused as it is. Halving ends at one object per page, so the list always makes
+             * progress unless a single object is over the ceiling. */
+            limit /= 2;
+            continue;
+        }
+        if (r == -KP_ELIMIT) {
+            /* One object alone is over the ceiling; its name is in the part we refused. */
+            if (reterr && kp_error_set_client(reterr, r,
+                                              "a single object is larger than the response "
+                                              "body ceiling (page size 1)") < 0) {
+                /* reterr keeps the code. */
+            }
+            goto out;
+        }
         if (r == -KP_EEXPIRED && cont && restarts < KP_CLIENT_LIST_RESTARTS) {
             /* The snapshot behind the continue token was compacted: start over. */
             restarts++;
@@ -623,7 +653,9 @@ int kp_client_list(struct kp_client *c, const struct kp_resource *res, const cha
                                    .resource_version = rv,
                                    .continue_token = cont,
                                    .page = page,
-                                   .restarted = restarted && page == 0};
+                                   .restarted = restarted && page == 0,
+                                   .limit = limit,
+                                   .body_bytes = body_len};
         if ((r = fn(&pg, userdata)) < 0) {
             r = kp_client_fail(c, r, NULL, reterr);
             goto out;

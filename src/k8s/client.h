@@ -169,6 +169,9 @@ struct kp_list_page {
     size_t page;                  /* 0 for the first page of a (re)started list */
     bool restarted;               /* true on the first page after an expired continue token
                                    * restarted the list: forget what earlier pages delivered */
+    uint32_t limit;               /* the page size this page was asked for (smaller than
+                                   * opts->limit once a page was over the body ceiling) */
+    size_t body_bytes;            /* size of this page's response body */
 };
 
 /* Receives a page; 0 to go on, or a negative error that ends the list and is returned. */
@@ -177,8 +180,12 @@ typedef int (*kp_client_page_fn)(const struct kp_list_page *page, void *userdata
 /* Lists res in ns (NULL: all namespaces for a namespaced resource) page by page with
  * limit/continue, handing each page to fn and freeing it before the next is requested, so
  * memory is bounded by the page size. An expired continue token (410) restarts the list from
- * the beginning (at most KP_CLIENT_LIST_RESTARTS times). *ret_resource_version (optional): a
- * new string with the list's resourceVersion, the point a watch continues from. */
+ * the beginning (at most KP_CLIENT_LIST_RESTARTS times). A page whose body is over the
+ * transport's ceiling (-KP_ELIMIT) is asked for again from the same position with half the page
+ * size, down to 1, and the smaller size is kept for the rest of the list (page->limit says which
+ * size a page was asked for); only an object that alone is over the ceiling fails the list with
+ * -KP_ELIMIT. *ret_resource_version (optional): a new string with the list's resourceVersion,
+ * the point a watch continues from. */
 int kp_client_list(struct kp_client *c, const struct kp_resource *res, const char *ns,
                    const struct kp_list_opts *opts, kp_client_page_fn fn, void *userdata,
                    char **ret_resource_version, struct kp_error *reterr) KP_WUR;

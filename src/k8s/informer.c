@@ -6,7 +6,20 @@
  *   2. Delete from the store every key the list did not return (deleted while unwatched).
  *   3. Mark synced; WATCH from the list's resourceVersion, applying events as they come.
  *   4. On 410 (-KP_EEXPIRED) go to 1 at once; on other failures wait (jittered backoff) and go
- *      to 1, since a watch that cannot continue leaves the cache possibly behind.
+ *      to 1, since a watch that cannot continue leaves the cache possibly behind. Either way the
+ *      informer is marked out of sync first: its cache may miss changes until the relist is
+ *      done, and readiness (kp_informer_synced) must say so. Each change of `synced` is logged
+ *      once, with the kind.
+ *
+ * Page size: a page over the response body ceiling makes kp_client_list() halve the page size
+ * and ask again from the same position (k8s/client.c). The informer keeps the size that list
+ * reached as its own page size for later lists, so a relist does not pay again for the pages it
+ * had to throw away (up to 32 MiB each). It grows back slowly: after a list whose pages all
+ * stayed under a quarter of the ceiling it doubles, up to opts.page_size, so a page at the new
+ * size most likely stays under half of it; after any list that had to shrink it stays put. A
+ * single object over the ceiling cannot be listed at all: that is logged as an error and
+ * retried with the usual backoff (the API server's own limits make it rare: etcd refuses
+ * objects over 1.5 MiB by default).
  *
  * Bad objects: a projection that fails is counted and logged once per key (a small set of keys
  * already reported, cleared when the object projects again or is deleted); an existing entry for
@@ -54,7 +67,8 @@ struct kp_informer {
     pthread_mutex_t lock;
     pthread_cond_t synced_cond;
     bool synced;
-    struct kp_informer_stats stats;
+    struct kp_informer_stats stats; /* stats.page_size: written by the informer thread */
+    uint32_t page_max;              /* opts.page_size or the client's default */
 };
 
 static char *kp_dup_opt(const char *s, int *r)
@@ -107,6 +121,8 @@ int kp_informer_new(struct kp_client *c, const struct kp_informer_opts *opts,
     }
     atomic_init(&inf->cancel, false);
     pthread_mutex_init(&inf->lock, NULL);
+    inf->page_max = opts->page_size ? opts->page_size : KP_CLIENT_LIST_LIMIT;
+    inf->stats.page_size = inf->page_max;
     *ret = inf;
     return 0;
 }
@@ -171,6 +187,11 @@ bool kp_informer_synced(struct kp_informer *inf)
     s = inf->synced;
     pthread_mutex_unlock(&inf->lock);
     return s;
+}
+
+const char *kp_informer_kind(const struct kp_informer *inf)
+{
+    return inf->opts.res->kind;
 }
 
 int kp_informer_wait_synced(struct kp_informer *inf, uint64_t timeout_usec)
@@ -337,6 +358,8 @@ int kp_informer_apply(struct kp_informer *inf, enum kp_informer_op op, const jso
 struct kp_list_ctx {
     struct kp_informer *inf;
     struct kp_map *seen;
+    uint32_t limit;        /* smallest page size a page was asked for */
+    size_t max_body_bytes; /* largest page body */
 };
 
 static int kp_informer_page(const struct kp_list_page *page, void *userdata)
@@ -344,6 +367,9 @@ static int kp_informer_page(const struct kp_list_page *page, void *userdata)
     struct kp_list_ctx *lc = userdata;
     size_t n = kp_json_array_size(page->items);
     int r;
+
+    lc->limit = KP_MIN(lc->limit, page->limit);
+    lc->max_body_bytes = KP_MAX(lc->max_body_bytes, page->body_bytes);
 
     if (page->restarted) {
         struct kp_map *fresh = NULL;
@@ -362,16 +388,57 @@ static int kp_informer_page(const struct kp_list_page *page, void *userdata)
     return 0;
 }
 
+static uint32_t kp_informer_page_size(struct kp_informer *inf)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&inf->lock);
+    n = inf->stats.page_size;
+    pthread_mutex_unlock(&inf->lock);
+    return n;
+}
+
+/* Picks the page size of the next list from what this one saw (DESIGN above). r: the list's
+ * result; -KP_ELIMIT means halving got to one object per page and that was still too big. */
+static void kp_informer_adapt_page(struct kp_informer *inf, uint32_t asked,
+                                   const struct kp_list_ctx *lc, int r)
+{
+    bool complete = r == 0;
+    uint32_t next = asked;
+
+    if (r == -KP_ELIMIT && asked > 1) {
+        next = 1;
+        kp_log_warn("list page over the response body ceiling; page size reduced",
+                    KP_LF("kind", inf->opts.res->kind), KP_LF("page_size", (unsigned)next),
+                    KP_LF("was", (unsigned)asked));
+    } else if (lc->limit < asked) {
+        next = lc->limit;
+        kp_log_warn("list page over the response body ceiling; page size reduced",
+                    KP_LF("kind", inf->opts.res->kind), KP_LF("page_size", (unsigned)next),
+                    KP_LF("was", (unsigned)asked));
+    } else if (complete && asked < inf->page_max &&
+               lc->max_body_bytes <= kp_transport_max_body(kp_client_transport(inf->client)) / 4) {
+        next = asked > inf->page_max / 2 ? inf->page_max : asked * 2;
+        kp_log_info("list pages small again; page size raised", KP_LF("kind", inf->opts.res->kind),
+                    KP_LF("page_size", (unsigned)next));
+    }
+    pthread_mutex_lock(&inf->lock);
+    inf->stats.page_size = next;
+    pthread_mutex_unlock(&inf->lock);
+}
+
 /* Lists everything and reconciles the store with it. *ret_rv: the list's resourceVersion. */
 static int kp_informer_relist(struct kp_informer *inf, char **ret_rv, struct kp_error *err)
 {
+    uint32_t asked = kp_informer_page_size(inf);
     struct kp_list_opts lo = {
         .label_selector = inf->opts.label_selector,
         .field_selector = inf->opts.field_selector,
-        .limit = inf->opts.page_size,
+        .limit = asked,
     };
-    struct kp_list_ctx lc = {.inf = inf};
+    struct kp_list_ctx lc = {.inf = inf, .limit = asked};
     struct kp_strv gone = KP_STRV_INIT;
+    uint64_t t0 = kp_mono_usec();
     char *rv = NULL;
     int r;
 
@@ -380,6 +447,8 @@ static int kp_informer_relist(struct kp_informer *inf, char **ret_rv, struct kp_
         return r;
     r = kp_client_list(inf->client, inf->opts.res, inf->opts.ns, &lo, kp_informer_page, &lc, &rv,
                        err);
+    /* A failed list keeps what it learnt about the page size too: the retry starts there. */
+    kp_informer_adapt_page(inf, asked, &lc, r);
     if (r < 0)
         goto out;
     r = kp_store_keys_not_in(inf->store, lc.seen, &gone);
@@ -387,7 +456,10 @@ static int kp_informer_relist(struct kp_informer *inf, char **ret_rv, struct kp_
         goto out;
     for (size_t i = 0; i < gone.n; i++)
         (void)kp_informer_delete_key(inf, gone.v[i]);
-    kp_informer_count(inf, &inf->stats.lists);
+    pthread_mutex_lock(&inf->lock);
+    inf->stats.lists++;
+    inf->stats.list_usec = kp_mono_usec() - t0;
+    pthread_mutex_unlock(&inf->lock);
     *ret_rv = rv;
     rv = NULL;
 out:
@@ -423,14 +495,43 @@ static int kp_informer_event(const struct kp_watch_event *ev, void *userdata)
     return r;
 }
 
+/* The list is applied: synced, and say so once. */
 static void kp_informer_set_synced(struct kp_informer *inf)
 {
+    struct kp_informer_stats st;
+    bool was;
+
     pthread_mutex_lock(&inf->lock);
+    was = inf->synced;
     if (!inf->synced) {
         inf->synced = true;
         pthread_cond_broadcast(&inf->synced_cond);
     }
+    st = inf->stats;
     pthread_mutex_unlock(&inf->lock);
+    if (!was)
+        kp_log_info("informer in sync", KP_LF("kind", inf->opts.res->kind),
+                    KP_LF("objects", kp_store_len(inf->store)),
+                    KP_LF("list_ms", st.list_usec / KP_USEC_PER_MSEC),
+                    KP_LF("page_size", (unsigned)st.page_size));
+}
+
+/* The cache may now fall behind the server until a relist completes: not synced, said once.
+ * why: the failure that ended the watch. */
+static void kp_informer_set_unsynced(struct kp_informer *inf, int why, const char *message)
+{
+    bool was;
+
+    pthread_mutex_lock(&inf->lock);
+    was = inf->synced;
+    if (was) {
+        inf->synced = false;
+        inf->stats.desyncs++;
+    }
+    pthread_mutex_unlock(&inf->lock);
+    if (was)
+        kp_log_warn("informer out of sync; relisting", KP_LF("kind", inf->opts.res->kind),
+                    KP_LF("error", message ? message : kp_strerror(why)));
 }
 
 /* Sleeps up to usec, waking early on cancel. */
@@ -475,7 +576,15 @@ static void *kp_informer_main(void *arg)
             uint64_t wait =
                 KP_MAX(kp_backoff_next(&backoff), err.retry_after_sec * (uint64_t)KP_USEC_PER_SEC);
 
-            if (!atomic_load(&inf->cancel))
+            if (!atomic_load(&inf->cancel) && r == -KP_ELIMIT)
+                /* Halving reached one object per page: nothing smaller to ask for. */
+                kp_log_error(
+                    "list cannot make progress: one object is over the response body "
+                    "ceiling; retrying",
+                    KP_LF("kind", inf->opts.res->kind),
+                    KP_LF("ceiling_bytes", kp_transport_max_body(kp_client_transport(inf->client))),
+                    KP_LF("error", err.message ? err.message : kp_strerror(r)));
+            else if (!atomic_load(&inf->cancel))
                 kp_log_warn_rl(inf->opts.res->resource, "list failed; retrying",
                                KP_LF("kind", inf->opts.res->kind),
                                KP_LF("error", err.message ? err.message : kp_strerror(r)));
@@ -486,15 +595,16 @@ static void *kp_informer_main(void *arg)
         kp_informer_set_synced(inf);
         kp_backoff_reset(&backoff);
         r = kp_watch_run(w, kp_informer_event, inf, &err);
-        if (r == -KP_EEXPIRED || r == -ECANCELED) {
+        if (r == -ECANCELED || atomic_load(&inf->cancel)) {
             kp_error_done(&err);
-            continue; /* relist at once (or leave, on cancel) */
+            continue; /* leave */
         }
-        if (!atomic_load(&inf->cancel))
-            kp_log_warn_rl(inf->opts.res->resource, "watch failed; relisting",
-                           KP_LF("kind", inf->opts.res->kind),
-                           KP_LF("error", err.message ? err.message : kp_strerror(r)));
-        kp_error_done(&err);
+        kp_informer_set_unsynced(inf, r, err.message);
+        if (r == -KP_EEXPIRED) {
+            kp_error_done(&err);
+            continue; /* relist at once */
+        }
+        kp_error_done(&err); /* kp_informer_set_unsynced() logged it */
         kp_informer_sleep(inf, kp_backoff_next(&backoff));
     }
     kp_watch_free(w);

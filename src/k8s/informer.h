@@ -3,10 +3,13 @@
  * An informer keeps a struct kp_store (k8s/store.h) equal to the server's state of one kind:
  * it lists (paginated, each page projected and dropped), then watches from the list's
  * resourceVersion, and relists when the watch says the version expired (410) or fails in a way
- * a reconnect cannot fix. Objects that fail to project are skipped, logged once per object and
- * counted; the rest of the cache keeps working. Handlers run on the informer's thread and must
- * only enqueue keys (k8s/workqueue.h). An update whose projection fingerprint is unchanged (only
- * unprojected fields or the resourceVersion moved) calls no handler.
+ * a reconnect cannot fix; while it must relist it is not synced. A LIST page over the response
+ * body ceiling is asked for again with half the page size (k8s/client.h), and the informer
+ * remembers the size reached for later lists. Objects that fail to project are skipped, logged
+ * once per object and counted; the rest of the cache keeps working. Handlers run on the
+ * informer's thread and must only enqueue keys (k8s/workqueue.h). An update whose projection
+ * fingerprint is unchanged (only unprojected fields or the resourceVersion moved) calls no
+ * handler.
  *
  * Threads: each informer runs one thread of its own (started by kp_informer_start) with its own
  * client. Store reads, kp_informer_synced and the stats are for any thread. */
@@ -33,7 +36,9 @@ struct kp_informer_opts {
     const char *ns; /* NULL: all namespaces (or cluster-scoped) */
     const char *label_selector;
     const char *field_selector;
-    uint32_t page_size;             /* 0: the client's default */
+    uint32_t page_size;             /* largest page asked for; 0: the client's default. A page
+                                     * over the body ceiling halves the size used (see
+                                     * kp_informer_stats.page_size) */
     uint32_t watch_timeout_seconds; /* 0: k8s/watch.h's randomised default */
     uint64_t watch_idle_usec;       /* 0: k8s/watch.h's default (timeout + grace) */
 };
@@ -53,6 +58,9 @@ struct kp_informer_stats {
     uint64_t events;      /* watch events applied */
     uint64_t bad_objects; /* objects skipped because they did not project */
     uint64_t skipped;     /* updates that changed nothing projected */
+    uint64_t desyncs;     /* times the informer fell out of sync to relist */
+    uint32_t page_size;   /* page size the next list starts with */
+    uint64_t list_usec;   /* wall time of the last complete list */
 };
 
 /* A stopped informer listing/watching through a clone of c (c must outlive the call only).
@@ -74,9 +82,15 @@ int kp_informer_start(struct kp_informer *inf) KP_WUR;
 /* Asks the thread to stop and joins it. Idempotent. */
 void kp_informer_stop(struct kp_informer *inf);
 
-/* True once the first list has been applied in full. */
+/* True while the store reflects a complete list and the watch that followed it: false until
+ * the first list has been applied in full, false again from the moment the informer must list
+ * anew (410 Gone, a watch failure that a reconnect cannot fix) until that list completes. Each
+ * change is logged once with the kind. Any thread. */
 bool kp_informer_synced(struct kp_informer *inf);
-/* Waits until synced, at most timeout_usec. 0 or -ETIMEDOUT. */
+/* The kind of the informer's resource ("Pod"); static. Any thread. */
+const char *kp_informer_kind(const struct kp_informer *inf);
+/* Waits until synced (the current state: after a fall out of sync, until the relist is done),
+ * at most timeout_usec. 0 or -ETIMEDOUT. */
 int kp_informer_wait_synced(struct kp_informer *inf, uint64_t timeout_usec) KP_WUR;
 
 /* The store (owned by the informer; valid until it is freed). */

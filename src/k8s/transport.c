@@ -414,6 +414,11 @@ const char *kp_transport_server(const struct kp_transport *t)
     return t->sh->server;
 }
 
+size_t kp_transport_max_body(const struct kp_transport *t)
+{
+    return t->sh->max_body;
+}
+
 /* Waits for a rate-limit token, unless the wait would end after timeout_usec. */
 static int ratelimit_wait(struct kp_transport_shared *sh, uint64_t timeout_usec)
 {

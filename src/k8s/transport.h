@@ -146,6 +146,9 @@ uint64_t kp_transport_connections(const struct kp_transport *t);
 /* The server URL the transport talks to (no trailing slash), as configured. */
 const char *kp_transport_server(const struct kp_transport *t);
 
+/* The ceiling of a buffered response body (opts.max_body or KP_MAX_HTTP_BODY). Any thread. */
+size_t kp_transport_max_body(const struct kp_transport *t);
+
 /* Releases libcurl's global state. Tests only, after every transport is freed, so leak counts
  * balance; the daemon never calls it. Main thread. */
 void kp_transport_global_cleanup(void);

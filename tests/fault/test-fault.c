@@ -10,6 +10,9 @@
  *   expect-bad N                  objects skipped as undecodable
  *   idle-ms N                     the watch's client idle deadline (default 2000)
  *   page N                        list page size (default 500)
+ *   max-body N                    the transport's response body ceiling (default 32 MiB)
+ *   expect-page N                 the informer's page size at the end (stats.page_size)
+ *   expect-desyncs N              times the informer fell out of sync (stats.desyncs)
  * Each case fails with its own description and the server's first mismatch. */
 #include <errno.h>
 #include <stdio.h>
@@ -114,7 +117,9 @@ static void test_case(void **state)
     char *text = read_case(case_path);
     const char *want = directive(text, "expect-store");
     struct kp_fault_server *srv;
-    struct kp_transport_opts to = {.allow_plain_http = true, .timeout_usec = 5 * KP_USEC_PER_SEC};
+    struct kp_transport_opts to = {.allow_plain_http = true,
+                                   .timeout_usec = 5 * KP_USEC_PER_SEC,
+                                   .max_body = directive_num(text, "max-body", 0)};
     struct kp_informer_opts io = {
         .res = &KP_RES_POD,
         .project = kp_pod_project,
@@ -156,8 +161,14 @@ static void test_case(void **state)
                  kp_fault_server_error(srv) ? kp_fault_server_error(srv) : "ok", why,
                  kp_fault_server_started(srv), kp_fault_server_exchanges(srv), text);
     assert_int_equal(st.bad_objects, directive_num(text, "expect-bad", 0));
-    printf("# %s: %llu lists, %llu events, %llu bad\n", case_path, (unsigned long long)st.lists,
-           (unsigned long long)st.events, (unsigned long long)st.bad_objects);
+    if (directive(text, "expect-page"))
+        assert_int_equal(st.page_size, directive_num(text, "expect-page", 0));
+    if (directive(text, "expect-desyncs"))
+        assert_int_equal(st.desyncs, directive_num(text, "expect-desyncs", 0));
+    printf("# %s: %llu lists, %llu events, %llu bad, %llu desyncs, page size %u\n", case_path,
+           (unsigned long long)st.lists, (unsigned long long)st.events,
+           (unsigned long long)st.bad_objects, (unsigned long long)st.desyncs,
+           (unsigned)st.page_size);
     kp_informer_free(inf);
     kp_client_free(c);
     kp_fault_server_stop(srv);

@@ -2,7 +2,14 @@
  * create, relabel and delete pods while the informer lists and watches; when the writers stop,
  * the informer's store must converge to exactly the server's state (same keys, same
  * resourceVersions), its handlers must have seen every key that still exists, and indexes must
- * agree with a fresh list. A second informer started afterwards must sync from a plain list. */
+ * agree with a fresh list. A second informer started afterwards must sync from a plain list.
+ *
+ * Big pods: BIG_PODS pods carrying a BIG_ANNOTATION-byte annotation make one default page (500
+ * items) of about 37 MB, over the client's 32 MiB body ceiling (KP_MAX_HTTP_BODY). An informer
+ * with the default page size must still sync, by halving its page size; the test prints the
+ * page size reached and the list time. The sizes stay inside the lab's own limits: the API
+ * server takes 256 KiB of annotations per object and etcd (default --max-request-bytes) 1.5 MiB
+ * per object. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,6 +32,8 @@
 #define WRITERS 3
 #define OPS_PER_WRITER 120
 #define KEYS_PER_WRITER 25
+#define BIG_PODS 150
+#define BIG_ANNOTATION (250 * 1000)
 
 static struct kp_lab lab;
 static char ns[64];
@@ -255,10 +264,73 @@ static void test_informer_churn(void **state)
     kp_client_free(c);
 }
 
+/* Creates BIG_PODS pods whose annotations weigh BIG_ANNOTATION bytes each, in ns. */
+static void create_big_pods(struct kp_client *c)
+{
+    char *fill = kp_malloc(BIG_ANNOTATION + 1);
+
+    assert_non_null(fill);
+    memset(fill, 'x', BIG_ANNOTATION);
+    fill[BIG_ANNOTATION] = '\0';
+    for (int i = 0; i < BIG_PODS; i++) {
+        struct kp_error e = KP_ERROR_INIT;
+        json_t *body;
+        int r;
+
+        body = kp_lab_json("{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+                           "\"big-%d\",\"annotations\":{\"kpssh.dev/filler\":\"%s\"}},"
+                           "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"pause\"}]}}",
+                           i, fill);
+        r = kp_client_create(c, &KP_RES_POD, ns, body, NULL, &e);
+        kp_json_unref(body);
+        kp_lab_check(r, &e, "create big pod");
+        kp_error_done(&e);
+    }
+    kp_free(fill);
+}
+
+/* One default page of these pods is over the body ceiling: the informer must sync anyway. */
+static void test_informer_big_pods(void **state)
+{
+    struct kp_client *c = kp_lab_admin_client(&lab);
+    struct kp_informer_opts io = {.res = &KP_RES_POD, .project = kp_pod_project, .ns = ns};
+    struct kp_informer *inf = NULL;
+    struct kp_informer_stats st;
+    uint64_t t0;
+
+    (void)state;
+    create_big_pods(c);
+    assert_int_equal(kp_informer_new(c, &io, &inf), 0);
+    t0 = kp_mono_usec();
+    assert_int_equal(kp_informer_start(inf), 0);
+    /* The controller's own start-up limit (cmd/controller/ssh.c). */
+    assert_int_equal(kp_informer_wait_synced(inf, 120 * KP_USEC_PER_SEC), 0);
+    kp_informer_get_stats(inf, &st);
+    printf("# big pods: %d pods of %d annotation bytes; page size %u (from %u), list %.1f s, "
+           "synced after %.1f s, %llu lists\n",
+           BIG_PODS, BIG_ANNOTATION, (unsigned)st.page_size, (unsigned)KP_CLIENT_LIST_LIMIT,
+           (double)st.list_usec / 1e6, (double)(kp_mono_usec() - t0) / 1e6,
+           (unsigned long long)st.lists);
+    assert_int_equal(kp_store_len(kp_informer_store(inf)), BIG_PODS);
+    assert_true(st.page_size < KP_CLIENT_LIST_LIMIT);
+    assert_true(st.page_size * (uint64_t)BIG_ANNOTATION < KP_MAX_HTTP_BODY);
+    assert_true(kp_informer_synced(inf));
+    kp_informer_free(inf);
+    kp_client_free(c);
+}
+
 static int setup(void **state)
 {
     (void)state;
     kp_lab_setup_namespace(&lab, "kp-informer", ns, sizeof(ns));
+    return 0;
+}
+
+/* Its own namespace prefix: the churn test's namespace may still be terminating. */
+static int setup_big(void **state)
+{
+    (void)state;
+    kp_lab_setup_namespace(&lab, "kp-informer-big", ns, sizeof(ns));
     return 0;
 }
 
@@ -273,6 +345,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_informer_churn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_informer_big_pods, setup_big, teardown),
     };
 
     return kp_test_main("integration-informer", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

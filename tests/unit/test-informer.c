@@ -1,7 +1,8 @@
 /* Tests for k8s/informer.h without a server: how applied objects reach the store and the
  * handlers (add, update, no-op update, delete), that a bad object is skipped and counted while
  * the last good entry stays, and index maintenance through the informer. The list/watch loop
- * runs against the real API server in tests/integration/test-informer.c. */
+ * runs against the real API server in tests/integration/test-informer.c and against scripted
+ * faults (oversized pages, 410 relists) in tests/fault. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -177,11 +178,40 @@ static void test_remove_handlers(void **state)
     kp_informer_free(inf);
 }
 
+/* Before any list: not synced, the configured page size (or the client's default), the kind.
+ * Halving and the fall out of sync during a relist need a server: tests/fault 0013, 0014, 0004. */
+static void test_initial_state(void **state)
+{
+    struct kp_transport_opts to = {.server = "http://127.0.0.1:9", .allow_plain_http = true};
+    struct kp_informer_opts io = {.res = &KP_RES_POD, .project = kp_pod_project, .page_size = 40};
+    struct kp_client *c = NULL;
+    struct kp_informer *inf = NULL;
+    struct kp_informer_stats st;
+
+    (void)state;
+    assert_int_equal(kp_client_new(&to, &c), 0);
+    assert_int_equal(kp_informer_new(c, &io, &inf), 0);
+    assert_false(kp_informer_synced(inf));
+    assert_string_equal(kp_informer_kind(inf), "Pod");
+    kp_informer_get_stats(inf, &st);
+    assert_int_equal(st.page_size, 40);
+    assert_int_equal(st.desyncs, 0);
+    assert_int_equal(st.lists, 0);
+    inf = kp_informer_free(inf);
+    io.page_size = 0;
+    assert_int_equal(kp_informer_new(c, &io, &inf), 0);
+    kp_informer_get_stats(inf, &st);
+    assert_int_equal(st.page_size, KP_CLIENT_LIST_LIMIT);
+    kp_informer_free(inf);
+    kp_client_free(c);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_apply_and_handlers),
         cmocka_unit_test(test_remove_handlers),
+        cmocka_unit_test(test_initial_state),
     };
 
     return kp_test_main("informer", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

@@ -46,12 +46,16 @@
 enum inf_id { INF_HOSTS, INF_CLASSES, INF_PROFILES, INF_NODES, INF_NODECLAIMS, INF_PODS, INF_N };
 static const char *const inf_names[INF_N] = {"sshhosts", "sshnodeclasses", "sshjoinprofiles",
                                              "nodes",    "nodeclaims",     "pods"};
+/* The kind label of the informer metrics: the resources' kinds, as the informers log them. */
+static const char *const inf_kinds[INF_N] = {"SSHHost", "SSHNodeClass", "SSHJoinProfile",
+                                             "Node",    "NodeClaim",    "Pod"};
 
 struct ssh_state {
     const struct kp_controller_env *env;
     struct kp_informer *inf[INF_N];
     struct kp_events *ev_hosts, *ev_classes, *ev_nodes;
     struct kp_metric *m_pool, *m_probe, *m_phase, *m_zombie, *m_gate;
+    struct kp_metric *m_synced, *m_page;
     struct kp_ssh_observer observer;
     struct kp_ssh_provider *provider;
     struct kp_ssh_hostctl *hostctl;
@@ -167,12 +171,37 @@ out:
     kp_store_list_free(&l);
 }
 
+/* kpssh_informer_synced{kind} and kpssh_informer_list_page_size{kind}, read from the informers
+ * at each scrape. Informers not running (before start, on a standby replica) report synced 0
+ * and no page size; informers_started also orders the reads after set-up's writes of inf[]. */
+static void collect_informers(struct kp_metrics *m, void *ctx)
+{
+    struct ssh_state *s = ctx;
+    bool started = atomic_load(&s->informers_started);
+
+    (void)m;
+    for (size_t i = 0; i < INF_N; i++) {
+        const char *kind = inf_kinds[i];
+        struct kp_informer_stats st;
+
+        if (!started) {
+            kp_gauge_set(kp_metric_labels(s->m_synced, kind, (const char *)NULL), 0.0);
+            continue;
+        }
+        kp_informer_get_stats(s->inf[i], &st);
+        kp_gauge_set(kp_metric_labels(s->m_synced, kind, (const char *)NULL),
+                     kp_informer_synced(s->inf[i]) ? 1.0 : 0.0);
+        kp_gauge_set(kp_metric_labels(s->m_page, kind, (const char *)NULL), (double)st.page_size);
+    }
+}
+
 static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
 {
     static const char *const l_pool[] = {"state", "class", NULL};
     static const char *const l_outcome[] = {"outcome", NULL};
     static const char *const l_phase[] = {"phase", "outcome", NULL};
     static const char *const l_action[] = {"action", NULL};
+    static const char *const l_kind[] = {"kind", NULL};
     const struct {
         struct kp_metric_opts o;
         struct kp_metric **ret;
@@ -198,6 +227,16 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
           KP_METRIC_HISTOGRAM, NULL, KP_METRICS_DURATION_BUCKETS,
           KP_ARRAY_SIZE(KP_METRICS_DURATION_BUCKETS)},
          &s->m_gate},
+        {{"kpssh_informer_synced",
+          "1 while the informer of a kind holds a complete list kept current by its watch, 0 "
+          "before the first list and while it relists.",
+          KP_METRIC_GAUGE, l_kind, NULL, 0},
+         &s->m_synced},
+        {{"kpssh_informer_list_page_size",
+          "Page size the informer of a kind lists with (halved when a page was over the "
+          "response body ceiling).",
+          KP_METRIC_GAUGE, l_kind, NULL, 0},
+         &s->m_page},
     };
     int r;
 
@@ -207,6 +246,8 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
     /* Outcome series exist from the start, so rate() over them works before the first probe. */
     (void)kp_metric_labels(s->m_probe, "success", (const char *)NULL);
     (void)kp_metric_labels(s->m_probe, "error", (const char *)NULL);
+    if ((r = kp_metrics_add_collector(m, collect_informers, s)) < 0)
+        return r;
     return kp_metrics_add_collector(m, collect_pool, s);
 }
 
