@@ -934,6 +934,20 @@ static void test_blank_pin(void **state)
     kp_free(key_path);
     kp_lab_create_or_replace(T.c, &KP_RES_SECRET, POOL_NS, o);
     nodeclass("prov-blank-pin", "prov-blank-pin", "prov-race", T.admin_token);
+    /* Host 2 is nokey-1's (test_config_error is done with it): one address, one SSHHost, so
+     * nokey-1 goes first, from the API and from the provider's cache. */
+    r = kp_client_delete(T.c, &KP_RES_SSHHOST, POOL_NS, "nokey-1", NULL, NULL);
+    assert_true(r == 0 || r == -ENOENT);
+    for (int k = 0;; k++) {
+        struct kp_entry *old = NULL;
+
+        if (kp_store_get(kp_informer_store(T.inf_hosts), POOL_NS "/nokey-1", &old) < 0)
+            break;
+        kp_entry_unref(old);
+        if (k > 300)
+            fail_msg("nokey-1 never left the host cache");
+        kp_sleep_usec(50 * KP_USEC_PER_MSEC);
+    }
     sshhost("blank-pin-1", 2, "prov-blank-pin", "prov-blank-pin");
     kp_lab_wait_cached(T.inf_classes, "prov-blank-pin");
     wait_cached_available("blank-pin-1");
