@@ -4,9 +4,10 @@
  *   1. latency of one full phase round trip, sequentially on the first host: dial, key
  *      exchange, host-key pin check, public-key authentication ("connect"), then exec channel,
  *      preamble + trivial script, exit status ("exec"), disconnect; p50 / p99 / max of each;
- *   2. CONCURRENT simultaneous sessions (one thread and one session each, the runner pool's
- *      shape), spread round-robin over the hosts given. All threads are created first and
- *      released together by a barrier, so thread creation is not part of the figure. Reports
+ *   2. CONCURRENT simultaneous sessions (one thread and one session each, as the host
+ *      controller's probe workers dial), spread round-robin over the hosts given. All threads
+ *      are created first and released together by a barrier, so thread creation is not part of
+ *      the figure. Reports
  *      wall time from release to the last session's end, phases per second, and per-session
  *      connect / exec / total percentiles, so a stall shows up as "exec" (the remote side:
  *      sshd, the login shell, the script) or "connect" (accept backlog, MaxStartups, kex).

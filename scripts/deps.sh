@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
     # build
     build-essential cmake ninja-build pkg-config git
-    # product libraries (SPEC.md section 3)
+    # product libraries (docs/ARCHITECTURE.md, layers)
     libcurl4-openssl-dev libssl-dev libjansson-dev libyaml-dev libssh-dev libmicrohttpd-dev
     # unit tests
     libcmocka-dev

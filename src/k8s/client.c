@@ -61,7 +61,7 @@ const struct kp_resource KP_RES_NODEPOOL =
 const struct kp_resource KP_RES_NODECLAIM =
     RES("karpenter.sh", "v1", "nodeclaims", false, "NodeClaim");
 /* SSHHost lives in the pool namespace; the node class and profile are cluster-scoped
- * (deploy/crds, SPEC.md section 2.4). */
+ * (deploy/crds; docs/api.md). */
 const struct kp_resource KP_RES_SSHHOST =
     RES("karpenter.kpssh.dev", "v1beta1", "sshhosts", true, "SSHHost");
 const struct kp_resource KP_RES_SSHNODECLASS =

@@ -1,8 +1,9 @@
 /* DESIGN: karpenter.sh/v1 NodePool and NodeClaim projections, and CRD-rule validation.
  *
- * What: the fields the core reads of the two Karpenter kinds (SPEC 2.2: the same CRDs as
- * upstream), packed into one entry each (k8s/obj.h), and validators that repeat the CRD's
- * OpenAPI and CEL rules plus Karpenter's runtime checks of labels, taints and requirements.
+ * What: the fields the core reads of the two Karpenter kinds (the same karpenter.sh/v1 CRDs as
+ * upstream, so a user's NodePool YAML works unchanged), packed into one entry each (k8s/obj.h), and
+ * validators that repeat the CRD's OpenAPI and CEL rules plus Karpenter's runtime checks of labels,
+ * taints and requirements.
  *
  * Why lenient projection plus a separate validator: the API server enforces the CRD at write
  * time, but an object can predate the CRD we ship (written under another Karpenter's CRD, or

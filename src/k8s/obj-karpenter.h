@@ -137,8 +137,9 @@ static inline const struct kp_nodepool_view *kp_nodepool_view(const struct kp_en
 {
     return (const struct kp_nodepool_view *)kp_obj_checked(e, kp_kind_nodepool);
 }
-/* SPEC 2.3: kpssh acts on a NodePool only when its nodeClassRef is
- * {group: karpenter.kpssh.dev, kind: SSHNodeClass}. */
+/* Coexistence is by nodeClassRef: kpssh acts on a NodePool only when its nodeClassRef is
+ * {group: karpenter.kpssh.dev, kind: SSHNodeClass}, and another Karpenter in the cluster acts on
+ * the others (docs/installation.md, "Coexistence"). */
 bool kp_nodepool_is_ours(const struct kp_nodepool_view *v) KP_NONNULL(1);
 /* The CRD rules plus Karpenter's runtime validation of labels, taints and requirements
  * (the NodePool's ValidationSucceeded condition). Report as above. */
@@ -172,7 +173,7 @@ static inline const struct kp_nodeclaim_view *kp_nodeclaim_view(const struct kp_
 {
     return (const struct kp_nodeclaim_view *)kp_obj_checked(e, kp_kind_nodeclaim);
 }
-/* SPEC 2.3, as kp_nodepool_is_ours() on the NodeClaim's own nodeClassRef. */
+/* The same ownership rule as kp_nodepool_is_ours(), on the NodeClaim's own nodeClassRef. */
 bool kp_nodeclaim_is_ours(const struct kp_nodeclaim_view *v) KP_NONNULL(1);
 int kp_nodeclaim_validate(const struct kp_nodeclaim_view *v, struct kp_buf *msg)
     KP_NONNULL(1) KP_WUR;

@@ -1,8 +1,8 @@
 /* DESIGN: projections of SSHHost, SSHNodeClass and SSHJoinProfile, and CRD-rule validation of
  * the first two.
  *
- * What: every spec and status field of reference/original-system.md section 1 that the provider
- * reads, under the reference's names, packed into one entry per object (k8s/obj.h).
+ * What: every spec and status field that the provider reads, under the CRD's names
+ * (deploy/crds; docs/api.md documents each), packed into one entry per object (k8s/obj.h).
  *
  * Why lenient projection plus a validator: as for the Karpenter kinds (k8s/obj-karpenter.c), an
  * object may predate the CRD we ship. A host whose nodeAddress is a name, or a class with a bad

@@ -1,5 +1,5 @@
 /* k8s/obj-kpssh.h: projections of our own kinds in karpenter.kpssh.dev/v1beta1 (SSHHost,
- * SSHNodeClass, SSHJoinProfile; field names of reference/original-system.md section 1), and the
+ * SSHNodeClass, SSHJoinProfile; field names as in deploy/crds and docs/api.md), and the
  * CRD-rule validation of SSHHost and SSHNodeClass. SSHJoinProfile is validated by
  * provider/ssh/profile.h kp_profile_validate_view(), which owns the profile contract.
  *

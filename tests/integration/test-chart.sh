@@ -2,12 +2,13 @@
 # Integration test of the Helm chart deploy/charts/kpssh against the lab's real API server.
 #
 #   1. static: the chart's CRDs come from deploy/crds (symbolic link, same specs as rendered);
-#      helm lint and helm template for default and non-default values; values files that
+#      helm lint and helm template for default and non-default values (bootstrapGroup reaches
+#      the controller; every KPSSH_* variable is a controller option; node anti-affinity); values files that
 #      values.schema.json (or the templates) must reject are rejected with a useful message
 #   2. install: helm install into a fresh namespace; CRDs from deploy/crds applied and kept on
-#      uninstall; Deployment (Recreate, restricted securityContext, anti-affinity on the managed
-#      label, probes, KPSSH_* env) admitted under the restricted Pod Security level; examples/
-#      apply (server-side dry run) against the real CRDs
+#      uninstall; Deployment (Recreate, restricted securityContext, anti-affinity on
+#      karpenter.sh/nodepool and the managed label, probes, KPSSH_* env) admitted under the
+#      restricted Pod Security level; examples/ apply (server-side dry run) against the real CRDs
 #   3. RBAC: a token of the chart's ServiceAccount, used through kubectl --token with nothing
 #      else, does every call the controller needs and is refused everything out of scope; the
 #      admission policies stop spec writes and foreign kube-system Secrets; auth can-i for breadth
@@ -173,8 +174,35 @@ check_eq "non-default: digest overrides tag" \
     "$(dep '.spec.template.spec.containers[0].image' "$work/custom.json")"
 check_eq "non-default: pool namespace reaches env and the secrets Role" "kpssh-pool kpssh-pool" \
     "$(dep '.spec.template.spec.containers[0].env[] | select(.name == "KPSSH_POOL_NAMESPACE") | .value' "$work/custom.json") $(jq -r '.[] | select(.kind == "Role" and (.metadata.name | endswith("-pool-secrets"))) | .metadata.namespace' "$work/custom.json")"
-check_eq "non-default: ports, log level, memory limit env, extra env" "9090 9091 debug true 1" \
-    "$(dep '[.spec.template.spec.containers[0].ports[].containerPort | tostring] | join(" ")' "$work/custom.json") $(dep '.spec.template.spec.containers[0].env | map({(.name): .}) | add | "\(.KPSSH_LOG_LEVEL.value) \(.KPSSH_MEMORY_LIMIT != null) \(.KPSSH_EXTRA.value)"' "$work/custom.json")"
+check_eq "non-default: ports, log level, extra env" "9090 9091 debug 1" \
+    "$(dep '[.spec.template.spec.containers[0].ports[].containerPort | tostring] | join(" ")' "$work/custom.json") $(dep '.spec.template.spec.containers[0].env | map({(.name): .}) | add | "\(.KPSSH_LOG_LEVEL.value) \(.KPSSH_EXTRA.value)"' "$work/custom.json")"
+# The admission policy lets the controller create only tokens of bootstrapGroup, so the
+# controller must be told the same group, or every join's token is refused.
+check_eq "non-default: bootstrapGroup reaches the controller's env and the admission policy" \
+    "system:bootstrappers:team-a true" \
+    "$(dep '.spec.template.spec.containers[0].env[] | select(.name == "KPSSH_BOOTSTRAP_GROUP") | .value' "$work/custom.json") $(helm_ template "$REL" "$CHART" -n "$NS" -f "$DATA/values-custom.yaml" --set admissionPolicy.enabled=true | grep -qF "$(printf %s system:bootstrappers:team-a | base64 -w0)" && echo true || echo false)"
+# Every KPSSH_* variable the chart sets is an option of the built controller (its --help lists
+# each one's env name): a name the controller does not read would be ignored without a word.
+controller_envs() { "$KPSSH_CONTROLLER_BIN" --help | sed -n 's/^ *env \(KPSSH_[A-Z0-9_]*\).*/\1/p' | sort -u; }
+chart_envs() { # chart_envs FILE: the chart's own KPSSH_* env names (controller.env extras left out)
+    dep '.spec.template.spec.containers[0].env[].name | select(startswith("KPSSH_")) | select(. != "KPSSH_EXTRA")' "$1" | sort -u
+}
+unknown_envs() {
+    comm -23 <({ chart_envs "$work/default.json"; chart_envs "$work/custom.json"; } | sort -u) \
+        <(controller_envs) | xargs
+}
+if [ -x "${KPSSH_CONTROLLER_BIN:-}" ]; then
+    check_eq "every KPSSH_* variable the chart sets is a controller option" "" "$(unknown_envs)"
+else
+    not_ok "no KPSSH_CONTROLLER_BIN to compare the chart's variables with (run under ctest)"
+fi
+# Node anti-affinity: off every node a NodePool made (upstream's rule, which holds for NodePools
+# used unchanged) and off nodes with kpssh's managed label.
+check_eq "default render: required node anti-affinity on karpenter.sh/nodepool and the managed label" \
+    "karpenter.sh/nodepool DoesNotExist,karpenter.kpssh.dev/managed DoesNotExist" \
+    "$(dep '[.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[] | .matchExpressions[] | "\(.key) \(.operator)"] | join(",")' "$work/default.json")"
+check_eq "avoidManagedNodes=false renders no affinity" "null" \
+    "$(helm_ template "$REL" "$CHART" -n "$NS" --set avoidManagedNodes=false | y2j | jq -c '[.[] | select(.kind == "Deployment")][0].spec.template.spec.affinity')"
 check_eq "non-default: extra ClusterRole rule appended" "kpssh-extra" \
     "$(jq -r '.[] | select(.kind == "ClusterRole") | .rules[-1].resourceNames[0]' "$work/custom.json")"
 check_eq "non-default: NetworkPolicy egress to API, SSH ports 22 and 2222" "6443|22,2222" \
@@ -212,7 +240,7 @@ reject "schema rejects an unknown key" invalid-unknown-key.yaml "additional prop
 reject "schema rejects allowPrivilegeEscalation: true" invalid-privileged.yaml \
     "/securityContext/allowPrivilegeEscalation"
 reject "schema rejects bad enum, type and duration" invalid-types.yaml \
-    "/controller/metricsPort" "/crds/karpenter" "/settings/logLevel" "/settings/batchMaxDuration"
+    "/controller/metricsPort" "/crds/karpenter" "/settings/logLevel" "/bootstrapGroup"
 reject "template rejects minAvailable >= replicas" invalid-pdb.yaml "must be lower than replicas"
 check "helm lint fails on a schema violation" fails "$HELM" lint "$CHART" -f "$DATA/invalid-unknown-key.yaml"
 
@@ -254,9 +282,9 @@ check_eq "pod securityContext: runAsNonRoot, seccomp RuntimeDefault" "true Runti
 check_eq "container securityContext: no escalation, read-only root, drop ALL, seccomp" \
     "false true ALL RuntimeDefault" \
     "$(d '.spec.template.spec.containers[0].securityContext | "\(.allowPrivilegeEscalation) \(.readOnlyRootFilesystem) \(.capabilities.drop | join(",")) \(.seccompProfile.type)"')"
-check_eq "required node anti-affinity on karpenter.kpssh.dev/managed" \
-    "karpenter.kpssh.dev/managed DoesNotExist" \
-    "$(d '.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0] | "\(.key) \(.operator)"')"
+check_eq "required node anti-affinity on karpenter.sh/nodepool and karpenter.kpssh.dev/managed" \
+    "karpenter.sh/nodepool DoesNotExist,karpenter.kpssh.dev/managed DoesNotExist" \
+    "$(d '[.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[] | "\(.key) \(.operator)"] | join(",")')"
 check_eq "probes: readiness /readyz, liveness /healthz on http-probes (8081)" \
     "/readyz http-probes /healthz http-probes 8081" \
     "$(d '.spec.template.spec.containers[0] | "\(.readinessProbe.httpGet.path) \(.readinessProbe.httpGet.port) \(.livenessProbe.httpGet.path) \(.livenessProbe.httpGet.port) \(.ports[] | select(.name == "http-probes") | .containerPort)"')"

@@ -103,11 +103,10 @@ rc=0
 "$BIN" --help >"$work/help" 2>&1 || rc=$?
 check "--help exits 0" test "$rc" = 0
 want_opts=(kubeconfig context token kube-client-qps kube-client-burst disable-leader-election
-    leader-election-name leader-election-namespace leader-election-identity
+    leader-election-name leader-election-namespace pod-name leader-election-identity
     leader-election-lease-duration leader-election-renew-deadline leader-election-retry-period
     bind-address metrics-port health-probe-port log-level log-format pool-namespace workers
-    probe-interval probe-timeout probe-concurrency batch-max-duration batch-idle-duration
-    memory-limit cpu-requests shutdown-timeout)
+    probe-interval probe-timeout probe-concurrency bootstrap-group shutdown-timeout)
 missing=""
 for o in "${want_opts[@]}"; do
     env_name="KPSSH_$(tr 'a-z-' 'A-Z_' <<<"$o")"
@@ -152,16 +151,23 @@ kc apply --server-side -f "$KP_REPO/deploy/crds" >/dev/null
 kc wait --for=condition=established --timeout=60s crd --all >/dev/null
 kc create namespace "$NS" >/dev/null
 token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
-KPSSH_TOKEN="$token" POD_NAME=ctl-a KPSSH_LOG_LEVEL=debug "$BIN" "${common[@]}" \
-    --metrics-port "$A_METRICS" --health-probe-port "$A_HEALTH" 2>"$work/a.log" &
+# KPSSH_POD_NAME is what the chart sets (from metadata.name); a bare POD_NAME is not read.
+KPSSH_TOKEN="$token" KPSSH_POD_NAME=ctl-a POD_NAME=not-read KPSSH_LOG_LEVEL=debug "$BIN" "${common[@]}" \
+    --metrics-port "$A_METRICS" --health-probe-port "$A_HEALTH" --workers 3 \
+    --probe-concurrency 5 2>"$work/a.log" &
 pid_a=$!
 
 check "A: /healthz answers 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/healthz"
 check "A: /readyz becomes 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/readyz"
 id_a=$(jq -r 'select(.msg == "starting kpssh-controller") | .identity' "$work/a.log" | head -1)
-check "A: identity is POD_NAME plus a random suffix ($id_a)" \
+check "A: identity is KPSSH_POD_NAME plus a random suffix ($id_a)" \
     matches "$id_a" '^ctl-a_[0-9a-f]{8}$'
 check "A: the Lease names A" wait_until 10 holder_is "$id_a"
+# Reconcile workers are named "<controller prefix>/<n>" (k8s/reconciler.c).
+threads() { cat /proc/"$pid_a"/task/*/comm 2>/dev/null | grep -c "^$1/" || true; }
+workers="$(threads sshnodecla) $(threads startuptai) $(threads sshhost)"
+check "A: --workers 3 for the node class and taint gate controllers, --probe-concurrency 5 for the host controller (got $workers)" \
+    test "$workers" = "3 3 5"
 metrics=$(body "http://127.0.0.1:$A_METRICS/metrics")
 has() { grep -qE "$1" <<<"$metrics"; }
 check "A: /metrics has kpssh_build_info" has '^kpssh_build_info\{version="[0-9.]+"\} 1$'
@@ -187,7 +193,7 @@ check "A: effective configuration logged" test -n "$eff"
 check "A: token shown as [REDACTED]" test "$(jq -r .token <<<"$eff")" = "[REDACTED]"
 shown=$(jq -r '[.leader_election_name, .metrics_port, .probe_interval, .workers] | join(" ")' <<<"$eff")
 check "A: effective configuration shows the values ($shown)" \
-    test "$shown" = "$LEASE $A_METRICS 2m0s 4"
+    test "$shown" = "$LEASE $A_METRICS 2m0s 3"
 check "A: the token appears in no log line" not_in_file "$token" "$work/a.log"
 
 # --- 3. instance B stands by -------------------------------------------------------------------

@@ -566,7 +566,7 @@ static void test_claims(void **state)
     assert_int_equal(kp_json_pathv_str(nc, KP_JSON_PATH("metadata", "uid"), &uid), 0);
 
     /* Claim host 1 the way Create does, with a live token recorded, and crash "after join". */
-    kp_lab_check(kp_token_mint(T.c, "hc-nc1", tok_id, &token, &e), &e, "mint");
+    kp_lab_check(kp_token_mint(T.c, KP_TOKEN_GROUP, "hc-nc1", tok_id, &token, &e), &e, "mint");
     kp_secret_free(token);
     host_status_cas(1, kp_lab_json("{\"state\":\"Claimed\",\"claimRef\":{\"name\":\"hc-nc1\","
                                    "\"uid\":\"%s\"},\"bootstrapTokenID\":\"%s\"}",
@@ -579,7 +579,7 @@ static void test_claims(void **state)
     kp_entry_unref(h);
     assert_true(token_exists(tok_id));
 
-    /* The Node registers (as the kubelet would, with the static providerID): InUse (SPEC 2.6),
+    /* The Node registers (as the kubelet would, with the static providerID): InUse (InUse means registered),
      * then the spent token is collected. */
     (void)snprintf(pid, sizeof(pid), "kpssh://%s/%s", T.ns, name);
     t0 = kp_mono_usec();

@@ -313,7 +313,8 @@ static void test_readiness(void **state)
     profile(prof, "systemctl disable --now kubelet\\n");
     wait_ready(cls, "True/Ready");
 
-    /* SPEC 2.5: a leave script reading a node-class var invalidates every class using it. */
+    /* Leave runs without a node class: a leave script reading a node-class var invalidates
+     * every class using it. */
     patch(&KP_RES_SSHJOINPROFILE, NULL, prof, NULL,
           kp_lab_json("{\"spec\":{\"scripts\":{\"leave\":\"echo $KPSSH_VAR_x\\n\"}}}"));
     wait_ready(cls, "False/ProfileInvalid");

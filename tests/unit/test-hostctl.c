@@ -143,7 +143,7 @@ static void test_claimed(void **state)
     assert_int_equal(a.verb, KP_HOSTCTL_CLAIM_RECHECK);
     kp_entry_unref(e);
 
-    /* Claimed whose Node registered: InUse (SPEC 2.6); InUse is never re-marked. */
+    /* Claimed whose Node registered: InUse (InUse means registered); never re-marked. */
     e = host("", "\"state\":\"Claimed\"," CLAIM ",\"bootstrapTokenID\":\"abc123\"");
     in.nodeclaim_uid = "ncu1";
     kp_hostctl_decide_claimed(H(e), &in, &T, &a);

@@ -90,7 +90,7 @@ static void test_ready_reasons(void **state)
     expect_ready(NULL, "systemctl stop kubelet\\n", 2, KP_COND_TRUE, KP_NODECLASS_REASON_READY, "");
     expect_ready(NULL, NULL, 2, KP_COND_FALSE, KP_NODECLASS_REASON_PROFILE_NOT_FOUND,
                  "SSHJoinProfile \"tls\" not found");
-    /* SPEC 2.5: leave runs without a node class, so it may not read vars or secrets. */
+    /* Leave runs without a node class, so it may not read vars or secrets. */
     expect_ready(NULL, "echo $KPSSH_VAR_x\\n", 2, KP_COND_FALSE,
                  KP_NODECLASS_REASON_PROFILE_INVALID, "KPSSH_VAR_");
     expect_ready(NULL, "echo ${KPSSH_SECRET_token}\\n", 2, KP_COND_FALSE,

@@ -1,5 +1,5 @@
 /* Tests for the karpenter.sh/v1 projections (k8s/obj-karpenter.c): every kept field of a NodePool
- * and a NodeClaim as the API server returns them (defaults applied), the SPEC 2.3 ownership test,
+ * and a NodeClaim as the API server returns them (defaults applied), the nodeClassRef ownership test,
  * fingerprints that ignore the resourceVersion and condition re-stamps, lenient projection of
  * objects the CRD would refuse, the exact validation reports, and allocation failures. Prints
  * the cache bytes of a typical NodeClaim (the figure bench/ would report; see the end). */

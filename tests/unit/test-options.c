@@ -71,9 +71,8 @@ static void test_defaults(void **state)
     assert_int_equal(o.probe_concurrency, 8);
     assert_true(o.kube_client_qps == 200.0);
     assert_int_equal(o.kube_client_burst, 300);
-    assert_int_equal(o.batch_max_duration, 10 * SEC);
-    assert_int_equal(o.batch_idle_duration, 1 * SEC);
-    assert_int_equal(o.cpu_requests, 1000);
+    assert_string_equal(o.bootstrap_group, "system:bootstrappers:kpssh");
+    assert_string_equal(o.pod_name, "");
     kp_options_done(&o);
     kp_buf_done(&err);
 }
@@ -83,11 +82,18 @@ static void test_precedence_and_forms(void **state)
     struct kp_controller_options o;
     struct kp_buf err = KP_BUF_INIT(4096);
     enum kp_options_action action;
-    const char *argv[] = {"kpssh-controller",          "--workers=9",
-                          "--pool-namespace",          "pool-b",
-                          "--disable-leader-election", "--probe-interval=1h30m",
-                          "--kube-client-qps",         "12.5",
-                          "--log-level=debug",         NULL};
+    const char *argv[] = {"kpssh-controller",
+                          "--workers=9",
+                          "--pool-namespace",
+                          "pool-b",
+                          "--disable-leader-election",
+                          "--probe-interval=1h30m",
+                          "--kube-client-qps",
+                          "12.5",
+                          "--log-level=debug",
+                          "--bootstrap-group",
+                          "system:bootstrappers:team-b",
+                          NULL};
     const char *envp[] = {"KPSSH_WORKERS=3",
                           "KPSSH_POOL_NAMESPACE=pool-a",
                           "KPSSH_CONTEXT=lab",
@@ -95,6 +101,9 @@ static void test_precedence_and_forms(void **state)
                           "KPSSH_TOKEN=sekrit-token-value-123",
                           "OTHER=x",
                           "KPSSH_WORKERSX=7",
+                          "KPSSH_BOOTSTRAP_GROUP=system:bootstrappers:team-a",
+                          "KPSSH_POD_NAME=kpssh-7d9f-x2x",
+                          "POD_NAME=not-this-one",
                           NULL};
 
     (void)state;
@@ -107,6 +116,8 @@ static void test_precedence_and_forms(void **state)
     assert_int_equal(o.probe_interval, 5400 * SEC);
     assert_true(o.kube_client_qps == 12.5);
     assert_string_equal(o.log_level, "debug");
+    assert_string_equal(o.bootstrap_group, "system:bootstrappers:team-b"); /* flag over env */
+    assert_string_equal(o.pod_name, "kpssh-7d9f-x2x");                     /* what the chart sets */
     assert_non_null(o.token);
     assert_string_equal(kp_secret_reveal(o.token), "sekrit-token-value-123");
     kp_options_done(&o);
@@ -162,6 +173,32 @@ static void test_errors(void **state)
                  "--leader-election-renew-deadline");
     expect_error((const char *[]){"x", "--probe-timeout=3m", NULL}, NULL,
                  "--probe-timeout must be shorter than --probe-interval");
+    /* The host controller has one worker per concurrent probe, and a reconciler at most 64. */
+    expect_error((const char *[]){"x", "--probe-concurrency=65", NULL}, NULL,
+                 "--probe-concurrency=\"65\": must be between 1 and 64");
+    /* A group the bootstrap token authenticator refuses would fail every join. */
+    {
+        static const char *const bad[] = {
+            "system:bootstrappers:",      "system:bootstrappers:kpssh:", "system:nodes",
+            "system:bootstrappers:Kpssh", "system:bootstrappers:a_b",    "kpssh",
+        };
+        const char *want = "--bootstrap-group must be system:bootstrappers: followed by "
+                           "[a-z0-9:-], ending in [a-z0-9]";
+
+        for (size_t i = 0; i < KP_ARRAY_SIZE(bad); i++) {
+            char arg[128];
+
+            assert_true(snprintf(arg, sizeof(arg), "--bootstrap-group=%s", bad[i]) > 0);
+            expect_error((const char *[]){"x", arg, NULL}, NULL, want);
+        }
+        expect_error((const char *[]){"x", NULL},
+                     (const char *[]){"KPSSH_BOOTSTRAP_GROUP=system:bootstrappers:", NULL}, want);
+    }
+    /* Options no code reads are not offered (the batch windows arrive with the provisioner). */
+    expect_error((const char *[]){"x", "--batch-max-duration=5s", NULL}, NULL,
+                 "unknown option --batch-max-duration (see --help)");
+    expect_error((const char *[]){"x", "--memory-limit=1", NULL}, NULL,
+                 "unknown option --memory-limit (see --help)");
 }
 
 static void test_actions(void **state)

@@ -161,10 +161,9 @@ static int api_config_load(const struct kp_controller_options *o, struct api_con
     return 0;
 }
 
-/* "<POD_NAME or host name>_<8 hex digits>": unique even when two replicas share a name. */
-static int make_identity(char **ret)
+/* "<--pod-name or host name>_<8 hex digits>": unique even when two replicas share a name. */
+static int make_identity(const char *pod, char **ret)
 {
-    const char *pod = getenv("POD_NAME");
     char host[256] = ""; /* HOST_NAME_MAX is 64 on Linux */
     uint32_t rnd = 0;
     struct kp_buf b = KP_BUF_INIT(KP_IDENTITY_MAX);
@@ -521,7 +520,7 @@ int main(int argc, char **argv)
     if (!*o.leader_election_identity) {
         char *id = NULL;
 
-        if ((r = make_identity(&id)) < 0) {
+        if ((r = make_identity(o.pod_name, &id)) < 0) {
             (void)kp_log_error_errno(r, "cannot make a leader-election identity");
             goto out;
         }

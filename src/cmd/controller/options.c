@@ -28,6 +28,7 @@
 #include "base/str.h"
 #include "base/time.h"
 #include "k8s/duration.h"
+#include "provider/ssh/token.h"
 
 #define KP_OPT_ENV_PREFIX "KPSSH_"
 #define KP_OPT_NAME_MAX 64
@@ -91,8 +92,11 @@ static const struct kp_option options[] = {
                "name of the leader Lease; one per installation"),
     KP_OPT_STR("leader-election-namespace", "", leader_election_namespace, 0,
                "namespace of the leader Lease; empty: the pool namespace"),
+    KP_OPT_STR("pod-name", "", pod_name, 0,
+               "this replica's pod name (the chart sets it from metadata.name), which reports "
+               "events and starts the holder identity; empty: the host name"),
     KP_OPT_STR("leader-election-identity", "", leader_election_identity, 0,
-               "this replica's holder identity; empty: $POD_NAME or the host name, plus a "
+               "this replica's holder identity; empty: --pod-name (else the host name) plus a "
                "random suffix"),
     KP_OPT_DURATION_("leader-election-lease-duration", "15s", USEC_S, USEC_H,
                      leader_election_lease_duration,
@@ -115,21 +119,20 @@ static const struct kp_option options[] = {
                  "json: one object per line; text: for humans"),
     KP_OPT_STR("pool-namespace", "kpssh-system", pool_namespace, 0,
                "namespace of the SSHHosts and of the controller's own objects"),
-    KP_OPT_UINT("workers", "4", 1, 64, workers, "reconcile worker threads per controller"),
+    KP_OPT_UINT("workers", "4", 1, 64, workers,
+                "reconcile worker threads of the node class and startup taint gate controllers "
+                "(the host controller has --probe-concurrency)"),
     KP_OPT_DURATION_("probe-interval", "2m", USEC_S, 24 * USEC_H, probe_interval,
                      "how often an unclaimed host is probed over SSH"),
     KP_OPT_DURATION_("probe-timeout", "30s", USEC_S, USEC_H, probe_timeout,
                      "deadline of one probe, dial and script together"),
-    KP_OPT_UINT("probe-concurrency", "8", 1, 256, probe_concurrency,
-                "probes running at the same time"),
-    KP_OPT_DURATION_("batch-max-duration", "10s", 0, USEC_H, batch_max_duration,
-                     "longest time pending pods are batched before provisioning"),
-    KP_OPT_DURATION_("batch-idle-duration", "1s", 0, USEC_H, batch_idle_duration,
-                     "a batch closes after this long without a new pending pod"),
-    KP_OPT_UINT("memory-limit", "0", 0, UINT64_C(1) << 50, memory_limit,
-                "the container's memory limit in bytes (0: none), for sizing caches"),
-    KP_OPT_UINT("cpu-requests", "1000", 1, 1000000, cpu_requests,
-                "the container's CPU request in millicores, for sizing concurrency"),
+    KP_OPT_UINT("probe-concurrency", "8", 1, 64, probe_concurrency,
+                "probes running at the same time: the host controller's worker threads, each "
+                "running one probe at a time"),
+    KP_OPT_STR("bootstrap-group", KP_TOKEN_GROUP, bootstrap_group, 0,
+               "extra group of the bootstrap tokens minted for joins (auth-extra-groups), the "
+               "one the bootstrap RBAC binds: system:bootstrappers: then [a-z0-9:-], ending in "
+               "[a-z0-9]"),
     KP_OPT_DURATION_("shutdown-timeout", "25s", USEC_S, USEC_H, shutdown_timeout,
                      "longest wait for controllers to stop on SIGTERM before exiting anyway"),
 };
@@ -384,6 +387,11 @@ static int check_relations(const struct kp_controller_options *o, struct kp_buf 
               "--leader-election-renew-deadline";
     else if (o->probe_timeout >= o->probe_interval)
         msg = "--probe-timeout must be shorter than --probe-interval";
+    else if (!kp_token_group_valid(o->bootstrap_group))
+        /* Checked here rather than at the first join: the API server would accept the token
+         * Secret and then refuse every join that uses it. */
+        msg = "--bootstrap-group must be system:bootstrappers: followed by [a-z0-9:-], ending in "
+              "[a-z0-9]";
     if (!msg)
         return 0;
     r = kp_buf_puts(err, msg);

@@ -2,7 +2,7 @@
  *
  * Each option has a name, a type, a default, bounds, flags and a help line. The table drives
  * everything users see: the flag --<name>, the environment variable KPSSH_<NAME> (upper case,
- * '-' as '_'; the reference's variable names with our prefix, SPEC.md section 2.4), --help,
+ * '-' as '_'), --help,
  * and the effective configuration logged at start-up, in which SENSITIVE values read
  * "[REDACTED]". A flag wins over the environment, which wins over the default.
  *
@@ -34,7 +34,8 @@ struct kp_controller_options {
     bool disable_leader_election;
     char *leader_election_name;
     char *leader_election_namespace; /* "": pool_namespace */
-    char *leader_election_identity;  /* "": $POD_NAME or the host name, plus a random suffix */
+    char *pod_name;                  /* "": the host name */
+    char *leader_election_identity;  /* "": pod_name or the host name, plus a random suffix */
     uint64_t leader_election_lease_duration;
     uint64_t leader_election_renew_deadline;
     uint64_t leader_election_retry_period;
@@ -46,14 +47,11 @@ struct kp_controller_options {
     char *log_format; /* json, text */
     /* what the controllers read */
     char *pool_namespace;
-    uint64_t workers;
+    uint64_t workers; /* node class and taint gate controllers */
     uint64_t probe_interval;
     uint64_t probe_timeout;
-    uint64_t probe_concurrency;
-    uint64_t batch_max_duration;
-    uint64_t batch_idle_duration;
-    uint64_t memory_limit; /* bytes; 0: none */
-    uint64_t cpu_requests; /* millicores */
+    uint64_t probe_concurrency; /* the host controller's workers */
+    char *bootstrap_group;      /* auth-extra-groups of minted bootstrap tokens */
     uint64_t shutdown_timeout;
 };
 
@@ -106,7 +104,8 @@ void kp_options_done(struct kp_controller_options *o);
  * argv[1..argc-1]: --name=value, --name value, and for booleans --name alone (true) or
  * --name=true|false. Checks every value against the option's type and bounds, and the options
  * against each other (renew deadline shorter than the lease, retry period shorter than the renew
- * deadline, probe timeout shorter than the probe interval). 0 and *ret_action, or -EINVAL
+ * deadline, probe timeout shorter than the probe interval) and the bootstrap group against the
+ * API server's rule (kp_token_group_valid). 0 and *ret_action, or -EINVAL
  * (usage error: unknown option, bad value, missing value, positional argument) or -ENOMEM, with
  * one line saying which option and why appended to err (a SENSITIVE value is never repeated).
  * o must be freshly initialised; on failure it holds partial values for kp_options_done(). */

@@ -329,6 +329,7 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
     {
         struct kp_ssh_provider_opts po = {
             .pool_namespace = pool,
+            .bootstrap_group = o->bootstrap_group,
             .hosts = kp_informer_store(s->inf[INF_HOSTS]),
             .nodeclasses = kp_informer_store(s->inf[INF_CLASSES]),
             .profiles = kp_informer_store(s->inf[INF_PROFILES]),
@@ -350,6 +351,8 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             .profiles = s->inf[INF_PROFILES],
             .events = s->ev_hosts,
             .observer = &s->observer,
+            /* A host controller worker probes in its own thread, so its worker count is the
+             * probe concurrency; --workers would only blur what bounds the SSH dials. */
             .workers = (unsigned)o->probe_concurrency,
             .probe_interval_usec = o->probe_interval,
             .probe_timeout_usec = o->probe_timeout,
@@ -366,7 +369,7 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             .hosts = s->inf[INF_HOSTS],
             .nodeclaims = s->inf[INF_NODECLAIMS],
             .events = s->ev_classes,
-            .workers = 2,
+            .workers = (unsigned)o->workers,
         };
         if ((r = kp_ssh_nodeclassctl_new(&co, &s->classctl)) < 0)
             goto fail;
@@ -379,7 +382,7 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             .nodeclaims = s->inf[INF_NODECLAIMS],
             .nodeclasses = s->inf[INF_CLASSES],
             .events = s->ev_nodes,
-            .workers = 2,
+            .workers = (unsigned)o->workers,
             .gate_opened = observe_gate,
             .gate_opened_ctx = s,
         };

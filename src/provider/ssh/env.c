@@ -3,14 +3,14 @@
  * What: one pure function turns the provider's typed facts into the sorted variable list a phase
  * script is given, plus the secret values the runner scrubs from what it keeps.
  *
- * Why this way: profiles are plain bytes (SPEC 2.5), so this list *is* the interface between
- * kpssh and every profile anyone writes; it must be exact, deterministic and boring. Sorting
- * makes the preamble byte-stable (same input, same stream, same signature-free diff when a user
- * compares two joins). Secret values never become plain strings here: they are copied from one
- * struct kp_secret into another, and the env hands them out only as struct kp_secret, so the
- * single audit point (kp_secret_reveal) stays meaningful. Every check that can fail on user data
- * returns -EINVAL with a message that names keys, never values, so it can go into a condition or
- * event as is.
+ * Why this way: profiles are plain bytes, never templates (docs/join-profiles.md), so this list
+ * *is* the interface between kpssh and every profile anyone writes; it must be exact, deterministic
+ * and boring. Sorting makes the preamble byte-stable (same input, same stream, same signature-free
+ * diff when a user compares two joins). Secret values never become plain strings here: they are
+ * copied from one struct kp_secret into another, and the env hands them out only as struct
+ * kp_secret, so the single audit point (kp_secret_reveal) stays meaningful. Every check that can
+ * fail on user data returns -EINVAL with a message that names keys, never values, so it can go into
+ * a condition or event as is.
  *
  * Threads: none of its own; pure, any thread. An env is owned by one thread at a time.
  *

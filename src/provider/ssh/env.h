@@ -1,9 +1,9 @@
 /* provider/ssh/env.h: the KPSSH_* environment a phase script receives.
  *
- * Profiles are not templates (SPEC 2.5): every per-node value reaches a script as an exported
- * KPSSH_* variable. This module turns the typed facts the provider holds (node class, NodeClaim,
- * SSHHost, cluster info, bootstrap token, join Secret) into that environment, plus the list of
- * secret values the runner must scrub from anything it keeps. docs/join-profiles.md has the
+ * Profiles are not templates (docs/join-profiles.md): every per-node value reaches a script as an
+ * exported KPSSH_* variable. This module turns the typed facts the provider holds (node class,
+ * NodeClaim, SSHHost, cluster info, bootstrap token, join Secret) into that environment, plus the
+ * list of secret values the runner must scrub from anything it keeps. docs/join-profiles.md has the
  * table users read; the contract is the reference's, with these names:
  *
  *   KPSSH_CLUSTER_ENDPOINT  install, join    https:// URL of the API server

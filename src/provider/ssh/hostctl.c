@@ -9,7 +9,7 @@
  *   annotated, unclaimed, not Maintenance  --CAS--> Maintenance            (not probed after)
  *   Maintenance, annotation gone           --CAS--> Pending                (probed next)
  *   claimRef set: NodeClaim gone / uid differs --CAS--> Pending, claim cleared, token deleted
- *                 Claimed and its Node registered --CAS--> InUse{providerID}   (SPEC 2.6)
+ *                 Claimed and its Node registered --CAS--> InUse{providerID}   (not at join exit)
  *                 providerID and bootstrapTokenID set, Node exists: token deleted --CAS--> cleared
  *   unclaimed, an older SSHHost has its address:port --CAS--> Unhealthy (DuplicateAddress),
  *                 never dialed; the older one's deletion wakes it
@@ -302,8 +302,9 @@ void kp_hostctl_decide_claimed(const struct kp_sshhost_view *h,
         ret->requeue_usec = KP_HOSTCTL_SOON_USEC;
         return;
     }
-    /* SPEC 2.6: InUse means registered. The provider writes it when its Create sees the Node;
-     * a Create that died after the join leaves the host Claimed, and this finishes the job. */
+    /* InUse means registered (the Node exists), not a join that exited 0. The provider writes
+     * it when its Create sees the Node; a Create that died after the join leaves the host
+     * Claimed, and this finishes the job. */
     if (h->state == KP_HOST_CLAIMED && in->registered_pid && *in->registered_pid) {
         ret->verb = KP_HOSTCTL_CLAIM_MARK_IN_USE;
         ret->requeue_usec = h->bootstrap_token_id ? t->token_recheck_usec : t->claimed_recheck_usec;

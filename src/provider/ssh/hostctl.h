@@ -6,7 +6,7 @@
  *   claimed       (claimRef set, whatever the state) never dialed: the NodeClaim must still exist
  *                 with the claimed uid, else the claim is stale and released (token deleted,
  *                 claimRef/providerID/bootstrapTokenID cleared, Pending); a host left Claimed
- *                 whose Node registered becomes InUse (SPEC 2.6); a spent bootstrap token
+ *                 whose Node registered becomes InUse; a spent bootstrap token
  *                 (providerID and bootstrapTokenID both set, the Node exists) is deleted
  *   unclaimed     probed over SSH (pinned key, TOFU on first success) at most once per probe
  *                 interval: observed capacity and arch, CapacityDrift on a new shortfall,
@@ -14,9 +14,8 @@
  *
  * Every SSHHost status write is a CAS (claim.h) and is skipped when nothing it carries changed.
  * The decisions are pure functions below (unit-tested in tests/unit/test-hostctl.c); the
- * controller around them does the I/O. reference/original-system.md section 2 ("Probe controller
- * reconcile", "Zombie guard") is the behaviour followed; docs/operations.md describes it for
- * operators.
+ * controller around them does the I/O. docs/operations.md ("The host controller: states,
+ * probe, zombie guard") describes the behaviour for operators.
  *
  * Threads: kp_ssh_hostctl_new/start/stop/free on the controller's main thread; reconciles run on
  * the controller's own workers (k8s/reconciler.h), each with its own client; the informer

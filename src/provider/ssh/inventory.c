@@ -1,13 +1,12 @@
 /* provider/ssh/inventory.c: instance types from host classes (inventory.h).
  *
- * DESIGN: the core asks for instance types on every scheduling pass, so this is a pure function
- * of one node class and a snapshot of the SSHHost store: no API calls, no caching of its own.
- * Classes are gathered in one pass over the hosts (a small array of class names with their
- * running minimum capacity, arch and availability), then each class becomes one
- * struct kp_instance_type. The numbers follow reference/original-system.md section 6, with one
- * deliberate difference: an offering is available only for a host the claim path would take
- * (no maintenance annotation), so the core never launches for a host it cannot get.
- * Pure; any thread. */
+ * DESIGN: the core asks for instance types on every scheduling pass, so this is a pure function of
+ * one node class and a snapshot of the SSHHost store: no API calls, no caching of its own. Classes
+ * are gathered in one pass over the hosts (a small array of class names with their running minimum
+ * capacity, arch and availability), then each class becomes one struct kp_instance_type (what each
+ * number means for users: docs/api.md, SSHHost capacity and SSHNodeClass kubeReserved and maxPods).
+ * An offering is available only for a host the claim path would take (no maintenance annotation),
+ * so the core never launches for a host it cannot get. Pure; any thread. */
 #include "provider/ssh/inventory.h"
 
 #include <ctype.h>

@@ -1,8 +1,9 @@
 /* provider/ssh/nodeclassctl.h: the SSHNodeClass controller: the Ready condition and the
- * termination finalizer (reference/original-system.md sections 1.2 and 1.4).
+ * termination finalizer (docs/operations.md, "Node-class readiness").
  *
  * Ready is True when the class passes its CRD rules, its SSHJoinProfile exists and validates
- * (SPEC 2.5: a leave script mentioning KPSSH_VAR_ or KPSSH_SECRET_ is invalid), its hostSelector
+ * (a leave script mentioning KPSSH_VAR_ or KPSSH_SECRET_ is invalid: leave runs without a node
+ * class), its hostSelector
  * builds and selects at least one SSHHost of the pool namespace (any state). Otherwise False,
  * with the first failing check's reason, in this order:
  *

@@ -307,7 +307,9 @@ static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase p
     return 0;
 }
 
-/* The leave contract of SPEC 2.5. */
+/* The leave contract: leave runs with no node class in hand (a release, the zombie guard), so a
+ * leave script may not use KPSSH_VAR_* or KPSSH_SECRET_*, and one that mentions either makes the
+ * profile invalid (docs/join-profiles.md). */
 static int check_leave(const struct kp_profile_spec *p, char **reterr)
 {
     static const char *const banned[] = {"KPSSH_VAR_", "KPSSH_SECRET_"};

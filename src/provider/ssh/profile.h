@@ -1,6 +1,7 @@
 /* provider/ssh/profile.h: SSHJoinProfile validation and the facts derived from a profile.
  *
- * An SSHJoinProfile carries plain bash scripts (SPEC 2.5: profiles are not templates) for the
+ * An SSHJoinProfile carries plain bash scripts (not templates: every per-node value arrives as
+ * KPSSH_* environment, so a script is signable and testable by hand) for the
  * phases install, join and leave (required) and uninstall (optional, never run by the
  * controller), a version that names the install cache entry, per-phase timeouts and optional
  * SSHSIG signatures for Verified hosts. The CRD's OpenAPI schema already refuses most malformed

@@ -6,13 +6,13 @@
  * launches a NodeClaim and Delete when it terminates one; everything else in the vtable reads.
  *
  * Host state machine as this file drives it (the probe and the zombie guard add their own edges,
- * reference/original-system.md section 2); every arrow is one CAS on the SSHHost's status
+ * hostctl.c); every arrow is one CAS on the SSHHost's status
  * (claim.h) carrying the resourceVersion we last saw, so a lost race never overwrites:
  *
  *   Available --claim--> Claimed{claimRef=name,uid}                          (Create)
  *   Claimed   --install ok--> Claimed{installedProfile=<p>@<v>}              (cold host only)
  *   Claimed   --token minted--> Claimed{bootstrapTokenID}                    (before join)
- *   Claimed   --Node registered--> InUse{providerID, bootstrapTokenID=null}  (SPEC 2.6)
+ *   Claimed   --Node registered--> InUse{providerID, bootstrapTokenID=null}  (not at join exit)
  *   Claimed   --config error--> Available (claim cleared; NodeClaim gets ConfigurationError)
  *   Claimed   --script/registration failure--> Unhealthy{lastProbeError}     (claim cleared)
  *   InUse|Claimed --Delete, fence ok--> Leaving{claimRef kept}                (Delete)
@@ -77,6 +77,7 @@
 
 struct kp_ssh_provider {
     char *pool_ns;
+    char *bootstrap_group; /* auth-extra-groups of the tokens it mints */
     struct kp_store *hosts, *nodeclasses, *profiles;
     struct kp_store *nodes; /* optional: registration reads it instead of the API */
     struct kp_events *events;
@@ -89,14 +90,15 @@ int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_p
     struct kp_ssh_provider *p;
 
     if (!opts->pool_namespace || !*opts->pool_namespace || !opts->hosts || !opts->nodeclasses ||
-        !opts->profiles)
+        !opts->profiles || (opts->bootstrap_group && !kp_token_group_valid(opts->bootstrap_group)))
         return -EINVAL;
     p = kp_calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->pool_ns = kp_strdup(opts->pool_namespace);
-    if (!p->pool_ns) {
-        kp_free(p);
+    p->bootstrap_group = kp_strdup(opts->bootstrap_group ? opts->bootstrap_group : KP_TOKEN_GROUP);
+    if (!p->pool_ns || !p->bootstrap_group) {
+        kp_ssh_provider_free(p);
         return -ENOMEM;
     }
     p->hosts = opts->hosts;
@@ -118,6 +120,7 @@ struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
     if (!p)
         return NULL;
     kp_free(p->pool_ns);
+    kp_free(p->bootstrap_group);
     kp_free(p);
     return NULL;
 }
@@ -779,7 +782,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
         if ((r = holder_write(c, nc, &host, &st, err)) < 0)
             goto out;
         kp_error_done(&e);
-        r = kp_token_create(c, token, nc->e.name, &e);
+        r = kp_token_create(c, token, p->bootstrap_group, nc->e.name, &e);
     }
     if (r < 0) {
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "creating bootstrap token: %s",
@@ -819,7 +822,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     }
     rep.join_usec = kp_mono_usec() - t;
 
-    /* Registration (SPEC 2.6: InUse means registered). */
+    /* Registration. InUse means registered: the Node with our providerID exists, not merely a
+     * join script that exited 0. */
     t = kp_mono_usec();
     r = wait_registered(p, c, kp_sshhost_view(host), nc->e.name, static_pid, adopt, &pid);
     if (r < 0) {

@@ -41,7 +41,10 @@ struct kp_store;
 #define KP_SSH_REGISTRATION_STORE_RECHECK_USEC (5 * 1000000ULL)
 
 struct kp_ssh_provider_opts {
-    const char *pool_namespace;   /* SSHHosts and their Secrets live here */
+    const char *pool_namespace; /* SSHHosts and their Secrets live here */
+    /* auth-extra-groups of the bootstrap tokens minted for joins (token.h); NULL:
+     * KP_TOKEN_GROUP. Copied. */
+    const char *bootstrap_group;
     struct kp_store *hosts;       /* SSHHost projections (borrowed; must outlive the provider) */
     struct kp_store *nodeclasses; /* SSHNodeClass projections */
     struct kp_store *profiles;    /* SSHJoinProfile projections */
@@ -56,7 +59,7 @@ struct kp_ssh_provider_opts {
 
 struct kp_ssh_provider;
 
-/* 0, -EINVAL (missing namespace or store) or -ENOMEM. */
+/* 0, -EINVAL (missing namespace or store, invalid bootstrap group) or -ENOMEM. */
 int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts,
                         struct kp_ssh_provider **ret) KP_WUR;
 struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p);

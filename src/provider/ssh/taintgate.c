@@ -9,7 +9,7 @@
  * makes it a compare-and-swap; a conflict (-KP_ECONFLICT) is the reconciler's short requeue.
  * The GET also guards against a Node recreated under the same name (uid compared).
  *
- * Invariants (ADR 0003): a key is removed only when it is in the owning NodeClaim's
+ * Invariants: a key is removed only when it is in the owning NodeClaim's
  * spec.startupTaints, only for NodeClaims of an SSHNodeClass, and only when that class declares
  * a gate for it that is open now. Nothing else on the Node is touched.
  *

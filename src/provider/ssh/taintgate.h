@@ -1,6 +1,6 @@
-/* provider/ssh/taintgate.h: the startup taint gate controller (reference/original-system.md
- * section 13, ADR 0003): removes a NodeClaim's startup taint from its Node once the gate the
- * SSHNodeClass declares for that key opens.
+/* provider/ssh/taintgate.h: the startup taint gate controller (docs/api.md
+ * spec.startupTaintGates; docs/operations.md "startup taint gates"): removes a NodeClaim's
+ * startup taint from its Node once the gate the SSHNodeClass declares for that key opens.
  *
  * A Node is considered when it has taints and a controller-or-not owner reference to a
  * karpenter.sh/v1 NodeClaim whose nodeClassRef is an SSHNodeClass with startupTaintGates. For

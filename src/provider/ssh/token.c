@@ -72,8 +72,29 @@ out:
 
 #define SD(k) KP_JSON_PATH("stringData", k)
 
-int kp_token_secret_object(const struct kp_secret *token, const char *nodeclaim, uint64_t now_usec,
-                           json_t **ret)
+bool kp_token_group_valid(const char *group)
+{
+    static const char prefix[] = "system:bootstrappers:";
+    size_t i, n;
+
+    if (!group || strncmp(group, prefix, sizeof(prefix) - 1) != 0)
+        return false;
+    group += sizeof(prefix) - 1;
+    n = strlen(group);
+    if (n == 0 || n > 256)
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = group[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+        if (!alnum && (i == n - 1 || (c != ':' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
+int kp_token_secret_object(const struct kp_secret *token, const char *group, const char *nodeclaim,
+                           uint64_t now_usec, json_t **ret)
 {
     const char *v = kp_secret_reveal(token);
     char id[KP_TOKEN_ID_SIZE], name[sizeof("bootstrap-token-") + KP_TOKEN_ID_LEN];
@@ -83,7 +104,7 @@ int kp_token_secret_object(const struct kp_secret *token, const char *nodeclaim,
     int r;
 
     if (!v || kp_secret_len(token) != KP_TOKEN_ID_LEN + 1 + KP_TOKEN_SECRET_LEN ||
-        v[KP_TOKEN_ID_LEN] != '.')
+        v[KP_TOKEN_ID_LEN] != '.' || !kp_token_group_valid(group))
         return -EINVAL;
     memcpy(id, v, KP_TOKEN_ID_LEN);
     id[KP_TOKEN_ID_LEN] = '\0';
@@ -110,7 +131,7 @@ int kp_token_secret_object(const struct kp_secret *token, const char *nodeclaim,
         (r = kp_json_patch_set_str(o, SD("token-secret"), v + KP_TOKEN_ID_LEN + 1)) < 0 ||
         (r = kp_json_patch_set_str(o, SD("usage-bootstrap-authentication"), "true")) < 0 ||
         (r = kp_json_patch_set_str(o, SD("usage-bootstrap-signing"), "true")) < 0 ||
-        (r = kp_json_patch_set_str(o, SD("auth-extra-groups"), KP_TOKEN_GROUP)) < 0 ||
+        (r = kp_json_patch_set_str(o, SD("auth-extra-groups"), group)) < 0 ||
         (r = kp_json_patch_set_str(o, SD("expiration"), exp)) < 0 ||
         (r = kp_json_patch_set_str(o, SD("description"), desc)) < 0)
         goto out;
@@ -122,11 +143,11 @@ out:
     return r;
 }
 
-int kp_token_create(struct kp_client *c, const struct kp_secret *token, const char *nodeclaim,
-                    struct kp_error *reterr)
+int kp_token_create(struct kp_client *c, const struct kp_secret *token, const char *group,
+                    const char *nodeclaim, struct kp_error *reterr)
 {
     json_t *o = NULL;
-    int r = kp_token_secret_object(token, nodeclaim, kp_real_usec(), &o);
+    int r = kp_token_secret_object(token, group, nodeclaim, kp_real_usec(), &o);
 
     if (r == 0)
         r = kp_client_create(c, &KP_RES_SECRET, KP_TOKEN_NAMESPACE, o, NULL, reterr);
@@ -134,8 +155,9 @@ int kp_token_create(struct kp_client *c, const struct kp_secret *token, const ch
     return r;
 }
 
-int kp_token_mint(struct kp_client *c, const char *nodeclaim, char ret_id[KP_TOKEN_ID_SIZE],
-                  struct kp_secret **ret_token, struct kp_error *reterr)
+int kp_token_mint(struct kp_client *c, const char *group, const char *nodeclaim,
+                  char ret_id[KP_TOKEN_ID_SIZE], struct kp_secret **ret_token,
+                  struct kp_error *reterr)
 {
     int r = -EEXIST;
 
@@ -145,7 +167,7 @@ int kp_token_mint(struct kp_client *c, const char *nodeclaim, char ret_id[KP_TOK
 
         if ((r = kp_token_generate(id, &tok)) < 0)
             return r;
-        r = kp_token_create(c, tok, nodeclaim, reterr);
+        r = kp_token_create(c, tok, group, nodeclaim, reterr);
         if (r == 0) {
             memcpy(ret_id, id, KP_TOKEN_ID_SIZE);
             *ret_token = tok;
