@@ -455,6 +455,15 @@ static int run_loop(struct run *run)
             }
             leading = true;
             if (start_controllers(run) < 0) {
+                /* A start that failed because the Lease went while it blocked (the API server
+                 * went away during the sync) is a loss like any other, not a failure.
+                 * XXX: a start does not notice the loss while it waits for the informers (up to
+                 * their sync timeout); the fence keeps it from writing meanwhile. */
+                if (kp_leader_keep_lost(run->leader)) {
+                    stand_down(run);
+                    leading = false;
+                    continue;
+                }
                 code = KP_EXIT_FAILURE;
                 break;
             }
