@@ -221,9 +221,9 @@ check "B: /metrics says B leads" wait_until 5 url_has "http://127.0.0.1:$B_PORT/
 check "B: /readyz 200 while leading" is_code 200 "http://127.0.0.1:$B_PORT/readyz"
 
 # --- 5. the Lease taken from B -----------------------------------------------------------------
-# The intruder "renews" once, with a 3 s Lease, and never again.
+# The intruder "renews" once, with an 8 s Lease, and never again.
 kc patch lease -n "$NS" "$LEASE" --type merge \
-    -p '{"spec":{"holderIdentity":"intruder","leaseDurationSeconds":3}}' >/dev/null
+    -p '{"spec":{"holderIdentity":"intruder","leaseDurationSeconds":8}}' >/dev/null
 lost_msg='"leader Lease lost; writes fenced, stopping the controllers and standing by"'
 check "B: logs the loss and stands by" wait_until 15 grep -q "$lost_msg" "$work/b.log"
 check "B: did not write the Lease it lost" holder_is intruder
@@ -231,7 +231,7 @@ check "B: still running" kill -0 "$pid_b"
 check "B: /metrics says B no longer leads" wait_until 5 url_has "http://127.0.0.1:$B_PORT/metrics" \
     '^kpssh_leader_election_is_leader 0$'
 check "B: /readyz 200 in standby" is_code 200 "http://127.0.0.1:$B_PORT/readyz"
-check "B: leads again once the intruder's Lease expires" wait_until 15 holder_is ctl-b
+check "B: leads again once the intruder's Lease expires" wait_until 25 holder_is ctl-b
 check "B: logged becoming leader a second time" \
     test "$(grep -c '"became leader"' "$work/b.log")" = 2
 check "B: /readyz 200 once its controllers run again" \

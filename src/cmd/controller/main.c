@@ -387,8 +387,10 @@ static void stand_down(struct run *run)
     kp_log_error("leader Lease lost; writes fenced, stopping the controllers and standing by",
                  KP_LF("lease", run->o->leader_election_name),
                  KP_LF("holder", holder ? holder : ""));
-    kp_controller_set_stop(run->sh->controllers);
+    /* Not leading from this instant (the metric, readiness), even though stopping the
+     * controllers takes a few seconds: the informers' watches end one after another. */
     atomic_store(&run->sh->leading, false);
+    kp_controller_set_stop(run->sh->controllers);
     kp_log_info("standing by", KP_LF("lease", run->o->leader_election_name));
 }
 
