@@ -78,11 +78,11 @@ foreach(script ${KP_E2E_SCRIPTS})
     kp_lab_test(e2e/${name} e2e 1200)
 endforeach()
 
-# Tests that run the built kpssh-controller (integration/controller, integration/crash) or read
+# Tests that run the built kpssh-controller (integration/controller, crash, lease-hold) or read
 # its --help (integration/chart) get its path as KPSSH_CONTROLLER_BIN rather than guessing it
 # from the working directory.
 if(TARGET kpssh-controller)
-    foreach(_t integration/controller integration/crash integration/chart)
+    foreach(_t integration/controller integration/crash integration/chart integration/lease-hold)
         if(TEST ${_t})
             set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT
                          "KPSSH_CONTROLLER_BIN=$<TARGET_FILE:kpssh-controller>")

@@ -25,6 +25,7 @@ static const struct {
     [KP_ESCRIPT - KP_ERR_BASE] = {"KP_ESCRIPT", "remote script failed"},
     [KP_ESERVER - KP_ERR_BASE] = {"KP_ESERVER", "unexpected server error"},
     [KP_ENOTREADY - KP_ERR_BASE] = {"KP_ENOTREADY", "not ready"},
+    [KP_ENOTLEADER - KP_ERR_BASE] = {"KP_ENOTLEADER", "not the leader: writes are fenced"},
 };
 
 _Static_assert(KP_ARRAY_SIZE(kp_errors) == KP_ERR_END - KP_ERR_BASE, "every KP_E* needs a row");

@@ -20,6 +20,7 @@ enum {
     KP_ESCRIPT,              /* a remote script ran and exited non-zero */
     KP_ESERVER,              /* the server answered with an unexpected error status */
     KP_ENOTREADY,            /* a prerequisite is not ready yet; try again later */
+    KP_ENOTLEADER,           /* refused: this replica does not hold the leader Lease (fenced) */
     KP_ERR_END,
 };
 

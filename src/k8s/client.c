@@ -29,6 +29,7 @@
 #include "base/err.h"
 #include "base/str.h"
 #include "json/json.h"
+#include "k8s/fence.h"
 #include "k8s/kubeconfig.h"
 
 #define RES(g, v, r, ns, k)                                                                        \
@@ -74,6 +75,7 @@ const struct kp_resource KP_RES_SSHJOINPROFILE =
 
 struct kp_client {
     struct kp_transport *t;
+    const struct kp_fence *fence; /* borrowed; NULL: never fenced. Clones inherit it. */
 };
 
 /* --- URL building --------------------------------------------------------------------------- */
@@ -197,6 +199,7 @@ int kp_client_clone(struct kp_client *c, struct kp_client **ret)
     }
     if ((r = kp_transport_clone(c->t, &n->t)) < 0)
         goto out;
+    n->fence = c->fence;
     *ret = n;
     n = NULL;
     r = 0;
@@ -259,6 +262,22 @@ int kp_client_fail(struct kp_client *c, int r, const struct kp_http_response *re
     return k;
 }
 
+void kp_client_set_fence(struct kp_client *c, const struct kp_fence *fence)
+{
+    c->fence = fence;
+}
+
+const struct kp_fence *kp_client_fence(const struct kp_client *c)
+{
+    return c->fence;
+}
+
+/* GET and HEAD change nothing (a WATCH is a GET); every other verb is a write. */
+static bool kp_method_is_read(const char *method)
+{
+    return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+}
+
 int kp_client_request(struct kp_client *c, const char *method, const char *path,
                       const char *content_type, const void *body, size_t body_len,
                       struct kp_http_response *ret_resp, struct kp_error *reterr)
@@ -271,6 +290,14 @@ int kp_client_request(struct kp_client *c, const char *method, const char *path,
     struct kp_http_response resp;
     int r;
 
+    /* The fence is checked here, the one door every write of ours goes through, just before
+     * the request is sent: a replica that no longer holds the Lease sends nothing. */
+    if (c->fence && !kp_method_is_read(method) && (r = kp_fence_check(c->fence)) < 0) {
+        if (reterr && kp_error_set_client(reterr, r, kp_strerror(r)) < 0) {
+            /* Out of memory for the text: reterr still carries the error code. */
+        }
+        return r;
+    }
     kp_http_response_init(&resp);
     r = kp_transport_request(c->t, &req, &resp);
     if (r < 0 || resp.status < 200 || resp.status > 299) {

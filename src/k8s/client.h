@@ -24,6 +24,7 @@
 typedef struct json_t json_t;
 struct kp_buf;
 struct kp_client;
+struct kp_fence;
 struct kp_kubeconfig_rest;
 
 /* A resource type: enough to build its URLs. group "" is the core group (/api/v1). */
@@ -88,6 +89,13 @@ int kp_client_new(const struct kp_transport_opts *opts, struct kp_client **ret) 
 /* A client for another thread sharing c's configuration and rate limiter. 0 or -ENOMEM. */
 int kp_client_clone(struct kp_client *c, struct kp_client **ret) KP_WUR;
 struct kp_client *kp_client_free(struct kp_client *c);
+/* Makes every later write of c (any method but GET and HEAD), and of clones made after this
+ * call, check fence first and fail with -KP_ENOTLEADER, sending nothing, once it is closed
+ * (k8s/fence.h). fence is borrowed and must outlive c and its clones; NULL removes it. Set it
+ * on the process's first client before anything clones it. */
+void kp_client_set_fence(struct kp_client *c, const struct kp_fence *fence) KP_NONNULL(1);
+/* The fence of c, or NULL; for code that writes elsewhere on c's behalf (SSH phases). */
+const struct kp_fence *kp_client_fence(const struct kp_client *c) KP_NONNULL(1);
 /* The client's transport, for k8s/watch.c (borrowed; same thread rules as c). */
 struct kp_transport *kp_client_transport(struct kp_client *c);
 

@@ -632,4 +632,9 @@ void kp_informer_stop(struct kp_informer *inf)
     atomic_store(&inf->cancel, true);
     pthread_join(inf->thread, NULL);
     inf->running = false;
+    /* Nothing keeps the cache current now: a restart must not count as synced before its new
+     * list is in. */
+    pthread_mutex_lock(&inf->lock);
+    inf->synced = false;
+    pthread_mutex_unlock(&inf->lock);
 }

@@ -79,7 +79,8 @@ int kp_informer_remove_handlers(struct kp_informer *inf, const void *ctx);
 
 /* Starts the thread. 0 or -errno. */
 int kp_informer_start(struct kp_informer *inf) KP_WUR;
-/* Asks the thread to stop and joins it. Idempotent. */
+/* Asks the thread to stop and joins it. Idempotent. The store keeps what it held, but the
+ * informer is no longer synced: a later kp_informer_start() lists afresh and syncs again. */
 void kp_informer_stop(struct kp_informer *inf);
 
 /* True while the store reflects a complete list and the watch that followed it: false until

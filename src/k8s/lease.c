@@ -11,7 +11,9 @@
 #include "k8s/lease.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/err.h"
@@ -20,6 +22,7 @@
 #include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
+#include "k8s/fence.h"
 #include "k8s/rfc3339.h"
 #include "k8s/status.h"
 
@@ -32,8 +35,17 @@ struct kp_leader {
     uint64_t observed_at; /* monotonic time the record last changed (or was first seen) */
     int64_t observed_duration_sec;
     bool leader;
-    uint64_t last_renew; /* monotonic time of our last successful write as leader */
+    uint64_t last_renew; /* monotonic time the last successful attempt as leader began */
     struct kp_backoff jitter;
+    /* The keeper thread (kp_leader_keep_start). While it runs it owns everything above; other
+     * threads touch only the atomics below. */
+    struct kp_fence *fence; /* borrowed; NULL: none */
+    int notify_fd;          /* written once on loss; -1: none */
+    pthread_t keeper;
+    bool keeper_running; /* main thread only */
+    atomic_bool keep_cancel;
+    atomic_bool lost;       /* the keeper gave the Lease up (taken, or renew deadline passed) */
+    atomic_int keep_status; /* result of the keeper's last attempt: 0 or a negative error */
 };
 
 int kp_leader_new(struct kp_client *c, const struct kp_leader_opts *opts, struct kp_leader **ret)
@@ -64,6 +76,10 @@ int kp_leader_new(struct kp_client *c, const struct kp_leader_opts *opts, struct
         return r;
     }
     kp_backoff_init(&l->jitter, l->retry_usec, l->retry_usec * 2);
+    l->notify_fd = -1;
+    atomic_init(&l->keep_cancel, false);
+    atomic_init(&l->lost, false);
+    atomic_init(&l->keep_status, 0);
     *ret = l;
     return 0;
 }
@@ -72,6 +88,7 @@ struct kp_leader *kp_leader_free(struct kp_leader *l)
 {
     if (!l)
         return NULL;
+    (void)kp_leader_keep_stop(l); /* joins a keeper still running; its verdict is moot here */
     kp_client_free(l->client);
     kp_free(l->ns);
     kp_free(l->name);
@@ -178,6 +195,9 @@ int kp_leader_try(struct kp_leader *l, bool *ret_leader, struct kp_error *reterr
     const char *holder = NULL, *rv = NULL;
     int64_t dur = 0, transitions = 0;
     bool ours, expired, leader = false;
+    /* A successful write proves we held the Lease no later than when this attempt began; the
+     * renew deadline (and the fence) count from here, never from when the answer came. */
+    uint64_t began = kp_mono_usec();
     int r;
 
     r = kp_client_get(l->client, &KP_RES_LEASE, l->ns, l->name, &doc, reterr);
@@ -231,7 +251,7 @@ int kp_leader_try(struct kp_leader *l, bool *ret_leader, struct kp_error *reterr
 done:
     if (r == 0) {
         if (leader)
-            l->last_renew = kp_mono_usec();
+            l->last_renew = began;
         l->leader = leader;
         *ret_leader = leader;
     }
@@ -275,38 +295,135 @@ int kp_leader_acquire(struct kp_leader *l, const atomic_bool *cancel)
     }
 }
 
-int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel)
+/* The instant our writes must stop: the renew deadline after the last successful attempt began. */
+static uint64_t kp_leader_deadline(const struct kp_leader *l)
 {
+    return l->last_renew + l->renew_deadline_usec;
+}
+
+/* Gives leadership up locally: the fence first (nothing may write past this), then the state,
+ * then the wake-up of whoever waits for the news. The Lease itself is not touched. */
+static void kp_leader_lose(struct kp_leader *l)
+{
+    static const uint64_t one = 1;
+
+    if (l->fence)
+        kp_fence_set(l->fence, KP_FENCE_CLOSED);
+    l->leader = false;
+    atomic_store(&l->lost, true);
+    if (l->notify_fd >= 0 && write(l->notify_fd, &one, sizeof(one)) < 0) {
+        /* An eventfd only fails when its counter would overflow: a wake-up is pending anyway. */
+    }
+}
+
+/* The renew loop shared by kp_leader_keep() and the keeper thread: client-go's renew cycle.
+ * Each round waits one retry period, checks the renew deadline *before* trying (a renewal that
+ * only starts after the deadline would reopen a fence other replicas already count as closed),
+ * and tries once; a success moves the fence to the new deadline. */
+static int kp_leader_renew_loop(struct kp_leader *l, const atomic_bool *cancel)
+{
+    if (l->fence)
+        kp_fence_set(l->fence, kp_leader_deadline(l));
     while (!(cancel && atomic_load(cancel))) {
         struct kp_error err = KP_ERROR_INIT;
         bool leader = false;
         int r;
 
-        kp_leader_wait(l, cancel, l->retry_usec);
+        kp_leader_wait(l, cancel,
+                       KP_MIN(l->retry_usec, kp_deadline_left_usec((struct kp_deadline){
+                                                 .at = kp_leader_deadline(l)})));
         if (cancel && atomic_load(cancel))
             break;
-        r = kp_leader_try(l, &leader, &err);
-        if (r == 0 && !leader) {
-            kp_error_done(&err);
-            l->leader = false;
-            kp_log_error("leader lease taken by another holder", KP_LF("lease", l->name),
-                         KP_LF("holder", l->observed_holder ? l->observed_holder : ""));
+        if (kp_mono_usec() >= kp_leader_deadline(l)) {
+            kp_log_error("leader lease lost: no renewal within the renew deadline",
+                         KP_LF("lease", l->name));
+            kp_leader_lose(l);
             return -KP_ENOTREADY;
         }
-        if (r < 0) {
+        r = kp_leader_try(l, &leader, &err);
+        atomic_store(&l->keep_status, r);
+        if (r == 0 && !leader) {
+            kp_error_done(&err);
+            kp_log_error("leader lease taken by another holder", KP_LF("lease", l->name),
+                         KP_LF("holder", l->observed_holder ? l->observed_holder : ""));
+            kp_leader_lose(l);
+            return -KP_ENOTREADY;
+        }
+        if (r < 0)
             kp_log_warn_rl("lease-renew", "leader lease renewal failed", KP_LF("lease", l->name),
                            KP_LF("error", err.message ? err.message : kp_strerror(r)));
-            if (kp_mono_usec() - l->last_renew > l->renew_deadline_usec) {
-                kp_error_done(&err);
-                l->leader = false;
-                kp_log_error("leader lease lost: no renewal within the renew deadline",
-                             KP_LF("lease", l->name));
-                return -KP_ENOTREADY;
-            }
-        }
+        else if (l->fence)
+            kp_fence_set(l->fence, kp_leader_deadline(l));
         kp_error_done(&err);
     }
     return 0;
+}
+
+int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel)
+{
+    return kp_leader_renew_loop(l, cancel);
+}
+
+static void *kp_leader_keeper_main(void *arg)
+{
+    struct kp_leader *l = arg;
+
+    (void)kp_leader_renew_loop(l, &l->keep_cancel); /* the verdict is in l->lost */
+    return NULL;
+}
+
+int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, int notify_fd)
+{
+    int r;
+
+    if (l->keeper_running)
+        return -EALREADY;
+    if (!l->leader)
+        return -EINVAL;
+    l->fence = fence;
+    l->notify_fd = notify_fd;
+    atomic_store(&l->keep_cancel, false);
+    atomic_store(&l->lost, false);
+    atomic_store(&l->keep_status, 0);
+    /* Open the fence before the thread exists, so the caller may write as soon as this
+     * returns; the keeper moves it on from here. */
+    if (fence)
+        kp_fence_set(fence, kp_leader_deadline(l));
+    r = -pthread_create(&l->keeper, NULL, kp_leader_keeper_main, l);
+    if (r < 0) {
+        if (fence)
+            kp_fence_set(fence, KP_FENCE_CLOSED);
+        l->fence = NULL;
+        l->notify_fd = -1;
+        return r;
+    }
+    (void)pthread_setname_np(l->keeper, "lease-keeper");
+    l->keeper_running = true;
+    return 0;
+}
+
+bool kp_leader_keep_stop(struct kp_leader *l)
+{
+    if (!l->keeper_running)
+        return l->leader;
+    atomic_store(&l->keep_cancel, true);
+    pthread_join(l->keeper, NULL);
+    l->keeper_running = false;
+    /* The fence stays as the keeper left it: open until the deadline while we still lead (a
+     * release or a new keeper follows), closed after a loss. */
+    l->fence = NULL;
+    l->notify_fd = -1;
+    return l->leader;
+}
+
+bool kp_leader_keep_lost(struct kp_leader *l)
+{
+    return atomic_load(&l->lost);
+}
+
+int kp_leader_keep_status(struct kp_leader *l)
+{
+    return atomic_load(&l->keep_status);
 }
 
 int kp_leader_release(struct kp_leader *l, enum kp_leader_release *ret_result)

@@ -8,11 +8,16 @@
  *    never compared with ours).
  *  - Every write is a compare-and-swap on the Lease's resourceVersion; a Conflict means another
  *    candidate moved first.
- *  - The leader renews every retry period; if it cannot renew for the renew deadline it has lost
- *    the lease and must stop acting (the controller exits non-zero).
+ *  - The leader renews every retry period; if it cannot renew for the renew deadline (counted
+ *    on the monotonic clock from the start of the last successful attempt) it has lost the
+ *    lease and must stop acting. It does not try again past that deadline: another candidate
+ *    may take the Lease lease-duration after it last saw it change, so the leader's writes stop
+ *    at the renew deadline, before that can happen (the fence, k8s/fence.h).
  *  - On clean shutdown the leader releases: holderIdentity cleared, duration 1 s, so a
  *    successor takes over at once.
- * Threads: a struct kp_leader and its client belong to one thread (the main thread). */
+ * Threads: a struct kp_leader and its client belong to one thread (the main thread), except
+ * while a keeper thread runs (kp_leader_keep_start() to kp_leader_keep_stop()): then the keeper
+ * owns it and other threads call only kp_leader_keep_lost() and kp_leader_keep_status(). */
 #ifndef KP_K8S_LEASE_H
 #define KP_K8S_LEASE_H
 
@@ -24,6 +29,7 @@
 
 struct kp_client;
 struct kp_error;
+struct kp_fence;
 struct kp_leader;
 
 #define KP_LEASE_DURATION_USEC (15 * 1000000ULL)
@@ -53,10 +59,26 @@ int kp_leader_try(struct kp_leader *l, bool *ret_leader, struct kp_error *reterr
  * retry period with jitter. */
 int kp_leader_acquire(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
 
-/* Renews while leading. Returns 0 when cancel becomes true (still leader: release next), or
- * -KP_ENOTREADY when the lease was lost (renewal failed for the renew deadline, or another
- * holder took it): stop acting at once. */
+/* Renews while leading, on the calling thread. Returns 0 when cancel becomes true (still
+ * leader: release next), or -KP_ENOTREADY when the lease was lost (renewal failed for the renew
+ * deadline, or another holder took it): stop acting at once. */
 int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
+
+/* Starts the keeper thread of a leader (the last kp_leader_try() made us leader): it renews as
+ * kp_leader_keep() does, and keeps fence (borrowed, optional) open until the renew deadline of
+ * the last successful renewal, opening it before this returns. When the lease is lost (another
+ * holder, or the renew deadline passed) it closes the fence first, then writes 1 to notify_fd
+ * (an eventfd; -1 for none) and ends. 0, -EALREADY (running), -EINVAL (not leading) or the
+ * error of pthread_create (fence closed). Main thread. */
+int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, int notify_fd) KP_WUR;
+/* Stops and joins the keeper (a no-op when none runs). True when we still lead (release or
+ * start a new keeper next; the fence stays open until the deadline), false when the keeper lost
+ * the lease (fence closed). Main thread. */
+bool kp_leader_keep_stop(struct kp_leader *l);
+/* True once the running (or last) keeper lost the lease. Any thread. */
+bool kp_leader_keep_lost(struct kp_leader *l);
+/* 0 or the error of the keeper's last renewal attempt. Any thread. */
+int kp_leader_keep_status(struct kp_leader *l);
 
 /* What kp_leader_release found. */
 enum kp_leader_release {

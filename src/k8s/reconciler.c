@@ -36,7 +36,8 @@ struct kp_reconciler {
     char *name;
     kp_reconcile_fn fn;
     void *ctx;
-    struct kp_client *client; /* borrowed from opts until start() clones it */
+    struct kp_client *client; /* our clone of opts->client: each start() clones the workers'
+                               * from it, so a restart never needs the caller's client */
     uint64_t conflict_delay;
     struct kp_workqueue *q;
     struct worker *workers;
@@ -61,7 +62,6 @@ int kp_reconciler_new(const struct kp_reconciler_opts *opts, struct kp_reconcile
         return -ENOMEM;
     r->fn = opts->reconcile;
     r->ctx = opts->ctx;
-    r->client = opts->client;
     r->n_workers = opts->workers ? opts->workers : 1;
     r->conflict_delay =
         opts->conflict_delay_usec ? opts->conflict_delay_usec : KP_RECONCILER_CONFLICT_DELAY_USEC;
@@ -74,6 +74,10 @@ int kp_reconciler_new(const struct kp_reconciler_opts *opts, struct kp_reconcile
     if (!r->name || !r->workers) {
         kp_reconciler_free(r);
         return -ENOMEM;
+    }
+    if ((e = kp_client_clone(opts->client, &r->client)) < 0) {
+        kp_reconciler_free(r);
+        return e;
     }
     e = kp_workqueue_new(opts->queue ? opts->queue : &qo, &r->q);
     if (e < 0) {
@@ -187,6 +191,8 @@ void kp_reconciler_stop(struct kp_reconciler *r)
     if (!r || !atomic_exchange(&r->running, false))
         return;
     join_workers(r);
+    /* Idle and without workers: the queue may collect keys again for a later start. */
+    kp_workqueue_reopen(r->q);
 }
 
 bool kp_reconciler_running(struct kp_reconciler *r)
@@ -208,6 +214,7 @@ struct kp_reconciler *kp_reconciler_free(struct kp_reconciler *r)
         for (unsigned i = 0; i < r->n_workers; i++)
             kp_client_free(r->workers[i].c);
     kp_free(r->workers);
+    kp_client_free(r->client);
     kp_free(r->name);
     kp_free(r);
     return NULL;

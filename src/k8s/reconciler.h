@@ -55,13 +55,16 @@ struct kp_reconciler *kp_reconciler_free(struct kp_reconciler *r);
 
 /* Starts the workers. 0 or -errno (then nothing runs). */
 int kp_reconciler_start(struct kp_reconciler *r) KP_WUR;
-/* Refuses new keys, lets each worker finish the key in hand, joins them. Idempotent; a stopped
- * reconciler does not start again (a replica that loses its Lease exits). */
+/* Refuses new keys, lets each worker finish the key in hand, joins them. Idempotent. A stopped
+ * reconciler may start again (a replica that lost its Lease and leads again): after the
+ * workers are joined the queue takes keys again, and what it held (delayed periodic work
+ * included) is served by the next start. */
 void kp_reconciler_stop(struct kp_reconciler *r);
 /* True between start and stop. Any thread. */
 bool kp_reconciler_running(struct kp_reconciler *r);
 
-/* Enqueues key now / after delay. 0, -ESHUTDOWN after stop, -ENOMEM. */
+/* Enqueues key now / after delay. 0 (after stop too: the key waits for the next start),
+ * -ESHUTDOWN while stop runs, -ENOMEM. */
 int kp_reconciler_enqueue(struct kp_reconciler *r, const char *key);
 int kp_reconciler_enqueue_after(struct kp_reconciler *r, const char *key, uint64_t delay_usec);
 

@@ -445,6 +445,13 @@ void kp_workqueue_shutdown(struct kp_workqueue *q)
     pthread_mutex_unlock(&q->lock);
 }
 
+void kp_workqueue_reopen(struct kp_workqueue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->shutting_down = false;
+    pthread_mutex_unlock(&q->lock);
+}
+
 void kp_workqueue_wait_idle(struct kp_workqueue *q)
 {
     pthread_mutex_lock(&q->lock);

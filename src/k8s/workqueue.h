@@ -59,6 +59,9 @@ int kp_workqueue_get(struct kp_workqueue *q, const char **ret_key) KP_WUR;
 void kp_workqueue_done(struct kp_workqueue *q, const char *key);
 
 void kp_workqueue_shutdown(struct kp_workqueue *q);
+/* Undoes kp_workqueue_shutdown() once no key is in flight (after kp_workqueue_wait_idle()):
+ * adds and gets work again. Keys queued or delayed before the shutdown are still there. */
+void kp_workqueue_reopen(struct kp_workqueue *q);
 /* Waits until no key is being processed. */
 void kp_workqueue_wait_idle(struct kp_workqueue *q);
 

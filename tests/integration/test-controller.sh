@@ -9,7 +9,9 @@
 #      effective-configuration log line shows the token as [REDACTED] and no line carries it
 #   3. instance B (one port for everything) stands by: ready, not leader, Lease still A's
 #   4. SIGTERM to A: exit 0, Lease released, B leads within a few seconds
-#   5. the Lease taken away from B behind its back: B stops and exits 3
+#   5. the Lease taken away from B behind its back: B stops its controllers and stands by
+#      without exiting or writing the Lease; once the intruder stops renewing, B leads again
+#   6. SIGTERM to B: exit 0
 #
 # Both instances run with a short Lease (4s/3s/500ms) in a namespace of their own, removed at
 # the end. Ports: 31000 + 10 * lab ID + 0..2. Prints "N passed, M failed".
@@ -225,14 +227,31 @@ check "B: /metrics says B leads" wait_until 5 url_has "http://127.0.0.1:$B_PORT/
 check "B: /readyz 200 while leading" is_code 200 "http://127.0.0.1:$B_PORT/readyz"
 
 # --- 5. the Lease taken from B -----------------------------------------------------------------
+# The intruder "renews" once, with an 8 s Lease, and never again.
 kc patch lease -n "$NS" "$LEASE" --type merge \
-    -p '{"spec":{"holderIdentity":"intruder","leaseDurationSeconds":60}}' >/dev/null
-check "B: stops after losing the Lease" wait_until 15 dead "$pid_b"
+    -p '{"spec":{"holderIdentity":"intruder","leaseDurationSeconds":8}}' >/dev/null
+lost_msg='"leader Lease lost; writes fenced, stopping the controllers and standing by"'
+check "B: logs the loss and stands by" wait_until 15 grep -q "$lost_msg" "$work/b.log"
+check "B: did not write the Lease it lost" holder_is intruder
+check "B: still running" kill -0 "$pid_b"
+check "B: /metrics says B no longer leads" wait_until 5 url_has "http://127.0.0.1:$B_PORT/metrics" \
+    '^kpssh_leader_election_is_leader 0$'
+check "B: /readyz 200 in standby" is_code 200 "http://127.0.0.1:$B_PORT/readyz"
+check "B: leads again once the intruder's Lease expires" wait_until 25 holder_is ctl-b
+check "B: logged becoming leader a second time" \
+    test "$(grep -c '"became leader"' "$work/b.log")" = 2
+check "B: /readyz 200 once its controllers run again" \
+    wait_until 20 is_code 200 "http://127.0.0.1:$B_PORT/readyz"
+check "B: /metrics says B leads again" url_has "http://127.0.0.1:$B_PORT/metrics" \
+    '^kpssh_leader_election_is_leader 1$'
+
+# --- 6. SIGTERM to B ---------------------------------------------------------------------------
+kill -TERM "$pid_b"
+check "B: ends after SIGTERM" wait_until 15 dead "$pid_b"
 rc_b=$(status_of "$pid_b")
 pid_b=""
-check "B: exit code 3 (got $rc_b)" test "$rc_b" = 3
-check "B: logged the loss" grep -q '"leader Lease lost; stopping"' "$work/b.log"
-check "B: did not release the Lease it lost" holder_is intruder
+check "B: exit code 0 (got $rc_b)" test "$rc_b" = 0
+check "B: released the Lease" grep -q '"released the leader Lease"' "$work/b.log"
 
 if [ "$fail" -ne 0 ]; then
     for f in a b; do

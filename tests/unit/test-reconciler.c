@@ -149,8 +149,43 @@ static void test_done_and_requeue(void **state)
     assert_int_equal(st.errors, 0);
     kp_reconciler_stop(r);
     assert_false(kp_reconciler_running(r));
-    assert_int_equal(kp_reconciler_enqueue(r, "a"), -ESHUTDOWN);
     kp_reconciler_stop(r); /* idempotent */
+    kp_reconciler_free(r);
+}
+
+/* A replica that lost its Lease stops its reconcilers and, leading again, starts them again:
+ * keys enqueued while stopped (an informer relisting before the workers start) are served by
+ * the next start, and the periodic work queued before the stop resumes. */
+static void test_restart(void **state)
+{
+    struct script s = {.mu = PTHREAD_MUTEX_INITIALIZER, .requeue_a = 30000};
+    struct kp_reconciler *r = new_reconciler(&s, 2);
+    int before;
+
+    (void)state;
+    assert_int_equal(kp_reconciler_enqueue(r, "a"), 0);
+    wait_calls_a(&s, 1);
+    kp_reconciler_stop(r);
+    assert_false(kp_reconciler_running(r));
+    before = calls_a(&s);
+    assert_int_equal(kp_reconciler_enqueue(r, "b"), 0);
+    usleep(100 * 1000); /* nothing runs while stopped */
+    pthread_mutex_lock(&s.mu);
+    assert_int_equal(s.calls_b, 0);
+    assert_int_equal(s.calls_a, before);
+    pthread_mutex_unlock(&s.mu);
+    assert_int_equal(kp_reconciler_start(r), 0);
+    assert_true(kp_reconciler_running(r));
+    wait_calls_a(&s, before + 2); /* "a" came back on its own after the restart */
+    for (int i = 0; i < 10000; i++) {
+        pthread_mutex_lock(&s.mu);
+        before = s.calls_b;
+        pthread_mutex_unlock(&s.mu);
+        if (before)
+            break;
+        usleep(1000);
+    }
+    assert_int_equal(before, 1);
     kp_reconciler_free(r);
 }
 
@@ -287,6 +322,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_done_and_requeue),
+        cmocka_unit_test(test_restart),
         cmocka_unit_test(test_conflict_delay),
         cmocka_unit_test(test_error_backoff),
         cmocka_unit_test(test_handler_and_one_at_a_time),

@@ -9,10 +9,13 @@
  *   setup   at start-up on every replica, leader or not, before the HTTP server starts:
  *           register metric families, build (not start) informers and queues. Optional.
  *   start   once this replica leads: start informers, workers and runners. 0 or an error,
- *           which makes the process release the Lease and exit 1.
+ *           which makes the process release the Lease and exit 1. Called again after stop
+ *           when the replica lost the Lease and leads again: it must start afresh (informers
+ *           list again before anything acts).
  *   stop    on SIGTERM or a lost Lease: stop accepting work, finish or abandon what runs,
  *           join every thread. Must return; kpssh-controller bounds the whole shutdown with
- *           --shutdown-timeout. Called only after a successful start.
+ *           --shutdown-timeout. Called only after a successful start. After a lost Lease the
+ *           write fence (k8s/fence.h) is already closed, so what still runs cannot write.
  *   ready   readiness while started (informers synced, workers running); any thread (the HTTP
  *           thread), must not block, may run concurrently with stop. NULL: ready once started.
  *   free    releases the state after the HTTP server has stopped. Optional.

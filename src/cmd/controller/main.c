@@ -6,20 +6,27 @@
  * ~/.kube/config; exec credential plugins and token files as the kubeconfig says) -> clients ->
  * metrics and readiness checks -> controller setup -> HTTP endpoints -> the main loop.
  *
- * The main loop is one poll(2) on a signalfd with a timeout of one Lease retry period. SIGTERM,
- * SIGINT and SIGHUP are blocked in every thread (the mask is set before any thread exists, so
- * libmicrohttpd's and libcurl's threads inherit it) and read from the signalfd: no code runs in
- * a signal handler. SIGPIPE is ignored. Each tick makes one Lease attempt (kp_leader_try), so
- * the loop itself is client-go's acquire-then-renew cycle:
- *   - not leading: try; on success start the controllers (a failure releases the Lease, exit 1);
- *   - leading: renew; another holder, or no successful renewal for the renew deadline, means
- *     the Lease is lost: stop the controllers and exit 3 without touching the Lease;
- *   - a signal: stop the controllers, release the Lease if held, exit 0.
+ * The main loop is one poll(2) on a signalfd and the Lease keeper's eventfd, with a timeout of
+ * one Lease retry period. SIGTERM, SIGINT and SIGHUP are blocked in every thread (the mask is
+ * set before any thread exists, so libmicrohttpd's and libcurl's threads inherit it) and read
+ * from the signalfd: no code runs in a signal handler. SIGPIPE is ignored.
+ *   - not leading: one acquire attempt per tick (kp_leader_try, jittered). On success start the
+ *     keeper thread (kp_leader_keep_start), which renews from then on and opens the write
+ *     fence, then the controllers; their start blocks while the informers sync, and the keeper
+ *     keeps the Lease meanwhile. A failure to start releases the Lease, exit 1.
+ *   - leading: nothing to do but wait. The keeper closes the fence by the renew deadline when
+ *     renewals fail (an API server restart) or another holder appears, and wakes this loop,
+ *     which stops the controllers and stands by again: the process stays up and contends.
+ *   - a signal: stop the controllers (the keeper still renews), stop the keeper, close the
+ *     fence, release the Lease if held, exit 0.
+ * The fence (k8s/fence.h) is a deadline every clone of the main client checks before a write
+ * and the SSH phases check before they start, so nothing is written once another replica
+ * could lead, even while the controllers are still stopping.
  * Shutdown is bounded: after the signal an alarm of --shutdown-timeout is armed, and SIGALRM's
  * default action ends a process whose controllers do not stop in time.
  *
  * Exit codes (docs/operations.md): 0 clean shutdown; 1 start-up or runtime failure; 2 usage
- * error (bad option or value); 3 leader Lease lost. */
+ * error (bad option or value). (3, "leader Lease lost", is retired.) */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -28,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -46,6 +54,7 @@
 #include "http/server.h"
 #include "k8s/client.h"
 #include "k8s/exec-credential.h"
+#include "k8s/fence.h"
 #include "k8s/incluster.h"
 #include "k8s/kubeconfig.h"
 #include "k8s/lease.h"
@@ -56,7 +65,8 @@ enum {
     KP_EXIT_OK = 0,
     KP_EXIT_FAILURE = 1,
     KP_EXIT_USAGE = 2,
-    KP_EXIT_LEASE_LOST = 3,
+    /* 3 meant "leader Lease lost" until a lost Lease became a return to standby; it is not
+     * reused, so an old alert on it stays meaningful. */
 };
 
 #define KP_IDENTITY_MAX 253
@@ -304,19 +314,25 @@ static int setup_signals(void)
     return fd < 0 ? -errno : fd;
 }
 
-/* Waits up to usec for a signal. The signal number, or 0 on timeout. */
-static int wait_signal(int sfd, uint64_t usec)
-{
-    struct pollfd p = {.fd = sfd, .events = POLLIN};
-    struct signalfd_siginfo si;
-    int n;
+enum wake { WAKE_TIMEOUT, WAKE_SIGNAL, WAKE_LEASE_LOST };
 
-    n = poll(&p, 1, kp_deadline_left_ms(kp_deadline_in(usec)));
-    if (n <= 0)
-        return 0; /* timeout or EINTR: the caller's next tick looks again */
-    if (read(sfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
-        return 0;
-    return (int)si.ssi_signo;
+/* Waits up to usec for a signal (its number in *ret_sig) or the keeper's loss notice on efd
+ * (drained). */
+static enum wake wait_event(int sfd, int efd, uint64_t usec, int *ret_sig)
+{
+    struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = efd, .events = POLLIN}};
+    struct signalfd_siginfo si;
+    uint64_t n;
+
+    if (poll(p, efd >= 0 ? 2 : 1, kp_deadline_left_ms(kp_deadline_in(usec))) <= 0)
+        return WAKE_TIMEOUT; /* timeout or EINTR: the caller's next tick looks again */
+    if ((p[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        *ret_sig = (int)si.ssi_signo;
+        return WAKE_SIGNAL;
+    }
+    if (efd >= 0 && (p[1].revents & POLLIN) && read(efd, &n, sizeof(n)) == (ssize_t)sizeof(n))
+        return WAKE_LEASE_LOST;
+    return WAKE_TIMEOUT;
 }
 
 /* One API round-trip for controllers running without election: GET /version. */
@@ -341,8 +357,10 @@ struct run {
     struct shared *sh;
     struct kp_client *client;
     struct kp_leader *leader; /* NULL when election is disabled */
+    struct kp_fence *fence;   /* the write fence every clone of client checks */
     const char *lease_ns;
     int sfd;
+    int efd; /* eventfd the Lease keeper writes on loss; -1 without election */
 };
 
 static int start_controllers(struct run *run)
@@ -357,14 +375,32 @@ static int start_controllers(struct run *run)
     return 0;
 }
 
+/* Leadership ended without our consent (the keeper closed the fence and woke us): stop every
+ * controller, which can no longer write anyway, and stand by. The Lease is not touched. */
+static void stand_down(struct run *run)
+{
+    const char *holder;
+
+    (void)kp_leader_keep_stop(run->leader); /* joins; the keeper has ended already */
+    holder = kp_leader_observed_holder(run->leader);
+    kp_log_error("leader Lease lost; writes fenced, stopping the controllers and standing by",
+                 KP_LF("lease", run->o->leader_election_name),
+                 KP_LF("holder", holder ? holder : ""));
+    /* Not leading from this instant (the metric, readiness), even though stopping the
+     * controllers takes a few seconds: the informers' watches end one after another. */
+    atomic_store(&run->sh->leading, false);
+    kp_controller_set_stop(run->sh->controllers);
+    kp_log_info("standing by", KP_LF("lease", run->o->leader_election_name));
+}
+
 /* The main loop; returns the exit code. */
 static int run_loop(struct run *run)
 {
     const struct kp_controller_options *o = run->o;
     struct kp_backoff jitter;
-    uint64_t last_renew = 0, wait = 0;
+    uint64_t wait = 0;
     bool leading = false;
-    int sig, code = KP_EXIT_OK;
+    int sig = 0, code = KP_EXIT_OK;
 
     kp_backoff_init(&jitter, o->leader_election_retry_period, o->leader_election_retry_period);
     if (!run->leader) {
@@ -376,14 +412,25 @@ static int run_loop(struct run *run)
     for (;;) {
         struct kp_error err = KP_ERROR_INIT;
         bool is_leader = false;
+        enum wake w;
         int r;
 
-        if ((sig = wait_signal(run->sfd, wait)) > 0)
+        w = wait_event(run->sfd, run->efd, wait, &sig);
+        if (w == WAKE_SIGNAL)
             break;
         wait = o->leader_election_retry_period;
         if (!run->leader) {
             if (!atomic_load(&run->sh->api_ok))
                 atomic_store(&run->sh->api_ok, api_ping(run->client));
+            continue;
+        }
+        if (leading) {
+            /* The keeper renews; this thread only watches for its loss notice. */
+            atomic_store(&run->sh->api_ok, kp_leader_keep_status(run->leader) == 0);
+            if (w == WAKE_LEASE_LOST || kp_leader_keep_lost(run->leader)) {
+                stand_down(run);
+                leading = false;
+            }
             continue;
         }
         r = kp_leader_try(run->leader, &is_leader, &err);
@@ -396,28 +443,28 @@ static int run_loop(struct run *run)
                            KP_LF("namespace", run->lease_ns),
                            KP_LF("error", err.message ? err.message : kp_strerror(r)));
         kp_error_done(&err);
-        if (leading) {
-            if (r == 0 && is_leader) {
-                last_renew = kp_mono_usec();
-                continue;
-            }
-            if (r == 0 || kp_mono_usec() - last_renew > o->leader_election_renew_deadline) {
-                const char *holder = kp_leader_observed_holder(run->leader);
-
-                kp_log_error("leader Lease lost; stopping", KP_LF("lease", o->leader_election_name),
-                             KP_LF("holder", holder ? holder : ""));
-                code = KP_EXIT_LEASE_LOST;
-                break;
-            }
-            continue;
-        }
         if (r == 0 && is_leader) {
-            leading = true;
-            last_renew = kp_mono_usec();
             kp_log_info("became leader", KP_LF("lease", o->leader_election_name),
                         KP_LF("namespace", run->lease_ns),
                         KP_LF("identity", o->leader_election_identity));
+            /* The keeper renews from here on, on its own thread, so a start-up that blocks
+             * while the informers sync (minutes with a large cluster) keeps the Lease. */
+            if ((r = kp_leader_keep_start(run->leader, run->fence, run->efd)) < 0) {
+                (void)kp_log_error_errno(r, "cannot start the Lease keeper");
+                code = KP_EXIT_FAILURE;
+                break;
+            }
+            leading = true;
             if (start_controllers(run) < 0) {
+                /* A start that failed because the Lease went while it blocked (the API server
+                 * went away during the sync) is a loss like any other, not a failure.
+                 * XXX: a start does not notice the loss while it waits for the informers (up to
+                 * their sync timeout); the fence keeps it from writing meanwhile. */
+                if (kp_leader_keep_lost(run->leader)) {
+                    stand_down(run);
+                    leading = false;
+                    continue;
+                }
                 code = KP_EXIT_FAILURE;
                 break;
             }
@@ -436,13 +483,18 @@ static int run_loop(struct run *run)
         kp_log_info("shutting down", KP_LF("signal", strsignal(sig)));
     /* Bound the rest of the shutdown: SIGALRM's default action ends the process. */
     alarm((unsigned)((o->shutdown_timeout + KP_USEC_PER_SEC - 1) / KP_USEC_PER_SEC));
+    /* Controllers stop first, while the keeper still renews: what they finish is written under
+     * a Lease we hold. Then the keeper, then the fence, and only then the release. */
     kp_controller_set_stop(run->sh->controllers);
     atomic_store(&run->sh->leading, false);
-    if (run->leader && leading && code != KP_EXIT_LEASE_LOST) {
+    if (run->leader && leading && kp_leader_keep_stop(run->leader)) {
         enum kp_leader_release rel = KP_LEADER_NOT_LEADING;
-        int r = kp_leader_release(run->leader, &rel);
-        const char *holder = kp_leader_observed_holder(run->leader);
+        int r;
+        const char *holder;
 
+        kp_fence_set(run->fence, KP_FENCE_CLOSED);
+        r = kp_leader_release(run->leader, &rel);
+        holder = kp_leader_observed_holder(run->leader);
         /* Say what happened: a Lease that another replica took over is not ours to release. */
         if (r < 0)
             kp_log_warn_errno(r, "cannot release the leader Lease; it expires on its own",
@@ -468,7 +520,8 @@ int main(int argc, char **argv)
     struct kp_buf err = KP_BUF_INIT(4096), text = KP_BUF_INIT(1u << 20);
     struct api_config api;
     struct shared sh;
-    struct run run = {.o = &o, .sh = &sh, .sfd = -1};
+    struct kp_fence fence;
+    struct run run = {.o = &o, .sh = &sh, .fence = &fence, .sfd = -1, .efd = -1};
     struct kp_client *client = NULL, *lclient = NULL;
     struct kp_leader *leader = NULL;
     struct kp_metrics *metrics = NULL;
@@ -485,6 +538,7 @@ int main(int argc, char **argv)
     atomic_init(&sh.election_ok, false);
     atomic_init(&sh.leading, false);
     kp_options_init(&o);
+    kp_fence_init(&fence, KP_FENCE_CLOSED);
 
     /* Signals first: every thread created from here on inherits the blocked mask. */
     run.sfd = setup_signals();
@@ -550,6 +604,12 @@ int main(int argc, char **argv)
     }
     kp_log_info("API client ready", KP_LF("server", api.topts.server), KP_LF("source", api.source));
     run.client = client;
+    /* Every clone of client (informers, workers, event recorders) is made after this and
+     * inherits the fence: without election it never closes; with it, it is open only while
+     * the Lease keeper vouches for the Lease. */
+    if (o.disable_leader_election)
+        kp_fence_set(&fence, KP_FENCE_OPEN);
+    kp_client_set_fence(client, &fence);
 
     if (!o.disable_leader_election) {
         /* The Lease gets a client of its own: no client-side rate limit (controllers' traffic
@@ -578,6 +638,11 @@ int main(int argc, char **argv)
             goto out;
         }
         run.leader = leader;
+        run.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (run.efd < 0) {
+            (void)kp_log_error_errno(-errno, "cannot create the Lease keeper's eventfd");
+            goto out;
+        }
     }
 
     if ((r = kp_metrics_new(&metrics)) < 0 || (r = register_metrics(metrics, &sh)) < 0) {
@@ -619,5 +684,7 @@ out:
     kp_buf_done(&text);
     if (run.sfd >= 0)
         close(run.sfd);
+    if (run.efd >= 0)
+        close(run.efd);
     return code;
 }

@@ -103,7 +103,7 @@ static const struct kp_option options[] = {
                      "how long a Lease not renewed keeps others from taking over"),
     KP_OPT_DURATION_("leader-election-renew-deadline", "10s", USEC_S, USEC_H,
                      leader_election_renew_deadline,
-                     "how long the leader keeps acting while renewals fail, then exits"),
+                     "how long the leader keeps writing while renewals fail, then stands by"),
     KP_OPT_DURATION_("leader-election-retry-period", "2s", 100 * KP_USEC_PER_MSEC, USEC_H,
                      leader_election_retry_period,
                      "interval between attempts to acquire or renew the Lease"),

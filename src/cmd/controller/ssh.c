@@ -8,7 +8,9 @@
  * controller's zombie guard and the taint gates). setup builds, start runs, in this order:
  * informers (started, then waited on until synced, so no controller decides from an empty
  * cache), then the reconcilers. stop runs in reverse: reconcilers first (they stop writing),
- * then informers, then the event recorders are flushed by free.
+ * then informers, then the event recorders are flushed by free. A replica that lost its Lease
+ * and leads again runs start after stop: informers relist (they are unsynced once stopped) and
+ * the reconcilers start again on their kept queues.
  *
  * The provider (struct kp_provider) is built here too; the core's controllers, when they join
  * the table, get it from kp_controller_ssh_provider(). */

@@ -208,6 +208,9 @@ int kp_hostio_load_creds(struct kp_client *c, const struct kp_sshhost_view *h,
                              ret_msg);
     else
         r = kp_hostio_creds_from_secret(obj, h->e.ns, h->key_secret, cr, ret_msg);
+    /* A phase run with these credentials acts for this client's replica: its fence applies. */
+    if (r == 0)
+        cr->fence = kp_client_fence(c);
     kp_error_done(&e);
     kp_json_unref(obj);
     return r;
@@ -464,6 +467,7 @@ void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_cr
         .private_key = cr->key,
         .known_host = cr->known_host ? kp_secret_reveal(cr->known_host) : NULL,
         .tofu_fingerprint = h->host_key_fingerprint,
+        .fence = cr->fence,
     };
 }
 

@@ -43,6 +43,7 @@ int kp_hostio_b64_secret(const char *s, struct kp_secret **ret) KP_WUR;
 struct kp_hostio_creds {
     struct kp_secret *key;
     struct kp_secret *known_host; /* optional */
+    const struct kp_fence *fence; /* the loading client's write fence (borrowed), or NULL */
 };
 void kp_hostio_creds_done(struct kp_hostio_creds *cr);
 

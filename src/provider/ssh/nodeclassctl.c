@@ -473,8 +473,10 @@ int kp_ssh_nodeclassctl_start(struct kp_ssh_nodeclassctl *ctl)
 
 void kp_ssh_nodeclassctl_stop(struct kp_ssh_nodeclassctl *ctl)
 {
-    if (ctl)
-        kp_reconciler_stop(ctl->rec);
+    if (!ctl)
+        return;
+    kp_reconciler_stop(ctl->rec);
+    atomic_store(&ctl->started, false); /* startable again (a replica that leads again) */
 }
 
 bool kp_ssh_nodeclassctl_ready(struct kp_ssh_nodeclassctl *ctl)

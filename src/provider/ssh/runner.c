@@ -39,6 +39,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "k8s/fence.h"
 
 #define KP_RUNNER_ERRTEXT_MAX (8 * 1024)
 #define KP_REDACTED "[REDACTED]"
@@ -486,6 +487,12 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
 
     if ((r = kp_ssh_phase_validate(ph, reterr)) < 0)
         goto out; /* its text already names the phase */
+    /* A replica that no longer holds the Lease starts no phase: another may be starting the
+     * same host's. Checked before the dial and again just before the script is sent. */
+    if ((r = kp_fence_check(t->fence)) < 0) {
+        kp_phase_errtext(reterr, ph, NULL, "not the leader: phase not started");
+        goto out;
+    }
     if ((r = kp_ssh_preamble(ph->vars, ph->nvars, &stream)) < 0 ||
         (r = kp_buf_append(&stream, ph->script, ph->script_len)) < 0) {
         kp_phase_errtext(reterr, ph, NULL,
@@ -499,6 +506,10 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
     }
     memcpy(cap->fp, kp_ssh_session_fingerprint(s), KP_SSH_FP_SIZE);
     cap->pin = kp_ssh_session_pin(s);
+    if ((r = kp_fence_check(t->fence)) < 0) {
+        kp_phase_errtext(reterr, ph, NULL, "not the leader: phase not started");
+        goto out;
+    }
 
     r = kp_ssh_exec(s, kp_ssh_phase_command(t->user), stream.data, stream.len, ph->deadline, cap,
                     &err);

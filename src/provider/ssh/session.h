@@ -22,6 +22,7 @@
 #include "base/time.h"
 #include "provider/ssh/knownhosts.h"
 
+struct kp_fence;
 struct kp_secret;
 struct kp_ssh_session;
 
@@ -45,6 +46,7 @@ struct kp_ssh_target {
     const char *known_host;              /* pre-pin from the key Secret, or NULL */
     const char *tofu_fingerprint;        /* recorded "SHA256:..." or NULL */
     uint64_t dial_timeout_usec;          /* 0 means KP_SSH_DIAL_TIMEOUT_USEC */
+    const struct kp_fence *fence;        /* leader fence a phase checks first (runner.h); NULL */
 };
 
 /* Which pin the host key matched. */

@@ -383,8 +383,10 @@ int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg)
 
 void kp_ssh_taintgate_stop(struct kp_ssh_taintgate *tg)
 {
-    if (tg)
-        kp_reconciler_stop(tg->rec);
+    if (!tg)
+        return;
+    kp_reconciler_stop(tg->rec);
+    atomic_store(&tg->started, false); /* startable again (a replica that leads again) */
 }
 
 bool kp_ssh_taintgate_ready(struct kp_ssh_taintgate *tg)
