@@ -754,22 +754,39 @@ out:
     return r;
 }
 
+/* Writes host Unhealthy with Ready reason and why as lastProbeError, unless it says so already.
+ * *ret_written: whether it was written now (the caller reports it once, then). */
+static int write_unhealthy(struct kp_client *c, struct kp_entry *host, const char *reason,
+                           const char *why, int64_t now, bool *ret_written)
+{
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    struct kp_claim_status st = {0};
+    int r;
+
+    *ret_written = false;
+    st.set_state = true;
+    st.state = KP_HOST_UNHEALTHY;
+    st.last_probe_error = why;
+    kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, reason, why, now, &st);
+    if (kp_hostctl_unchanged(h, &st))
+        return 0;
+    if ((r = write_status(c, host, &st, NULL)) < 0)
+        return r;
+    *ret_written = true;
+    return 0;
+}
+
 /* Parks host as a foreign kubelet (why: the lastProbeError), once: a host parked already is
  * not reported again. */
 static int park_foreign(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
                         const char *why, int64_t now)
 {
     const struct kp_sshhost_view *h = kp_sshhost_view(host);
-    struct kp_claim_status st = {0};
+    bool written;
     int r;
 
-    st.set_state = true;
-    st.state = KP_HOST_UNHEALTHY;
-    st.last_probe_error = why;
-    kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_FOREIGN, why, now, &st);
-    if (kp_hostctl_unchanged(h, &st))
-        return 0; /* parked already: reported when it was parked */
-    if ((r = write_status(c, host, &st, NULL)) < 0)
+    if ((r = write_unhealthy(c, host, KP_HOSTCTL_REASON_FOREIGN, why, now, &written)) < 0 ||
+        !written)
         return r;
     kp_log_warn("an active kubelet kpssh did not start: host parked and left untouched",
                 KP_LF("host", h->e.name), KP_LF("address", h->address), KP_LF("why", why));
@@ -1069,8 +1086,8 @@ static int refuse_duplicate(struct kp_ssh_hostctl *hc, struct kp_client *c, stru
                             const struct kp_sshhost_view *first, int64_t now)
 {
     const struct kp_sshhost_view *h = kp_sshhost_view(host);
-    struct kp_claim_status st = {0};
     char msg[KP_HOSTCTL_DUPLICATE_MESSAGE_MAX];
+    bool written;
     int r;
 
     (void)snprintf(msg, sizeof(msg),
@@ -1078,13 +1095,8 @@ static int refuse_duplicate(struct kp_ssh_hostctl *hc, struct kp_client *c, stru
                    "this one; an address is one machine, so this host is never probed or claimed "
                    "while that one exists (delete one of the two)",
                    h->address, h->port, first->e.ns, first->e.name);
-    st.set_state = true;
-    st.state = KP_HOST_UNHEALTHY;
-    st.last_probe_error = msg;
-    kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_DUPLICATE, msg, now, &st);
-    if (kp_hostctl_unchanged(h, &st))
-        return 0;
-    if ((r = write_status(c, host, &st, NULL)) < 0)
+    if ((r = write_unhealthy(c, host, KP_HOSTCTL_REASON_DUPLICATE, msg, now, &written)) < 0 ||
+        !written)
         return r;
     kp_log_warn("SSHHost refused: its address belongs to an older SSHHost",
                 KP_LF("host", h->e.name), KP_LF("address", h->address),
