@@ -162,16 +162,10 @@ static void delete_obj(const struct kp_resource *res, const char *ns, const char
 
 static struct kp_entry *host_get(unsigned i)
 {
-    struct kp_error e = KP_ERROR_INIT;
-    struct kp_entry *h = NULL;
     char *name = host_name(i);
-    json_t *o = NULL;
+    struct kp_entry *h = kp_lab_sshhost_get(T.c, T.ns, name);
 
-    kp_lab_check(kp_client_get(T.c, &KP_RES_SSHHOST, T.ns, name, &o, &e), &e, "get host");
-    assert_int_equal(kp_sshhost_project(o, &h), 0);
-    kp_json_unref(o);
     kp_free(name);
-    kp_error_done(&e);
     return h;
 }
 

@@ -91,15 +91,7 @@ static void delete_host(const char *name)
 
 static struct kp_entry *host_get(const char *name)
 {
-    struct kp_error e = KP_ERROR_INIT;
-    struct kp_entry *h = NULL;
-    json_t *o = NULL;
-
-    kp_lab_check(kp_client_get(T.c, &KP_RES_SSHHOST, T.ns, name, &o, &e), &e, "get host");
-    assert_int_equal(kp_sshhost_project(o, &h), 0);
-    kp_json_unref(o);
-    kp_error_done(&e);
-    return h;
+    return kp_lab_sshhost_get(T.c, T.ns, name);
 }
 
 static const char *ready_reason(const struct kp_sshhost_view *h)

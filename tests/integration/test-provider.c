@@ -142,14 +142,7 @@ static void sshhost(const char *name, unsigned i, const char *cls, const char *k
 
 static struct kp_entry *host_get(const char *name)
 {
-    struct kp_error e = KP_ERROR_INIT;
-    struct kp_entry *h = NULL;
-    json_t *o = NULL;
-
-    kp_lab_check(kp_client_get(T.c, &KP_RES_SSHHOST, POOL_NS, name, &o, &e), &e, "get host");
-    assert_int_equal(kp_sshhost_project(o, &h), 0);
-    kp_json_unref(o);
-    return h;
+    return kp_lab_sshhost_get(T.c, POOL_NS, name);
 }
 
 /* Waits until the informer's copy of host name is claimable (what the next Create reads). */

@@ -22,6 +22,7 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
+#include "k8s/obj-kpssh.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
 
@@ -444,6 +445,19 @@ void kp_lab_key_secret(const struct kp_lab *lab, struct kp_client *c, const char
     kp_free(pem);
     kp_free(path);
     kp_lab_create_or_replace(c, &KP_RES_SECRET, ns, o);
+}
+
+struct kp_entry *kp_lab_sshhost_get(struct kp_client *c, const char *ns, const char *name)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *h = NULL;
+    json_t *o = NULL;
+
+    kp_lab_check(kp_client_get(c, &KP_RES_SSHHOST, ns, name, &o, &e), &e, "get host");
+    assert_int_equal(kp_sshhost_project(o, &h), 0);
+    kp_json_unref(o);
+    kp_error_done(&e);
+    return h;
 }
 
 /* --- events -------------------------------------------------------------------------------- */

@@ -107,6 +107,10 @@ bool kp_lab_cached(struct kp_informer *inf, const char *key, const char *rv, uin
 /* Waits for inf's store to hold key; fails the test when it does not within 15 s. */
 void kp_lab_wait_cached(struct kp_informer *inf, const char *key);
 
+/* SSHHost ns/name read from the API (not a cache) and projected; a new entry. cmocka-fails when
+ * it cannot be read. */
+struct kp_entry *kp_lab_sshhost_get(struct kp_client *c, const char *ns, const char *name);
+
 /* --- events -------------------------------------------------------------------------------- */
 
 /* How many events.k8s.io Events in ns are about the object name with this reason (an Event whose
