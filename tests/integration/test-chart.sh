@@ -35,23 +35,9 @@ SA_USER="system:serviceaccount:$NS:$REL"
 
 work="$(mktemp -d)"
 chmod 700 "$work"
-pass=0
-fail=0
 
-ok() {
-    pass=$((pass + 1))
-    echo "ok $((pass + fail)) - $*"
-}
-not_ok() {
-    fail=$((fail + 1))
-    echo "not ok $((pass + fail)) - $*"
-}
-# check DESCRIPTION CMD...: one test point.
-check() {
-    local desc="$1"
-    shift
-    if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 # check_eq DESCRIPTION EXPECTED ACTUAL
 check_eq() {
     if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1 (want '$2', got '$3')"; fi
@@ -789,5 +775,4 @@ fi
 check_eq "foreign karpenter.sh CRDs untouched by uninstall" "$before" "$(snapshot)"
 check_eq "no release left in $NS" "" "$(helm_ list -n "$NS" -q)"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

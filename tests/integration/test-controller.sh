@@ -34,24 +34,11 @@ A_HEALTH=$((BASE + 1))
 B_PORT=$((BASE + 2))
 
 work="$(mktemp -d)"
-pass=0
-fail=0
 pid_a=""
 pid_b=""
 
-ok() {
-    pass=$((pass + 1))
-    echo "ok $((pass + fail)) - $*"
-}
-not_ok() {
-    fail=$((fail + 1))
-    echo "not ok $((pass + fail)) - $*"
-}
-check() { # check "<description>" command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 kc() { "${KUBECTL[@]}" "$@"; }
 
 cleanup() {
@@ -259,5 +246,4 @@ if [ "$fail" -ne 0 ]; then
         tail -n 20 "$work/$f.log" 2>/dev/null | sed 's/^/#   /'
     done
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

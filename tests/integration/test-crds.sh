@@ -36,19 +36,11 @@ KUBECTL=("$KPSSH_LAB_KUBECTL" --kubeconfig "$KUBECONFIG" --request-timeout=30s)
 NS=kpssh-system
 
 work="$(mktemp -d)"
-pass=0
-fail=0
 created_crds=()
 created_ns=0
 
-ok() {
-    pass=$((pass + 1))
-    echo "ok $((pass + fail)) - $*"
-}
-not_ok() {
-    fail=$((fail + 1))
-    echo "not ok $((pass + fail)) - $*"
-}
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 diag() { sed 's/^/#   /' >&2; }
 kc() { "${KUBECTL[@]}" "$@"; }
 # Objects go in by server-side apply: client-side apply also copies the object into the
@@ -393,5 +385,4 @@ else
 fi
 kc delete -f "$work/sjp.yaml" --ignore-not-found >/dev/null 2>&1 || true
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+tap_done

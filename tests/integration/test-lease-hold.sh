@@ -39,25 +39,12 @@ HOST_IP="${KPSSH_LAB_SUBNET%.*}.11" # host 1
 APISERVER_SH="$KP_REPO/tests/lab/apiserver.sh"
 
 work="$(mktemp -d)"
-pass=0
-fail=0
 pid_a=""
 pid_b=""
 api_down=0
 
-ok() {
-    pass=$((pass + 1))
-    echo "ok $((pass + fail)) - $*"
-}
-not_ok() {
-    fail=$((fail + 1))
-    echo "not ok $((pass + fail)) - $*"
-}
-check() { # check "<description>" command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 kc() { "${KUBECTL[@]}" "$@"; }
 
 cleanup() {
@@ -259,5 +246,4 @@ if [ "$fail" -ne 0 ]; then
         tail -n 30 "$work/$f.log" 2>/dev/null | sed 's/^/#   /'
     done
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tap_done

@@ -31,24 +31,10 @@ REMOTE=/home/kpssh-prof-test
 
 work="$(mktemp -d)"
 chmod 700 "$work"
-pass=0
-fail=0
 tokens=()
 
-ok() {
-    pass=$((pass + 1))
-    echo "ok $((pass + fail)) - $*"
-}
-not_ok() {
-    fail=$((fail + 1))
-    echo "not ok $((pass + fail)) - $*"
-}
-# check DESCRIPTION CMD...: one test point.
-check() {
-    local desc="$1"
-    shift
-    if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 
 host_var() { # host_var I NAME
     (
@@ -420,5 +406,4 @@ for v in "$work/act-id" "$work/act-code"; do
         test "$where" = "$REMOTE/root/etc/nodeadm/nodeConfig.yaml"
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+tap_done
