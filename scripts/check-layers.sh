@@ -3,7 +3,7 @@
 # compiles on its own. The CMake link lines enforce the same at link time; this catches an
 # include of a header from a layer above even when no symbol from it is used yet.
 #
-#   base <- json, yaml <- k8s <- core <- provider/ssh <- cmd/controller
+#   base <- json, yaml <- k8s (client) <- api (typed kinds) <- core <- provider/ssh <- cmd/controller
 #   http uses base only; cmd/kpssh never sees core/; cmd/shim sees base only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,11 +17,12 @@ allowed_layers() {
     json) echo "base json" ;;
     yaml) echo "base yaml" ;;
     k8s) echo "base json yaml k8s" ;;
-    core) echo "base json yaml k8s core" ;;
-    provider/ssh) echo "base json yaml k8s core provider" ;;
+    api) echo "base json yaml k8s api" ;;
+    core) echo "base json yaml k8s api core" ;;
+    provider/ssh) echo "base json yaml k8s api core provider" ;;
     http) echo "base http" ;;
-    cmd/controller) echo "base json yaml k8s core provider http cmd" ;;
-    cmd/kpssh) echo "base json yaml k8s provider cmd" ;;
+    cmd/controller) echo "base json yaml k8s api core provider http cmd" ;;
+    cmd/kpssh) echo "base json yaml k8s api provider cmd" ;;
     cmd/shim) echo "base cmd" ;;
     *) echo "" ;;
     esac

@@ -78,14 +78,27 @@ foreach(script ${KP_E2E_SCRIPTS})
     kp_lab_test(e2e/${name} e2e 1200)
 endforeach()
 
-# Tests that run the built kpssh-controller (integration/controller, crash, lease-hold) or read
-# its --help (integration/chart) get its path as KPSSH_CONTROLLER_BIN rather than guessing it
-# from the working directory.
+# Tests that run the built kpssh-controller (integration/controller, crash, lease-hold,
+# hung-host, crd-compat) or read its --help (integration/chart) get its path as
+# KPSSH_CONTROLLER_BIN rather than guessing it from the working directory.
 if(TARGET kpssh-controller)
-    foreach(_t integration/controller integration/crash integration/chart integration/lease-hold)
+    foreach(_t integration/controller integration/crash integration/chart integration/lease-hold
+               integration/hung-host integration/crd-compat)
         if(TEST ${_t})
             set_property(TEST ${_t} APPEND PROPERTY ENVIRONMENT
                          "KPSSH_CONTROLLER_BIN=$<TARGET_FILE:kpssh-controller>")
         endif()
     endforeach()
+endif()
+
+# integration/crd-compat decodes what the API server serves with kpssh's own projections through
+# tests/lib/kp-objcheck.c (kp_nodepool_decode / kp_nodeclaim_decode and their validators), given
+# to it as KP_OBJCHECK_BIN.
+if(TEST integration/crd-compat)
+    add_executable(kp-objcheck ${CMAKE_CURRENT_SOURCE_DIR}/lib/kp-objcheck.c)
+    target_link_libraries(kp-objcheck PRIVATE ${KP_ALL_LIBS})
+    target_compile_options(kp-objcheck PRIVATE ${KP_BANNED_INCLUDE})
+    kp_test_warnings(kp-objcheck)
+    set_property(TEST integration/crd-compat APPEND PROPERTY ENVIRONMENT
+                 "KP_OBJCHECK_BIN=$<TARGET_FILE:kp-objcheck>")
 endif()

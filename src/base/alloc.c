@@ -94,6 +94,25 @@ void *kp_reallocarray(void *ptr, size_t nmemb, size_t size)
     return kp_realloc(ptr, total);
 }
 
+void *kp_grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first)
+{
+    size_t ncap;
+    void *nv;
+
+    if (n < *cap)
+        return v;
+    if (*cap == 0)
+        ncap = first ? first : 1;
+    else if (kp_mul_overflow(*cap, 2, &ncap)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    nv = kp_reallocarray(v, ncap, size);
+    if (nv)
+        *cap = ncap;
+    return nv;
+}
+
 void kp_free(void *ptr)
 {
     if (!ptr)

@@ -19,6 +19,11 @@ void *kp_calloc(size_t nmemb, size_t size) KP_MALLOC KP_WUR;
 void *kp_realloc(void *ptr, size_t size) KP_WUR;
 /* kp_reallocarray: realloc with an overflow check on nmemb * size. */
 void *kp_reallocarray(void *ptr, size_t nmemb, size_t size) KP_WUR;
+/* kp_grow_array: room for one more element in the array v of *cap elements of size bytes, n of
+ * them in use. While n < *cap, returns v. Otherwise doubles the array (to first elements when
+ * *cap is 0) and returns the new one, which the caller stores at once (v is gone), and updates
+ * *cap. NULL on allocation failure or overflow: v and *cap unchanged. */
+void *kp_grow_array(void *v, size_t *cap, size_t n, size_t size, size_t first) KP_WUR;
 void kp_free(void *ptr);
 
 /* NUL-terminated copies; NULL on allocation failure. kp_strndup copies at most n bytes. */

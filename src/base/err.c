@@ -5,8 +5,10 @@
  * from KP_ERR_BASE. */
 #include "base/err.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/macro.h"
 
 static const struct {
@@ -53,4 +55,45 @@ const char *kp_strerror(int r)
         return "success";
     s = strerrordesc_np(r);
     return s ? s : "unknown error";
+}
+
+void kp_msg_setv(char **ret, const char *fmt, va_list ap)
+{
+    size_t len;
+    va_list aq;
+    char *s;
+    int n;
+
+    if (!ret)
+        return;
+    /* The arguments may point into *ret ("outer: %s", *ret): format into a new buffer first,
+     * free the old text only after. */
+    va_copy(aq, ap);
+    n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    len = n < 0 ? 0 : KP_MIN((size_t)n, (size_t)KP_MSG_MAX);
+    s = n < 0 ? NULL : kp_malloc(len + 1);
+    if (s)
+        (void)vsnprintf(s, len + 1, fmt, ap);
+    kp_free(*ret);
+    *ret = s;
+    if (!s)
+        return;
+    if ((size_t)n > len) {
+        /* Back up over continuation bytes so the cut never splits a UTF-8 character. */
+        size_t cut = len - 3;
+
+        while (cut > 0 && ((unsigned char)s[cut] & 0xc0) == 0x80)
+            cut--;
+        memcpy(s + cut, "...", 4);
+    }
+}
+
+void kp_msg_set(char **ret, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    kp_msg_setv(ret, fmt, ap);
+    va_end(ap);
 }

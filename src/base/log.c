@@ -1,17 +1,23 @@
 /* DESIGN: structured logging, one JSON object (or one short text line) per write(2).
  *
- * What: kp_log_emit() turns a level, a message, the call site and a field list into one line,
- *   {"ts":...,"level":...,"msg":...,"src":"file.c:12","func":...,<fields>,
+ * What: kp_log_emit() turns a level, a message, the call site, the thread's scope and a field
+ * list into one line,
+ *   {"level":...,"time":...,"logger":"controller","message":...,"commit":...,
+ *    <scope: "controller"..."reconcileID">,"caller":"file.c:12",<fields>,
  *    "error":...,"errno":...,"suppressed":...,"truncated":true}
- * (the last four only when they apply) or, for the CLI, "warn: msg key=value ...". Before a
+ * (the last four only when they apply) or, for a terminal, "warn: msg key=value ...". The keys
+ * up to reconcileID are Karpenter's (its zap encoder config: level, time, logger, message,
+ * commit; controller-runtime's reconcile logger: the scope), in the same order. Before a
  * string reaches the line it is redacted: every registered secret is replaced and the optional
  * hook runs; then it is escaped so the line is valid JSON whatever bytes came in (control
  * characters as \u00XX, invalid UTF-8 as U+FFFD).
  *
  * Why this way:
- * - A line has a hard ceiling, KP_LOG_MAX_LINE. The parts that must survive (src, func, error,
- *   errno, suppressed) are built first into small scratch buffers whose size is bounded because
- *   their inputs are cut to KP_LOG_META_MAX bytes; the room they need is reserved at the end of
+ * - A line has a hard ceiling, KP_LOG_MAX_LINE. The parts that must survive (commit, scope,
+ *   caller, error, errno, suppressed) are built first into small scratch buffers whose size is
+ *   bounded because their inputs are cut (KP_LOG_META_MAX, KP_LOG_SCOPE_MAX bytes; a scope value
+ *   that escapes to more than its share is cut with "..."); the room they need is reserved at
+ *   the end of
  *   the line, and msg and the fields fill what is left. A string that does not fit is cut at a
  *   character boundary (never inside an escape or a UTF-8 sequence) and ends in "..."; a field
  *   that does not fit at all is left out. Either sets "truncated":true. So the line is valid
@@ -25,7 +31,9 @@
  *   the line buffer or a redacted copy cannot be allocated, a fixed line built on the stack says
  *   a line was lost. The rate limiter fails open instead (an untracked key's line is written),
  *   because hiding errors is worse than repeating them.
- * - Level, format and fd are atomics so kp_log_enabled() costs one relaxed load.
+ * - Level, format and fd are atomics so kp_log_enabled() costs one relaxed load. The scope is a
+ *   thread-local pointer: a reconcile sets it once and every line below it, in any module,
+ *   carries the object's keys without being handed them.
  *
  * Threads: any thread may log. kp_log_lock guards the redaction table, the hook pointer and the
  * rate-limiter table; it is held only for table lookups and the redacted copies (memory, no I/O)
@@ -52,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -66,24 +75,40 @@
 #define KP_LOG_CUT_LEN (sizeof(KP_LOG_CUT) - 1)
 /* Bytes of src (file name), func and the error text that are kept; longer ones are cut. */
 #define KP_LOG_META_MAX 128
-/* Scratch space for the src/func part and for the error/errno/suppressed part of a line. Each
- * holds at most two escaped strings of KP_LOG_META_MAX bytes (6 bytes out per byte in) plus
- * keys and numbers. */
+/* Scratch space for the error/errno/suppressed part of a line: at most two escaped strings of
+ * KP_LOG_META_MAX bytes (6 bytes out per byte in) plus keys and numbers. */
 #define KP_LOG_SCRATCH 2048
 _Static_assert(KP_LOG_SCRATCH >= 2 * (6 * KP_LOG_META_MAX + 2) + 128,
                "scratch too small for the parts of a line that are never cut");
-_Static_assert(KP_LOG_MAX_LINE >= 2 * KP_LOG_SCRATCH + 256,
-               "a line must leave room for msg after the parts that are never cut");
+/* Scratch space for commit, scope and caller: each scope string gets KP_LOG_SCOPE_ROOM bytes
+ * (names of Kubernetes objects, at most 253 plain bytes, always fit whole). */
+#define KP_LOG_SCOPE_ROOM (KP_LOG_SCOPE_MAX + 32)
+#define KP_LOG_META_SCRATCH (6 * KP_LOG_SCOPE_ROOM + 2 * (6 * KP_LOG_META_MAX + 2) + 256)
+_Static_assert(KP_LOG_MAX_LINE >= KP_LOG_SCRATCH + KP_LOG_META_SCRATCH + 256,
+               "a line must leave room for the message after the parts that are never cut");
+
+#ifndef KP_COMMIT
+#define KP_COMMIT "unknown"
+#endif
+/* Karpenter's logger name for its controller process. */
+#define KP_LOG_LOGGER "controller"
 
 static atomic_int kp_log_level = KP_LOG_INFO;
 static atomic_int kp_log_format = KP_LOG_FORMAT_JSON;
-static atomic_int kp_log_fd = 2;
+static atomic_int kp_log_fd = -1; /* -1: the format's own */
 static atomic_uint_fast64_t kp_log_ndropped;
 
 static const char *const kp_log_level_names[] = {
     [KP_LOG_DEBUG] = "debug", [KP_LOG_INFO] = "info", [KP_LOG_WARN] = "warn",
     [KP_LOG_ERROR] = "error", [KP_LOG_OFF] = "off",
 };
+/* zap's CapitalLevelEncoder, as Karpenter writes them. */
+static const char *const kp_log_level_json[] = {
+    [KP_LOG_DEBUG] = "DEBUG", [KP_LOG_INFO] = "INFO", [KP_LOG_WARN] = "WARN",
+    [KP_LOG_ERROR] = "ERROR", [KP_LOG_OFF] = "OFF",
+};
+
+static _Thread_local const struct kp_log_scope *kp_log_scope_cur;
 
 /* kp_log_lock guards every static below it. */
 static pthread_mutex_t kp_log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -147,6 +172,40 @@ void kp_log_set_fd(int fd)
     atomic_store_explicit(&kp_log_fd, fd, memory_order_relaxed);
 }
 
+void kp_log_scope_set(const struct kp_log_scope *s)
+{
+    kp_log_scope_cur = s;
+}
+
+const struct kp_log_scope *kp_log_scope_get(void)
+{
+    return kp_log_scope_cur;
+}
+
+void kp_log_new_id(char id[KP_LOG_ID_SIZE])
+{
+    static const char hex[] = "0123456789abcdef";
+    static atomic_uint_fast64_t counter;
+    unsigned char b[16];
+    size_t i, o = 0;
+
+    if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+        uint64_t t = kp_real_usec(), n = atomic_fetch_add(&counter, 1) + 1;
+
+        memcpy(b, &t, 8);
+        memcpy(b + 8, &n, 8);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    for (i = 0; i < sizeof(b); i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            id[o++] = '-';
+        id[o++] = hex[b[i] >> 4];
+        id[o++] = hex[b[i] & 0xf];
+    }
+    id[o] = '\0';
+}
+
 uint64_t kp_log_dropped(void)
 {
     return atomic_load_explicit(&kp_log_ndropped, memory_order_relaxed);
@@ -186,16 +245,15 @@ int kp_log_redact_add(const char *secret)
         r = -ENOMEM;
         goto out;
     }
-    if (kp_redact_n == kp_redact_cap) {
-        size_t cap = kp_redact_cap ? kp_redact_cap * 2 : 8;
-        struct kp_redact_entry *v = kp_reallocarray(kp_redact_v, cap, sizeof(*v));
+    {
+        struct kp_redact_entry *v =
+            kp_grow_array(kp_redact_v, &kp_redact_cap, kp_redact_n, sizeof(*v), 8);
 
         if (!v) {
             r = -ENOMEM;
             goto out;
         }
         kp_redact_v = v;
-        kp_redact_cap = cap;
     }
     for (i = 0; i < kp_redact_n && kp_redact_v[i].len >= len; i++)
         ;
@@ -664,20 +722,70 @@ static int kp_line_field(struct kp_line *l, bool json, const struct kp_log_field
     return 0;
 }
 
-/* ,"src":"file.c:12","func":"name" into l (JSON only). Cannot fail: see KP_LOG_SCRATCH. */
-static void kp_line_meta(struct kp_line *l, const char *file, int line, const char *func)
+/* The keys a scope writes, in upstream's order; kp_scope_value() gives their values. */
+static const char *const kp_scope_keys[] = {
+    "controller", "controllerGroup", "controllerKind", "namespace", "name", "reconcileID"};
+
+static const char *kp_scope_value(const struct kp_log_scope *s, size_t i)
+{
+    switch (i) {
+    case 0:
+        return s->controller;
+    case 1:
+        return s->group;
+    case 2:
+        return s->kind;
+    case 3:
+        return s->ns;
+    case 4:
+        return s->name;
+    default:
+        return s->reconcile_id[0] ? s->reconcile_id : NULL;
+    }
+}
+
+/* True when the scope writes key (so a field of that name is left out). */
+static bool kp_scope_has(const struct kp_log_scope *s, const char *key)
+{
+    for (size_t i = 0; s && i < KP_ARRAY_SIZE(kp_scope_keys); i++)
+        if (kp_scope_value(s, i) && strcmp(key, kp_scope_keys[i]) == 0)
+            return true;
+    return false;
+}
+
+/* ,"commit":"...",<scope>,"caller":"file.c:12" into l (JSON only). Cannot fail: see
+ * KP_LOG_META_SCRATCH; a scope value is redacted like any string and cut to its room. */
+static int kp_line_meta(struct kp_line *l, const struct kp_log_scope *scope, const char *file,
+                        int line)
 {
     const char *base = file ? strrchr(file, '/') : NULL;
     char num[16];
 
     base = base ? base + 1 : (file ? file : "?");
-    func = func ? func : "?";
+    (void)kp_line_puts(l, ",\"commit\":");
+    (void)kp_line_str(l, KP_COMMIT, strnlen(KP_COMMIT, KP_LOG_META_MAX), KP_ESC_JSON, true, false);
+    for (size_t i = 0; scope && i < KP_ARRAY_SIZE(kp_scope_keys); i++) {
+        const char *v = kp_scope_value(scope, i);
+        size_t end = l->end;
+        char *red = NULL;
+        int r;
+
+        if (!v)
+            continue;
+        if ((r = kp_redact(v, &red)) < 0)
+            return r;
+        v = red ? red : v;
+        (void)kp_line_key(l, true, kp_scope_keys[i]);
+        l->end = KP_MIN(end, l->len + KP_LOG_SCOPE_ROOM - 32);
+        (void)kp_line_str(l, v, strnlen(v, KP_LOG_SCOPE_MAX), KP_ESC_JSON, true, true);
+        l->end = end;
+        kp_free(red);
+    }
     (void)snprintf(num, sizeof(num), ":%d\"", line);
-    (void)kp_line_puts(l, ",\"src\":\"");
+    (void)kp_line_puts(l, ",\"caller\":\"");
     (void)kp_line_str(l, base, strnlen(base, KP_LOG_META_MAX), KP_ESC_JSON, false, false);
     (void)kp_line_puts(l, num);
-    (void)kp_line_puts(l, ",\"func\":");
-    (void)kp_line_str(l, func, strnlen(func, KP_LOG_META_MAX), KP_ESC_JSON, true, false);
+    return 0;
 }
 
 /* The error, errno and suppressed parts into l. Cannot fail: see KP_LOG_SCRATCH. */
@@ -733,22 +841,32 @@ static void kp_cat(char *buf, size_t *n, size_t size, const char *s)
     }
 }
 
-/* The fixed line written when a line could not be built; allocates nothing. */
-static void kp_log_write_lost(int fd, bool json, const char *level)
+/* The time as zap's ISO 8601 encoder writes it in UTC: RFC 3339 with milliseconds. */
+static void kp_log_time(char ts[KP_RFC3339_MAX])
 {
-    char buf[192], ts[KP_RFC3339_MAX];
+    if (kp_time_format_rfc3339(kp_real_usec(), ts, KP_RFC3339_MAX) < 0)
+        memcpy(ts, "1970-01-01T00:00:00.000000Z", KP_RFC3339_MAX);
+    /* "2006-01-02T15:04:05.123456Z" -> "2006-01-02T15:04:05.123Z" */
+    memcpy(ts + 23, "Z", 2);
+}
+
+/* The fixed line written when a line could not be built; allocates nothing. */
+static void kp_log_write_lost(int fd, bool json, enum kp_log_level level)
+{
+    char buf[256], ts[KP_RFC3339_MAX];
     size_t n = 0;
 
     if (json) {
-        if (kp_time_format_rfc3339(kp_real_usec(), ts, sizeof(ts)) < 0)
-            memcpy(ts, "1970-01-01T00:00:00.000000Z", sizeof(ts));
-        kp_cat(buf, &n, sizeof(buf), "{\"ts\":\"");
+        kp_log_time(ts);
+        kp_cat(buf, &n, sizeof(buf), "{\"level\":\"");
+        kp_cat(buf, &n, sizeof(buf), kp_log_level_json[level]);
+        kp_cat(buf, &n, sizeof(buf), "\",\"time\":\"");
         kp_cat(buf, &n, sizeof(buf), ts);
-        kp_cat(buf, &n, sizeof(buf), "\",\"level\":\"");
-        kp_cat(buf, &n, sizeof(buf), level);
-        kp_cat(buf, &n, sizeof(buf), "\",\"msg\":\"log line lost: out of memory\"}\n");
+        kp_cat(buf, &n, sizeof(buf),
+               "\",\"logger\":\"" KP_LOG_LOGGER "\",\"message\":\"log line lost: "
+               "out of memory\",\"commit\":\"" KP_COMMIT "\"}\n");
     } else {
-        kp_cat(buf, &n, sizeof(buf), level);
+        kp_cat(buf, &n, sizeof(buf), kp_log_level_names[level]);
         kp_cat(buf, &n, sizeof(buf), ": log line lost: out of memory\n");
     }
     kp_log_write(fd, buf, n);
@@ -759,9 +877,10 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
 {
     int saved_errno = errno, fd = atomic_load_explicit(&kp_log_fd, memory_order_relaxed);
     bool json = atomic_load_explicit(&kp_log_format, memory_order_relaxed) == KP_LOG_FORMAT_JSON;
+    const struct kp_log_scope *scope = json ? kp_log_scope_cur : NULL;
     const char *trunc = json ? ",\"truncated\":true" : " truncated=true";
     const char *end = json ? "}\n" : "\n";
-    char meta_buf[KP_LOG_SCRATCH], tail_buf[KP_LOG_SCRATCH], ts[KP_RFC3339_MAX];
+    char meta_buf[KP_LOG_META_SCRATCH], tail_buf[KP_LOG_SCRATCH], ts[KP_RFC3339_MAX];
     struct kp_line meta = {.p = meta_buf, .len = 0, .end = sizeof(meta_buf), .cut = false};
     struct kp_line tail = {.p = tail_buf, .len = 0, .end = sizeof(tail_buf), .cut = false};
     struct kp_line l = {.p = NULL, .len = 0, .end = 0, .cut = false};
@@ -772,10 +891,12 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
     bool lost = false;
     int r;
 
+    if (fd < 0)
+        fd = json ? STDOUT_FILENO : STDERR_FILENO;
     /* The level index is checked as unsigned so a stray negative value is rejected too. */
     if ((unsigned)level >= KP_LOG_OFF || !kp_log_enabled(level))
         goto out;
-    lvl = kp_log_level_names[level];
+    lvl = json ? kp_log_level_json[level] : kp_log_level_names[level];
     if (ratelimit_key && !kp_rl_pass(ratelimit_key, &suppressed))
         goto out;
 
@@ -784,19 +905,21 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
         lost = true;
         goto out;
     }
-    if (json)
-        kp_line_meta(&meta, file, line, func);
+    (void)func; /* upstream writes no function key */
+    if (json && kp_line_meta(&meta, scope, file, line) < 0) {
+        lost = true; /* a scope value that could not be redacted */
+        goto out;
+    }
     kp_line_tail(&tail, json, err, suppressed);
     l.end = KP_LOG_MAX_LINE - meta.len - tail.len - strlen(trunc) - strlen(end);
 
     if (json) {
-        if (kp_time_format_rfc3339(kp_real_usec(), ts, sizeof(ts)) < 0)
-            memcpy(ts, "1970-01-01T00:00:00.000000Z", sizeof(ts));
-        (void)kp_line_puts(&l, "{\"ts\":\"");
-        (void)kp_line_puts(&l, ts);
-        (void)kp_line_puts(&l, "\",\"level\":\"");
+        kp_log_time(ts);
+        (void)kp_line_puts(&l, "{\"level\":\"");
         (void)kp_line_puts(&l, lvl);
-        (void)kp_line_puts(&l, "\",\"msg\":");
+        (void)kp_line_puts(&l, "\",\"time\":\"");
+        (void)kp_line_puts(&l, ts);
+        (void)kp_line_puts(&l, "\",\"logger\":\"" KP_LOG_LOGGER "\",\"message\":");
     } else {
         (void)kp_line_puts(&l, lvl);
         (void)kp_line_puts(&l, ": ");
@@ -818,7 +941,7 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
     l.end += meta.len;
     (void)kp_line_put(&l, meta.p, meta.len);
     for (f = fields; f && f->type != KP_LOG_FIELD_END && !l.cut; f++) {
-        if (!f->key)
+        if (!f->key || kp_scope_has(scope, f->key))
             continue;
         r = kp_line_field(&l, json, f);
         if (r < 0) {
@@ -834,7 +957,7 @@ int kp_log_emit(enum kp_log_level level, int err, const char *file, int line, co
     kp_log_write(fd, l.p, l.len);
 out:
     if (lost)
-        kp_log_write_lost(fd, json, kp_log_level_names[level]);
+        kp_log_write_lost(fd, json, level);
     kp_free(red);
     kp_free(l.p);
     errno = saved_errno;

@@ -1,12 +1,22 @@
-/* base/log.h: structured logging, one JSON object per line.
+/* base/log.h: structured logging, one JSON object per line, in the keys Karpenter writes.
  *
  *   kp_log_info("host claimed", KP_LF("host", name), KP_LF("attempt", n));
  *   return kp_log_error_errno(r, "claim failed", KP_LF("host", name));
- *   {"ts":"2026-11-30T09:00:00.123456Z","level":"error","msg":"claim failed",
- *    "src":"claim.c:88","func":"claim_one","host":"h7","error":"conflict: ...","errno":-4098}
+ *   {"level":"ERROR","time":"2026-11-30T09:00:00.123Z","logger":"controller",
+ *    "message":"claim failed","commit":"25b688a","controller":"sshhost",
+ *    "controllerGroup":"karpenter.kpssh.dev","controllerKind":"SSHHost","namespace":"pool",
+ *    "name":"h7","reconcileID":"0f5c…","caller":"claim.c:88","host":"h7",
+ *    "error":"conflict: ...","errno":-4098}
+ *
+ * The first keys are those of Karpenter's zap configuration (level in capitals, time as
+ * RFC 3339 UTC with milliseconds, logger, message, commit) and of controller-runtime's
+ * reconcile logger (controller, controllerGroup, controllerKind, namespace, name, reconcileID),
+ * so log queries written for upstream work here. The controller keys appear while the thread
+ * runs inside a scope (kp_log_scope_set(): the reconciler sets one around each reconcile).
+ * commit is the build's git commit (KP_COMMIT, "unknown" outside a git checkout).
  *
  * The macros evaluate neither the message nor the fields when the level is filtered out.
- * Every string value (msg included) passes through the redaction step before it is written:
+ * Every string value (message included) passes through the redaction step before it is written:
  * each registered secret (kp_log_redact_add) is replaced by "[REDACTED]", longest first (every
  * byte covered by any occurrence of any secret is removed; overlapping or adjacent occurrences
  * become one "[REDACTED]"), and an optional hook may scrub further. Strings are escaped so every
@@ -16,7 +26,9 @@
  * of concurrent threads never interleave) and are capped at KP_LOG_MAX_LINE bytes including the
  * newline: long values are cut at a character boundary and end in "...", fields that no longer
  * fit are left out, and the line then carries "truncated":true; it stays valid JSON, and
- * src, func, error, errno and suppressed are always kept.
+ * commit, the scope's keys, caller, error, errno and suppressed are always kept (a scope value
+ * longer than KP_LOG_SCOPE_MAX bytes is cut). A field whose key is one the scope writes is left
+ * out, so every key appears once.
  * If a line cannot be built for lack of memory, a fixed line saying a log line was lost is
  * written instead (never the unredacted text). Logging preserves errno.
  * Any thread may log; configuration calls belong to start-up (main thread) or tests.
@@ -44,9 +56,10 @@ enum kp_log_level {
 };
 
 enum kp_log_format {
-    KP_LOG_FORMAT_JSON = 0, /* controller: one JSON object per line */
-    KP_LOG_FORMAT_TEXT,     /* CLI: "level: msg key=value ... error=\"...\"" (no ts, src,
-                             * func or errno); a value is quoted and escaped as in JSON when it
+    KP_LOG_FORMAT_JSON = 0, /* controller: one JSON object per line, on stdout */
+    KP_LOG_FORMAT_TEXT,     /* terminals: "level: msg key=value ... error=\"...\"" on stderr
+                             * (level in lower case; no time, logger, commit, scope, caller or
+                             * errno); a value is quoted and escaped as in JSON when it
                              * is empty or holds a space, '"', '\\', '=' or a control character;
                              * msg is never quoted but its control characters are escaped. */
 };
@@ -121,14 +134,36 @@ static inline struct kp_log_field kp_lf_double(const char *k, double v)
 #endif
 #define KP_LF_END ((struct kp_log_field){.key = NULL, .type = KP_LOG_FIELD_END})
 
-/* Configuration (start-up or tests). Default: INFO, JSON, fd 2. */
+/* Configuration (start-up or tests). Default: INFO, JSON, and the format's own fd: stdout (1)
+ * for JSON, as upstream writes it, stderr (2) for text. */
 void kp_log_set_level(enum kp_log_level level);
 enum kp_log_level kp_log_get_level(void);
 /* Parses "debug", "info", "warn", "error", "off". 0 or -EINVAL. */
 int kp_log_parse_level(const char *s, enum kp_log_level *ret) KP_WUR;
 void kp_log_set_format(enum kp_log_format format);
-/* Lines go to fd (not owned). */
+/* Lines go to fd (not owned) whatever the format; -1 goes back to the format's own fd. */
 void kp_log_set_fd(int fd);
+
+/* The object a thread is working on, written into each of its lines (JSON only) as
+ * controller-runtime does for a reconcile. Any member may be NULL (then the key is left out);
+ * ns (namespace) is "" for a cluster-scoped object, as upstream writes it. */
+#define KP_LOG_ID_SIZE sizeof("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx")
+#define KP_LOG_SCOPE_MAX 256
+struct kp_log_scope {
+    const char *controller; /* "sshhost" */
+    const char *group;      /* controllerGroup: "karpenter.kpssh.dev" ("" for the core group) */
+    const char *kind;       /* controllerKind: "SSHHost" */
+    const char *ns;         /* namespace */
+    const char *name;
+    char reconcile_id[KP_LOG_ID_SIZE]; /* "" leaves reconcileID out */
+};
+/* Makes *s the calling thread's scope until the next call (NULL: none). The pointer is kept,
+ * not the strings: *s and its strings must stay valid until the scope is cleared. */
+void kp_log_scope_set(const struct kp_log_scope *s);
+const struct kp_log_scope *kp_log_scope_get(void);
+/* A fresh random UUID (version 4) in id, for reconcile_id. Cannot fail: without getrandom(2)
+ * it falls back to the clock and a counter (still unique within the process). */
+void kp_log_new_id(char id[KP_LOG_ID_SIZE]);
 
 /* Registers a secret value so it is never written: every occurrence in any logged string is
  * replaced by "[REDACTED]". Values shorter than KP_LOG_REDACT_MIN are ignored (returns 0).

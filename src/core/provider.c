@@ -1,7 +1,10 @@
 /* core/provider.c: the small value helpers of the provider interface (core/provider.h).
  *
  * DESIGN: the interface is a header; this file only frees and fills the plain structs that cross
- * it, so every provider (and every fake in tests) builds results the same way. Pure; any thread. */
+ * it, so every provider (and every fake in tests) builds results the same way, and holds the
+ * catalog's reference count: a catalog is published once and shared by every reader until its
+ * last reference goes, so a reader holding an old one is never disturbed by a republish. Pure;
+ * any thread. */
 #include "core/provider.h"
 
 #include <errno.h>
@@ -11,7 +14,10 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/ctx.h"
+#include "base/err.h"
 #include "base/str.h"
+#include "api/obj-karpenter.h"
 
 void kp_provider_err_done(struct kp_provider_err *e)
 {
@@ -26,7 +32,6 @@ void kp_provider_err_done(struct kp_provider_err *e)
 int kp_provider_err_set(struct kp_provider_err *e, int r, enum kp_provider_err_kind kind,
                         const char *reason, const char *fmt, ...)
 {
-    struct kp_buf b = KP_BUF_INIT(4096);
     va_list ap;
 
     if (!e)
@@ -34,13 +39,9 @@ int kp_provider_err_set(struct kp_provider_err *e, int r, enum kp_provider_err_k
     e->kind = kind;
     if (kp_strscpy(e->reason, sizeof(e->reason), reason ? reason : "") < 0)
         e->reason[0] = '\0';
-    kp_free(e->message);
-    e->message = NULL;
     va_start(ap, fmt);
-    if (kp_buf_vprintf(&b, fmt, ap) == 0)
-        e->message = kp_buf_steal(&b, NULL);
+    kp_msg_setv(&e->message, fmt, ap);
     va_end(ap);
-    kp_buf_done(&b);
     return r;
 }
 
@@ -86,18 +87,159 @@ void kp_instance_types_done(struct kp_instance_types *t)
     for (size_t i = 0; i < t->n; i++) {
         struct kp_instance_type *it = &t->v[i];
         kp_free(it->name);
+        kp_reqset_done(&it->reqs);
         kv_free(it->labels, it->n_labels);
         res_free(it->capacity, it->n_capacity);
         res_free(it->overhead, it->n_overhead);
-        for (size_t j = 0; j < it->n_offerings; j++) {
-            kp_free(it->offerings[j].zone);
-            kp_free(it->offerings[j].capacity_type);
-        }
+        for (size_t j = 0; j < it->n_offerings; j++)
+            kp_reqset_done(&it->offerings[j].reqs);
         kp_free(it->offerings);
     }
     kp_free(t->v);
     t->v = NULL;
     t->n = 0;
+}
+
+const char *kp_offering_value(const struct kp_offering *o, const char *key)
+{
+    const struct kp_req *r = kp_reqset_get(&o->reqs, key);
+
+    return r ? kp_req_single(r) : NULL;
+}
+
+static bool kv_equal(const struct kp_provider_kv *a, size_t na, const struct kp_provider_kv *b,
+                     size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (!kp_streq(a[i].key, b[i].key) || !kp_streq(a[i].value, b[i].value))
+            return false;
+    return true;
+}
+
+static bool res_equal(const struct kp_provider_res *a, size_t na, const struct kp_provider_res *b,
+                      size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++)
+        if (!kp_streq(a[i].name, b[i].name) || a[i].milli != b[i].milli)
+            return false;
+    return true;
+}
+
+static bool type_equal(const struct kp_instance_type *a, const struct kp_instance_type *b)
+{
+    if (!kp_streq(a->name, b->name) || !kp_reqset_equal(&a->reqs, &b->reqs) ||
+        !kv_equal(a->labels, a->n_labels, b->labels, b->n_labels) ||
+        !res_equal(a->capacity, a->n_capacity, b->capacity, b->n_capacity) ||
+        !res_equal(a->overhead, a->n_overhead, b->overhead, b->n_overhead) ||
+        a->n_offerings != b->n_offerings)
+        return false;
+    for (size_t i = 0; i < a->n_offerings; i++) {
+        const struct kp_offering *x = &a->offerings[i], *y = &b->offerings[i];
+
+        if (x->price_micro_usd != y->price_micro_usd || x->available != y->available ||
+            x->reservation_capacity != y->reservation_capacity ||
+            !kp_reqset_equal(&x->reqs, &y->reqs))
+            return false;
+    }
+    return true;
+}
+
+bool kp_instance_types_equal(const struct kp_instance_types *a, const struct kp_instance_types *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (!type_equal(&a->v[i], &b->v[i]))
+            return false;
+    return true;
+}
+
+int kp_instance_catalog_new(struct kp_instance_types *types, uint64_t version,
+                            struct kp_instance_catalog **ret)
+{
+    struct kp_instance_catalog *c = kp_calloc(1, sizeof(*c));
+
+    if (!c) {
+        kp_instance_types_done(types);
+        return -ENOMEM;
+    }
+    c->own_ = *types;
+    *types = (struct kp_instance_types){0};
+    c->v = c->own_.v;
+    c->n = c->own_.n;
+    c->version = version;
+    atomic_init(&c->refs_, 1);
+    *ret = c;
+    return 0;
+}
+
+struct kp_instance_catalog *kp_instance_catalog_ref(struct kp_instance_catalog *c)
+{
+    if (c)
+        atomic_fetch_add_explicit(&c->refs_, 1, memory_order_relaxed);
+    return c;
+}
+
+struct kp_instance_catalog *kp_instance_catalog_unref(struct kp_instance_catalog *c)
+{
+    if (c && atomic_fetch_sub_explicit(&c->refs_, 1, memory_order_acq_rel) == 1) {
+        kp_instance_types_done(&c->own_);
+        kp_free(c);
+    }
+    return NULL;
+}
+
+const struct kp_instance_type *kp_instance_catalog_find(const struct kp_instance_catalog *c,
+                                                        const char *name)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (kp_streq(c->v[i].name, name))
+            return &c->v[i];
+    return NULL;
+}
+
+bool kp_provider_supports(const struct kp_provider *p, const struct kp_nodeclass_ref *ref)
+{
+    const struct kp_node_class_kind *k = NULL;
+    size_t n = p->ops->supported_node_classes(p->self, &k);
+
+    for (size_t i = 0; i < n; i++)
+        if (kp_nodeclass_ref_is(ref, k[i].group, k[i].kind))
+            return true;
+    return false;
+}
+
+void kp_node_class_status_done(struct kp_node_class_status *s)
+{
+    if (!s)
+        return;
+    kp_free(s->reason);
+    kp_free(s->message);
+    *s = (struct kp_node_class_status){0};
+}
+
+int kp_provider_node_class_status(const struct kp_provider *p, const struct kp_nodeclass_ref *ref,
+                                  struct kp_node_class_status *ret)
+{
+    *ret = (struct kp_node_class_status){0};
+    if (!p->ops->node_class_status)
+        return -EOPNOTSUPP;
+    return p->ops->node_class_status(p->self, ref, ret);
+}
+
+int kp_provider_ctx_check(const struct kp_ctx *ctx, struct kp_provider_err *err, const char *what)
+{
+    int r = kp_ctx_err(ctx);
+
+    if (r == 0)
+        return 0;
+    return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s before %s",
+                               r == -ECANCELED ? "cancelled" : "deadline passed",
+                               what ? what : "the next step");
 }
 
 int64_t kp_instance_type_allocatable(const struct kp_instance_type *it, const char *name)
@@ -206,4 +348,39 @@ int64_t kp_provider_res_get(const struct kp_provider_res *v, size_t n, const cha
     if (ret_found)
         *ret_found = false;
     return 0;
+}
+
+int kp_provider_instance_copy(const struct kp_provider_instance *a,
+                              struct kp_provider_instance *ret)
+{
+    struct kp_provider_instance in = {0};
+    int r = -ENOMEM;
+
+    if ((a->nodeclaim && !(in.nodeclaim = kp_strdup(a->nodeclaim))) ||
+        (a->provider_id && !(in.provider_id = kp_strdup(a->provider_id))) ||
+        (a->instance_type && !(in.instance_type = kp_strdup(a->instance_type))) ||
+        (a->backing && !(in.backing = kp_strdup(a->backing))))
+        goto fail;
+    in.creation_usec = a->creation_usec;
+    for (size_t i = 0; i < a->n_labels; i++)
+        if ((r = kp_provider_kv_add(&in.labels, &in.n_labels, a->labels[i].key,
+                                    a->labels[i].value ? a->labels[i].value : "")) < 0)
+            goto fail;
+    for (size_t i = 0; i < a->n_annotations; i++)
+        if ((r = kp_provider_kv_add(&in.annotations, &in.n_annotations, a->annotations[i].key,
+                                    a->annotations[i].value ? a->annotations[i].value : "")) < 0)
+            goto fail;
+    for (size_t i = 0; i < a->n_capacity; i++)
+        if ((r = kp_provider_res_add(&in.capacity, &in.n_capacity, a->capacity[i].name,
+                                     a->capacity[i].milli)) < 0)
+            goto fail;
+    for (size_t i = 0; i < a->n_allocatable; i++)
+        if ((r = kp_provider_res_add(&in.allocatable, &in.n_allocatable, a->allocatable[i].name,
+                                     a->allocatable[i].milli)) < 0)
+            goto fail;
+    *ret = in;
+    return 0;
+fail:
+    kp_provider_instance_done(&in);
+    return r < 0 ? r : -ENOMEM;
 }

@@ -47,7 +47,7 @@ struct kp_series;
  * not grow memory without bound), buckets per histogram, bytes of one /metrics body. */
 #define KP_METRICS_MAX_LABELS 8
 #define KP_METRICS_MAX_SERIES 4096
-#define KP_METRICS_MAX_BUCKETS 32
+#define KP_METRICS_MAX_BUCKETS 64 /* Karpenter's DurationBuckets has 45 */
 #define KP_MAX_METRICS_BODY (8u << 20)
 
 enum kp_metric_type {

@@ -57,6 +57,10 @@ const struct kp_resource KP_RES_ROLEBINDING =
     RES("rbac.authorization.k8s.io", "v1", "rolebindings", true, "RoleBinding");
 const struct kp_resource KP_RES_CRD = RES("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                                           false, "CustomResourceDefinition");
+const struct kp_resource KP_RES_PVC =
+    RES("", "v1", "persistentvolumeclaims", true, "PersistentVolumeClaim");
+const struct kp_resource KP_RES_VOLUMEATTACHMENT =
+    RES("storage.k8s.io", "v1", "volumeattachments", false, "VolumeAttachment");
 const struct kp_resource KP_RES_NODEPOOL =
     RES("karpenter.sh", "v1", "nodepools", false, "NodePool");
 const struct kp_resource KP_RES_NODECLAIM =

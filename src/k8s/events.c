@@ -329,7 +329,7 @@ static void kp_events_do_create(struct kp_events *ev, struct kp_event_job *j)
     }
     pthread_mutex_unlock(&ev->lock);
     if (r < 0)
-        kp_log_warn_rl("event-create", "cannot record an event", KP_LF("name", name),
+        kp_log_warn_rl("event-create", "cannot record an event", KP_LF("event", name),
                        KP_LF("error", err.message ? err.message : kp_strerror(r)));
     kp_error_done(&err);
 }

@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -58,8 +59,8 @@ struct kp_informer {
     char *ns, *label_selector, *field_selector; /* owned copies of the opts strings */
     struct kp_client *client;
     struct kp_store *store;
-    struct kp_informer_handler handlers[KP_INFORMER_MAX_HANDLERS];
-    size_t nhandlers;
+    struct kp_informer_handler *handlers; /* grown before start; read by the informer thread */
+    size_t nhandlers, handlers_cap;
     struct kp_map *bad_keys; /* informer thread only */
     pthread_t thread;
     bool running;
@@ -135,6 +136,7 @@ struct kp_informer *kp_informer_free(struct kp_informer *inf)
     kp_map_free(inf->bad_keys);
     kp_store_free(inf->store);
     kp_client_free(inf->client);
+    kp_free(inf->handlers);
     kp_free(inf->ns);
     kp_free(inf->label_selector);
     kp_free(inf->field_selector);
@@ -155,8 +157,14 @@ int kp_informer_add_handler(struct kp_informer *inf, const struct kp_informer_ha
 {
     if (inf->running)
         return -EBUSY;
-    if (inf->nhandlers == KP_INFORMER_MAX_HANDLERS)
-        return -E2BIG;
+    {
+        struct kp_informer_handler *v =
+            kp_grow_array(inf->handlers, &inf->handlers_cap, inf->nhandlers, sizeof(*v), 8);
+
+        if (!v)
+            return -ENOMEM;
+        inf->handlers = v;
+    }
     inf->handlers[inf->nhandlers++] = *h;
     return 0;
 }
@@ -192,6 +200,31 @@ bool kp_informer_synced(struct kp_informer *inf)
 const char *kp_informer_kind(const struct kp_informer *inf)
 {
     return inf->opts.res->kind;
+}
+
+const char *kp_informer_view_kind(const struct kp_informer *inf)
+{
+    return inf->opts.view_kind;
+}
+
+kp_project_fn kp_informer_project(const struct kp_informer *inf)
+{
+    return inf->opts.project;
+}
+
+const struct kp_resource *kp_informer_resource(const struct kp_informer *inf)
+{
+    return inf->opts.res;
+}
+
+const char *kp_informer_namespace(const struct kp_informer *inf)
+{
+    return inf->opts.ns;
+}
+
+size_t kp_informer_handler_count(const struct kp_informer *inf)
+{
+    return inf->nhandlers;
 }
 
 int kp_informer_wait_synced(struct kp_informer *inf, uint64_t timeout_usec)
@@ -281,8 +314,9 @@ static void kp_informer_notify(struct kp_informer *inf, const struct kp_entry *o
     }
 }
 
-/* Publishes a projection of obj; returns its key in *ret_key (borrowed from the new entry,
- * valid while the store holds it) when the caller needs it. */
+/* Publishes a projection of obj and tells the handlers, unless it equals the stored entry. During
+ * a relist, seen collects the key (a bad object's too, so its last good entry is kept). An
+ * object that does not project is counted and logged once, never fatal; only -ENOMEM is. */
 static int kp_informer_upsert(struct kp_informer *inf, const json_t *obj, struct kp_map *seen)
 {
     struct kp_entry *e = NULL, *old = NULL;
@@ -291,6 +325,14 @@ static int kp_informer_upsert(struct kp_informer *inf, const json_t *obj, struct
     r = inf->opts.project(obj, &e);
     if (r == -ENOMEM)
         return r;
+    if (r == 0 && inf->opts.view_kind && e->kind != inf->opts.view_kind) {
+        /* The informer was built with a projection of another kind than it says it holds:
+         * readers would take its entries for the wrong view. A programmer error: stop here. */
+        kp_log_error("informer projected an entry of the wrong kind",
+                     KP_LF("kind", inf->opts.res->kind), KP_LF("view", inf->opts.view_kind),
+                     KP_LF("entry_kind", e->kind ? e->kind : "(none)"));
+        abort();
+    }
     if (r < 0) {
         kp_informer_bad(inf, obj, r);
         /* Keep a previously good entry: mark it seen so a relist does not drop it. */
@@ -623,6 +665,12 @@ int kp_informer_start(struct kp_informer *inf)
         return -r;
     inf->running = true;
     return 0;
+}
+
+void kp_informer_cancel(struct kp_informer *inf)
+{
+    if (inf->running)
+        atomic_store(&inf->cancel, true);
 }
 
 void kp_informer_stop(struct kp_informer *inf)

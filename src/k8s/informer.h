@@ -17,6 +17,7 @@
 #define KP_K8S_INFORMER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/macro.h"
@@ -33,6 +34,10 @@ typedef int (*kp_project_fn)(const json_t *obj, struct kp_entry **ret);
 struct kp_informer_opts {
     const struct kp_resource *res;
     kp_project_fn project;
+    /* Optional: the kind tag project() stamps on its entries (api/obj.h kp_kind_*, compared
+     * by address). When set, an entry of another kind aborts the process at once, and the
+     * registry (k8s/registry.h) matches lookups on it. */
+    const char *view_kind;
     const char *ns; /* NULL: all namespaces (or cluster-scoped) */
     const char *label_selector;
     const char *field_selector;
@@ -51,8 +56,6 @@ struct kp_informer_handler {
     void *ctx;
 };
 
-#define KP_INFORMER_MAX_HANDLERS 8 /* one per controller reading the kind, with room */
-
 struct kp_informer_stats {
     uint64_t lists;       /* full lists done (the first one included) */
     uint64_t events;      /* watch events applied */
@@ -70,7 +73,8 @@ int kp_informer_new(struct kp_client *c, const struct kp_informer_opts *opts,
 /* Stops (if running) and frees; accepts and returns NULL. */
 struct kp_informer *kp_informer_free(struct kp_informer *inf);
 
-/* Before start only. Errors of kp_store_add_index; -E2BIG for too many handlers. */
+/* Before start only (-EBUSY after). Neither has a fixed limit: the handler array grows.
+ * add_index: errors of kp_store_add_index; add_handler: 0, -EBUSY or -ENOMEM. */
 int kp_informer_add_index(struct kp_informer *inf, const char *name, kp_index_fn fn) KP_WUR;
 int kp_informer_add_handler(struct kp_informer *inf, const struct kp_informer_handler *h) KP_WUR;
 /* Before start only: drops every handler whose ctx is ctx (a controller whose set-up failed
@@ -82,6 +86,11 @@ int kp_informer_start(struct kp_informer *inf) KP_WUR;
 /* Asks the thread to stop and joins it. Idempotent. The store keeps what it held, but the
  * informer is no longer synced: a later kp_informer_start() lists afresh and syncs again. */
 void kp_informer_stop(struct kp_informer *inf);
+/* Asks a running informer's thread to stop, without waiting: its request in progress notices
+ * within about a second (curl's progress callback), so a caller stopping several informers
+ * cancels them all first and then stops (joins) each, and their ends overlap. Idempotent;
+ * kp_informer_stop must still follow. The starting thread. */
+void kp_informer_cancel(struct kp_informer *inf);
 
 /* True while the store reflects a complete list and the watch that followed it: false until
  * the first list has been applied in full, false again from the moment the informer must list
@@ -90,6 +99,14 @@ void kp_informer_stop(struct kp_informer *inf);
 bool kp_informer_synced(struct kp_informer *inf);
 /* The kind of the informer's resource ("Pod"); static. Any thread. */
 const char *kp_informer_kind(const struct kp_informer *inf);
+/* What the informer was made with: its view kind tag (NULL when none was given), projection,
+ * resource and namespace (NULL: all). Any thread. */
+const char *kp_informer_view_kind(const struct kp_informer *inf);
+kp_project_fn kp_informer_project(const struct kp_informer *inf);
+const struct kp_resource *kp_informer_resource(const struct kp_informer *inf);
+const char *kp_informer_namespace(const struct kp_informer *inf);
+/* Handlers registered now (tests: a failed set-up must leave none behind). Main thread. */
+size_t kp_informer_handler_count(const struct kp_informer *inf);
 /* Waits until synced (the current state: after a fall out of sync, until the relist is done),
  * at most timeout_usec. 0 or -ETIMEDOUT. */
 int kp_informer_wait_synced(struct kp_informer *inf, uint64_t timeout_usec) KP_WUR;

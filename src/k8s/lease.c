@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -39,8 +40,9 @@ struct kp_leader {
     struct kp_backoff jitter;
     /* The keeper thread (kp_leader_keep_start). While it runs it owns everything above; other
      * threads touch only the atomics below. */
-    struct kp_fence *fence; /* borrowed; NULL: none */
-    int notify_fd;          /* written once on loss; -1: none */
+    struct kp_fence *fence;  /* borrowed; NULL: none */
+    int notify_fd;           /* written once on loss; -1: none */
+    struct kp_ctx *loss_ctx; /* cancelled on loss (borrowed); NULL: none */
     pthread_t keeper;
     bool keeper_running; /* main thread only */
     atomic_bool keep_cancel;
@@ -311,6 +313,8 @@ static void kp_leader_lose(struct kp_leader *l)
         kp_fence_set(l->fence, KP_FENCE_CLOSED);
     l->leader = false;
     atomic_store(&l->lost, true);
+    if (l->loss_ctx)
+        kp_ctx_cancel(l->loss_ctx);
     if (l->notify_fd >= 0 && write(l->notify_fd, &one, sizeof(one)) < 0) {
         /* An eventfd only fails when its counter would overflow: a wake-up is pending anyway. */
     }
@@ -372,7 +376,8 @@ static void *kp_leader_keeper_main(void *arg)
     return NULL;
 }
 
-int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, int notify_fd)
+int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, struct kp_ctx *loss_ctx,
+                         int notify_fd)
 {
     int r;
 
@@ -381,6 +386,7 @@ int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, int notify
     if (!l->leader)
         return -EINVAL;
     l->fence = fence;
+    l->loss_ctx = loss_ctx;
     l->notify_fd = notify_fd;
     atomic_store(&l->keep_cancel, false);
     atomic_store(&l->lost, false);
@@ -394,6 +400,7 @@ int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, int notify
         if (fence)
             kp_fence_set(fence, KP_FENCE_CLOSED);
         l->fence = NULL;
+        l->loss_ctx = NULL;
         l->notify_fd = -1;
         return r;
     }
@@ -412,6 +419,7 @@ bool kp_leader_keep_stop(struct kp_leader *l)
     /* The fence stays as the keeper left it: open until the deadline while we still lead (a
      * release or a new keeper follows), closed after a loss. */
     l->fence = NULL;
+    l->loss_ctx = NULL;
     l->notify_fd = -1;
     return l->leader;
 }

@@ -29,6 +29,7 @@
 
 struct kp_client;
 struct kp_error;
+struct kp_ctx;
 struct kp_fence;
 struct kp_leader;
 
@@ -67,10 +68,13 @@ int kp_leader_keep(struct kp_leader *l, const atomic_bool *cancel) KP_WUR;
 /* Starts the keeper thread of a leader (the last kp_leader_try() made us leader): it renews as
  * kp_leader_keep() does, and keeps fence (borrowed, optional) open until the renew deadline of
  * the last successful renewal, opening it before this returns. When the lease is lost (another
- * holder, or the renew deadline passed) it closes the fence first, then writes 1 to notify_fd
- * (an eventfd; -1 for none) and ends. 0, -EALREADY (running), -EINVAL (not leading) or the
- * error of pthread_create (fence closed). Main thread. */
-int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, int notify_fd) KP_WUR;
+ * holder, or the renew deadline passed) it closes the fence first, then cancels loss_ctx
+ * (borrowed, optional: the term's context, so whatever runs under it stops without waiting for
+ * the main thread, a start-up blocked in its informers' sync included), then writes 1 to
+ * notify_fd (an eventfd; -1 for none) and ends. 0, -EALREADY (running), -EINVAL (not leading)
+ * or the error of pthread_create (fence closed). Main thread. */
+int kp_leader_keep_start(struct kp_leader *l, struct kp_fence *fence, struct kp_ctx *loss_ctx,
+                         int notify_fd) KP_WUR;
 /* Stops and joins the keeper (a no-op when none runs). True when we still lead (release or
  * start a new keeper next; the fence stays open until the deadline), false when the keeper lost
  * the lease (fence closed). Main thread. */

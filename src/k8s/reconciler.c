@@ -5,7 +5,12 @@
  * kp_workqueue_get(); stop() shuts the queue (getters return -ESHUTDOWN at once, the key in hand
  * is finished), joins every worker and frees the clones. The outcome of a reconcile call maps to
  * the queue as the header's table says; the queue's own dedup and dirty marking give the "never
- * two workers on one key" guarantee. */
+ * two workers on one key" guarantee.
+ *
+ * Contexts: start() sets up run_ctx under the options' parent; stop() cancels it before it
+ * shuts the queue, so a reconcile in progress sees its context done at once and returns
+ * instead of starting more work. Each call gets a context of its own on the worker's stack,
+ * under run_ctx, with the reconcile timeout. */
 #include "k8s/reconciler.h"
 
 #include <errno.h>
@@ -15,6 +20,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -34,11 +40,15 @@ struct worker {
 
 struct kp_reconciler {
     char *name;
+    char *group, *kind; /* NULL: not given */
     kp_reconcile_fn fn;
     void *ctx;
     struct kp_client *client; /* our clone of opts->client: each start() clones the workers'
                                * from it, so a restart never needs the caller's client */
     uint64_t conflict_delay;
+    uint64_t timeout;
+    const struct kp_ctx *parent;
+    struct kp_ctx run_ctx; /* under parent; set up by start, cancelled by stop */
     struct kp_workqueue *q;
     struct worker *workers;
     unsigned n_workers;
@@ -65,13 +75,18 @@ int kp_reconciler_new(const struct kp_reconciler_opts *opts, struct kp_reconcile
     r->n_workers = opts->workers ? opts->workers : 1;
     r->conflict_delay =
         opts->conflict_delay_usec ? opts->conflict_delay_usec : KP_RECONCILER_CONFLICT_DELAY_USEC;
+    r->timeout = opts->timeout_usec ? opts->timeout_usec : KP_RECONCILER_TIMEOUT_USEC;
+    r->parent = opts->parent;
+    kp_ctx_init(&r->run_ctx, r->parent, kp_deadline_never());
     atomic_init(&r->running, false);
     atomic_init(&r->reconciles, 0);
     atomic_init(&r->errors, 0);
     atomic_init(&r->conflicts, 0);
     r->name = kp_strdup(opts->name ? opts->name : "reconciler");
+    r->group = opts->group ? kp_strdup(opts->group) : NULL;
+    r->kind = opts->kind ? kp_strdup(opts->kind) : NULL;
     r->workers = kp_calloc(r->n_workers, sizeof(*r->workers));
-    if (!r->name || !r->workers) {
+    if (!r->name || !r->workers || (opts->group && !r->group) || (opts->kind && !r->kind)) {
         kp_reconciler_free(r);
         return -ENOMEM;
     }
@@ -89,46 +104,74 @@ int kp_reconciler_new(const struct kp_reconciler_opts *opts, struct kp_reconcile
 }
 
 /* A key that cannot be put back (only -ENOMEM while running) would stop being reconciled until
- * its object changes again: say so loudly. -ESHUTDOWN is the stop in progress. */
-static void requeue_check(struct kp_reconciler *r, const char *key, int e)
+ * its object changes again: say so loudly (the scope names the key). -ESHUTDOWN is the stop in
+ * progress. */
+static void requeue_check(int e)
 {
     if (e < 0 && e != -ESHUTDOWN)
-        kp_log_error_errno(e, "cannot requeue a key; it waits for its next change",
-                           KP_LF("controller", r->name), KP_LF("key", key));
+        kp_log_error_errno(e, "cannot requeue a key; it waits for its next change");
 }
 
-static void handle(struct kp_reconciler *r, struct kp_client *c, const char *key)
+/* The scope of one reconcile of key ("ns/name" or "name"); ns_buf holds the namespace. */
+static void scope_init(const struct kp_reconciler *r, const char *key, char *ns_buf, size_t size,
+                       struct kp_log_scope *ret)
+{
+    const char *slash = strchr(key, '/');
+    size_t n = slash ? KP_MIN((size_t)(slash - key), size - 1) : 0;
+
+    memcpy(ns_buf, key, n);
+    ns_buf[n] = '\0';
+    *ret = (struct kp_log_scope){.controller = r->name,
+                                 .group = r->group,
+                                 .kind = r->kind,
+                                 .ns = ns_buf,
+                                 .name = slash ? slash + 1 : key};
+    kp_log_new_id(ret->reconcile_id);
+}
+
+/* One reconcile call and its outcome; runs in the key's log scope, so its lines name the
+ * controller and the object without fields of their own. */
+static void handle_scoped(struct kp_reconciler *r, struct kp_client *c, const char *key)
 {
     uint64_t requeue = 0;
+    struct kp_ctx cx;
     int e;
 
     atomic_fetch_add(&r->reconciles, 1);
-    e = r->fn(r->ctx, c, key, &requeue);
+    kp_ctx_init(&cx, &r->run_ctx, kp_deadline_in(r->timeout));
+    e = r->fn(r->ctx, c, &cx, key, &requeue);
     if (e >= 0) {
         kp_workqueue_forget(r->q, key);
         if (requeue)
-            requeue_check(r, key, kp_workqueue_add_after(r->q, key, requeue));
+            requeue_check(kp_workqueue_add_after(r->q, key, requeue));
         return;
     }
     if (e == -KP_ECONFLICT) {
         /* Someone wrote the object since we read it: our cache will catch up within the
          * delay. Not a failure of the object, so its backoff does not grow. */
         atomic_fetch_add(&r->conflicts, 1);
-        kp_log_debug("optimistic lock lost; retrying", KP_LF("controller", r->name),
-                     KP_LF("key", key));
-        requeue_check(
-            r, key,
-            kp_workqueue_add_after(
-                r->q, key, requeue && requeue < r->conflict_delay ? requeue : r->conflict_delay));
+        kp_log_debug("optimistic lock lost; retrying");
+        requeue_check(kp_workqueue_add_after(
+            r->q, key, requeue && requeue < r->conflict_delay ? requeue : r->conflict_delay));
         return;
     }
     atomic_fetch_add(&r->errors, 1);
     kp_log_error_errno_rl(key, e, "reconcile failed; retrying with backoff",
-                          KP_LF("controller", r->name), KP_LF("key", key),
                           KP_LF("failures", kp_workqueue_failures(r->q, key)));
-    requeue_check(r, key, kp_workqueue_add_rate_limited(r->q, key));
+    requeue_check(kp_workqueue_add_rate_limited(r->q, key));
     if (requeue) /* the earlier of the two wins */
-        requeue_check(r, key, kp_workqueue_add_after(r->q, key, requeue));
+        requeue_check(kp_workqueue_add_after(r->q, key, requeue));
+}
+
+static void handle(struct kp_reconciler *r, struct kp_client *c, const char *key)
+{
+    struct kp_log_scope scope;
+    char ns[KP_LOG_SCOPE_MAX];
+
+    scope_init(r, key, ns, sizeof(ns), &scope);
+    kp_log_scope_set(&scope);
+    handle_scoped(r, c, key);
+    kp_log_scope_set(NULL);
 }
 
 static void *worker_main(void *arg)
@@ -165,6 +208,8 @@ int kp_reconciler_start(struct kp_reconciler *r)
 
     if (atomic_load(&r->running))
         return -EALREADY;
+    /* No worker runs: the context may be set up afresh for this run. */
+    kp_ctx_init(&r->run_ctx, r->parent, kp_deadline_never());
     for (i = 0; i < r->n_workers; i++) {
         r->workers[i].r = r;
         if ((e = kp_client_clone(r->client, &r->workers[i].c)) < 0)
@@ -190,6 +235,7 @@ void kp_reconciler_stop(struct kp_reconciler *r)
 {
     if (!r || !atomic_exchange(&r->running, false))
         return;
+    kp_ctx_cancel(&r->run_ctx);
     join_workers(r);
     /* Idle and without workers: the queue may collect keys again for a later start. */
     kp_workqueue_reopen(r->q);
@@ -216,6 +262,8 @@ struct kp_reconciler *kp_reconciler_free(struct kp_reconciler *r)
     kp_free(r->workers);
     kp_client_free(r->client);
     kp_free(r->name);
+    kp_free(r->group);
+    kp_free(r->kind);
     kp_free(r);
     return NULL;
 }

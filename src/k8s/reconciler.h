@@ -16,6 +16,10 @@
  * The work queue guarantees one key is never reconciled by two workers at once, so a reconcile
  * function may assume it is alone with its object.
  *
+ * Each call runs inside a log scope (base/log.h): every line it logs, in whatever module,
+ * carries controller (the name), controllerGroup, controllerKind, namespace, name and a
+ * reconcileID fresh for the call, as controller-runtime's reconcile logger does.
+ *
  * Threads: kp_reconciler_new, start, stop and free on one thread (the controller's main
  * thread); enqueue and the handlers from any thread. */
 #ifndef KP_K8S_RECONCILER_H
@@ -29,23 +33,36 @@
 #include "k8s/informer.h"
 
 struct kp_client;
+struct kp_ctx;
 struct kp_reconciler;
 
 /* Reconciles the object with this key ("ns/name" or "name"). c is the worker's own client.
- * *ret_requeue_usec starts at 0; set it to come back later. */
-typedef int (*kp_reconcile_fn)(void *ctx, struct kp_client *c, const char *key,
-                               uint64_t *ret_requeue_usec);
+ * cx is this call's context: done once the call is past its deadline (the reconcile timeout),
+ * the reconciler is stopping, or the parent given in the options (the process's: SIGTERM, a
+ * lost Lease) is cancelled; a reconcile that finds it done starts nothing new (no SSH job, no
+ * write) and returns. It lives for the call only. *ret_requeue_usec starts at 0; set it to
+ * come back later. */
+typedef int (*kp_reconcile_fn)(void *ctx, struct kp_client *c, const struct kp_ctx *cx,
+                               const char *key, uint64_t *ret_requeue_usec);
 
 #define KP_RECONCILER_CONFLICT_DELAY_USEC (1000000ULL)
+/* The deadline of one reconcile call. Reconciles make API calls (each bounded by the client's
+ * request timeout) and never wait on SSH (that runs on the provider's job pool). */
+#define KP_RECONCILER_TIMEOUT_USEC (60 * 1000000ULL)
 
 struct kp_reconciler_opts {
-    const char *name; /* for logs and thread names: "sshhost", "sshnodeclass", ... */
-    unsigned workers; /* 0: 1 */
+    const char *name;  /* for logs and thread names: "sshhost", "sshnodeclass", ... */
+    const char *group; /* the reconciled kind's API group ("" core) and kind, for the logs' */
+    const char *kind;  /* controllerGroup and controllerKind; NULL leaves the key out */
+    unsigned workers;  /* 0: 1 */
     kp_reconcile_fn reconcile;
     void *ctx;
     struct kp_client *client;                 /* cloned once per worker; must outlive new() only */
     uint64_t conflict_delay_usec;             /* 0: KP_RECONCILER_CONFLICT_DELAY_USEC */
     const struct kp_workqueue_options *queue; /* NULL: a per-key backoff of 5 ms .. 5 min */
+    uint64_t timeout_usec;                    /* 0: KP_RECONCILER_TIMEOUT_USEC */
+    const struct kp_ctx *parent; /* NULL or the context every reconcile runs under; borrowed:
+                                  * must outlive every stop */
 };
 
 /* A stopped reconciler. opts is copied. 0, -EINVAL (no reconcile fn or client) or -ENOMEM. */
@@ -55,7 +72,8 @@ struct kp_reconciler *kp_reconciler_free(struct kp_reconciler *r);
 
 /* Starts the workers. 0 or -errno (then nothing runs). */
 int kp_reconciler_start(struct kp_reconciler *r) KP_WUR;
-/* Refuses new keys, lets each worker finish the key in hand, joins them. Idempotent. A stopped
+/* Cancels the context of the reconciles in progress, refuses new keys, lets each worker finish
+ * the key in hand (which sees its context done), joins them. Idempotent. A stopped
  * reconciler may start again (a replica that lost its Lease and leads again): after the
  * workers are joined the queue takes keys again, and what it held (delayed periodic work
  * included) is served by the next start. */

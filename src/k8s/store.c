@@ -11,6 +11,12 @@
  * primary map, and only then takes the old entry out of the indexes, so an allocation failure at
  * any step can be rolled back without touching what readers see.
  *
+ * Walks (kp_store_walk) hand the visitor borrowed pointers while the read lock is held: no array
+ * is allocated, which is what a fan-out from an informer handler (enqueue the key of every
+ * match) wants. The price is the visitor rule in store.h: it runs under the lock, so it must be
+ * short and must not touch this store again. kp_store_list copies references once into one
+ * array, for callers that need the entries after the lock is gone (a reconcile that does I/O).
+ *
  * Threads: one writer (the informer thread) and any number of readers under a rwlock. */
 #include "k8s/store.h"
 
@@ -39,8 +45,8 @@ struct kp_index {
 struct kp_store {
     pthread_rwlock_t lock;
     struct kp_map *entries; /* key -> struct kp_entry (one reference) */
-    struct kp_index idx[KP_STORE_MAX_INDEXES];
-    size_t nidx;
+    struct kp_index *idx;   /* grown by kp_store_add_index, start-up only */
+    size_t nidx, idx_cap;
     size_t bytes;
     /* Change notification (kp_store_wait): gen counts puts and deletes under gen_lock. */
     pthread_mutex_t gen_lock;
@@ -157,10 +163,20 @@ struct kp_store *kp_store_free(struct kp_store *s)
         kp_map_free(s->idx[i].values);
         kp_free(s->idx[i].name);
     }
+    kp_free(s->idx);
     pthread_rwlock_destroy(&s->lock);
     pthread_cond_destroy(&s->gen_cond);
     pthread_mutex_destroy(&s->gen_lock);
     kp_free(s);
+    return NULL;
+}
+
+/* The index called name, or NULL. Lock held. */
+static struct kp_index *kp_store_index_locked(struct kp_store *s, const char *name)
+{
+    for (size_t i = 0; i < s->nidx; i++)
+        if (strcmp(s->idx[i].name, name) == 0)
+            return &s->idx[i];
     return NULL;
 }
 
@@ -174,14 +190,18 @@ int kp_store_add_index(struct kp_store *s, const char *name, kp_index_fn fn)
         r = -EBUSY;
         goto out;
     }
-    for (size_t i = 0; i < s->nidx; i++)
-        if (strcmp(s->idx[i].name, name) == 0) {
-            r = -EEXIST;
+    if (kp_store_index_locked(s, name)) {
+        r = -EEXIST;
+        goto out;
+    }
+    {
+        struct kp_index *v = kp_grow_array(s->idx, &s->idx_cap, s->nidx, sizeof(*v), 4);
+
+        if (!v) {
+            r = -ENOMEM;
             goto out;
         }
-    if (s->nidx == KP_STORE_MAX_INDEXES) {
-        r = -E2BIG;
-        goto out;
+        s->idx = v;
     }
     ix = &s->idx[s->nidx];
     ix->name = kp_strdup(name);
@@ -227,9 +247,8 @@ static void kp_ix_insert(const char *value, void *ctx)
             return;
         }
     }
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4;
-        struct kp_entry **v = kp_reallocarray(b->v, cap, sizeof(*v));
+    {
+        struct kp_entry **v = kp_grow_array(b->v, &b->cap, b->n, sizeof(*v), 4);
 
         if (!v) {
             if (b->n == 0)
@@ -238,7 +257,6 @@ static void kp_ix_insert(const char *value, void *ctx)
             return;
         }
         b->v = v;
-        b->cap = cap;
     }
     b->v[b->n++] = op->e;
     op->done++;
@@ -378,43 +396,83 @@ static int kp_store_snapshot(struct kp_entry *const *src, size_t n, struct kp_st
 
 int kp_store_list(struct kp_store *s, struct kp_store_list *ret)
 {
-    struct kp_entry **tmp = NULL;
-    size_t n, i = 0, it = 0;
+    struct kp_store_list l = {0};
+    size_t it = 0;
     void *v;
-    int r;
+    int r = 0;
 
+    /* One array, filled straight from the map: the entries are copied once under the lock. */
     pthread_rwlock_rdlock(&s->lock);
-    n = kp_map_size(s->entries);
-    tmp = kp_calloc(n ? n : 1, sizeof(*tmp));
-    if (!tmp) {
+    l.v = kp_calloc(kp_map_size(s->entries) ? kp_map_size(s->entries) : 1, sizeof(*l.v));
+    if (!l.v) {
         r = -ENOMEM;
         goto out;
     }
     while (kp_map_next(s->entries, &it, NULL, &v))
-        tmp[i++] = v;
-    r = kp_store_snapshot(tmp, n, ret);
+        l.v[l.n++] = kp_entry_ref(v);
+    *ret = l;
 out:
     pthread_rwlock_unlock(&s->lock);
-    kp_free(tmp);
     return r;
 }
 
 int kp_store_by_index(struct kp_store *s, const char *index, const char *value,
                       struct kp_store_list *ret)
 {
+    struct kp_index *ix;
     struct kp_bucket *b;
     int r = -ENOENT;
 
     pthread_rwlock_rdlock(&s->lock);
-    for (size_t i = 0; i < s->nidx; i++) {
-        if (strcmp(s->idx[i].name, index) != 0)
-            continue;
-        b = kp_map_get(s->idx[i].values, value);
+    if ((ix = kp_store_index_locked(s, index))) {
+        b = kp_map_get(ix->values, value);
         r = kp_store_snapshot(b ? b->v : NULL, b ? b->n : 0, ret);
-        break;
     }
     pthread_rwlock_unlock(&s->lock);
     return r;
+}
+
+int kp_store_walk(struct kp_store *s, kp_store_visit_fn visit, void *ctx)
+{
+    size_t it = 0;
+    void *v;
+    int r = 0;
+
+    pthread_rwlock_rdlock(&s->lock);
+    while (r == 0 && kp_map_next(s->entries, &it, NULL, &v))
+        r = visit(ctx, v);
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+int kp_store_walk_index(struct kp_store *s, const char *index, const char *value,
+                        kp_store_visit_fn visit, void *ctx)
+{
+    struct kp_index *ix;
+    struct kp_bucket *b;
+    int r = -ENOENT;
+
+    pthread_rwlock_rdlock(&s->lock);
+    if ((ix = kp_store_index_locked(s, index))) {
+        r = 0;
+        b = kp_map_get(ix->values, value);
+        for (size_t i = 0; b && i < b->n && r == 0; i++)
+            r = visit(ctx, b->v[i]);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return r;
+}
+
+kp_index_fn kp_store_index_fn(struct kp_store *s, const char *name)
+{
+    struct kp_index *ix;
+    kp_index_fn fn;
+
+    pthread_rwlock_rdlock(&s->lock);
+    ix = kp_store_index_locked(s, name);
+    fn = ix ? ix->fn : NULL;
+    pthread_rwlock_unlock(&s->lock);
+    return fn;
 }
 
 int kp_store_keys_not_in(struct kp_store *s, const struct kp_map *keep, struct kp_strv *ret)
@@ -607,4 +665,10 @@ int kp_pack_finish(struct kp_pack *p, struct kp_entry *e)
     e->hash = kp_siphash24(tmp, end - start, kp_pack_hash_key);
     kp_free(tmp);
     return 0;
+}
+
+void kp_index_emit_if(const char *value, kp_index_emit_fn emit, void *ctx)
+{
+    if (value && *value)
+        emit(value, ctx);
 }

@@ -11,7 +11,7 @@
  *
  * Threads: writes come from the informer thread; reads from any thread. A read-write lock
  * guards the maps; it is never held while calling out, except for index functions, which must
- * be pure. */
+ * be pure, and walk visitors, which follow the rule at kp_store_walk. */
 #ifndef KP_K8S_STORE_H
 #define KP_K8S_STORE_H
 
@@ -32,7 +32,7 @@ struct kp_entry {
     const char *rv; /* resourceVersion */
     size_t bytes;   /* size of the allocation, for the cache benchmark */
     uint64_t hash;  /* content fingerprint without the rv: equal means nothing we keep changed */
-    /* The kind the entry was projected as (k8s/obj.h: one tag per projection, compared by
+    /* The kind the entry was projected as (api/obj.h: one tag per projection, compared by
      * address), or NULL for an entry made some other way. */
     const char *kind;
     void (*destroy)(struct kp_entry *e); /* frees the allocation; NULL means kp_free(e) */
@@ -45,8 +45,8 @@ struct kp_entry *kp_entry_unref(struct kp_entry *e);
 /* Index function: calls emit(value, ctx) for each value of e (none is fine). Pure. */
 typedef void (*kp_index_emit_fn)(const char *value, void *ctx);
 typedef void (*kp_index_fn)(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx);
-
-#define KP_STORE_MAX_INDEXES 4
+/* emit(value, ctx) unless value is NULL or "": the rule of an index over one optional field. */
+void kp_index_emit_if(const char *value, kp_index_emit_fn emit, void *ctx);
 
 struct kp_store;
 
@@ -55,9 +55,12 @@ int kp_store_new(struct kp_store **ret) KP_WUR;
 /* Drops every entry reference; accepts and returns NULL. */
 struct kp_store *kp_store_free(struct kp_store *s);
 
-/* Adds a named index before the first entry is stored. 0, -EEXIST, -E2BIG (too many), -EBUSY
- * (store not empty) or -ENOMEM. Start-up only. */
+/* Adds a named index before the first entry is stored; there is no fixed limit on their number
+ * (each costs a map and a pass of its function per put). 0, -EEXIST, -EBUSY (store not empty)
+ * or -ENOMEM. Start-up only. */
 int kp_store_add_index(struct kp_store *s, const char *name, kp_index_fn fn) KP_WUR;
+/* The function of the index called name, or NULL when there is none. Any thread. */
+kp_index_fn kp_store_index_fn(struct kp_store *s, const char *name);
 
 /* Publishes e under e->key, taking over the caller's reference. The replaced entry, if any, is
  * handed back in *ret_old (a reference the caller drops) or dropped when ret_old is NULL.
@@ -80,6 +83,25 @@ int kp_store_list(struct kp_store *s, struct kp_store_list *ret) KP_WUR;
 int kp_store_by_index(struct kp_store *s, const char *index, const char *value,
                       struct kp_store_list *ret) KP_WUR;
 void kp_store_list_free(struct kp_store_list *l);
+
+/* Walks: visit(ctx, e) for every entry (kp_store_walk) or for the entries whose index `index`
+ * has value `value` (kp_store_walk_index), in no particular order, without copying anything.
+ * A visitor returns 0 to go on; any other value stops the walk and is returned (use a positive
+ * value for "found, stop", a negative error for a failure). kp_store_walk_index returns -ENOENT
+ * when there is no such index (so a visitor should not use -ENOENT itself).
+ *
+ * Lock rule: the visitor runs under the store's read lock. e is not const only so that a
+ * reference can be taken; the entry is as immutable as ever. The visitor may read e and
+ * anything e points to, take a reference (kp_entry_ref) to keep e past the walk, take other locks that never wait
+ * on this store (a work queue's: kp_reconciler_enqueue is fine), and read other stores. It must
+ * not call any function of this store (a get, a list, another walk: a writer queued between two
+ * read locks deadlocks them), must not write (the informer thread would wait for the walk, and
+ * the walk for it), and must not block or do I/O: the informer thread's next put waits for it.
+ * Any thread. */
+typedef int (*kp_store_visit_fn)(void *ctx, struct kp_entry *e);
+int kp_store_walk(struct kp_store *s, kp_store_visit_fn visit, void *ctx);
+int kp_store_walk_index(struct kp_store *s, const char *index, const char *value,
+                        kp_store_visit_fn visit, void *ctx);
 
 /* Keys of entries not in `keep` (a map used as a set), for the informer's relist: whatever the
  * fresh LIST did not return was deleted while we were not watching. *ret is a NULL-terminated

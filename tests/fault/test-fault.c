@@ -29,7 +29,7 @@
 #include "base/time.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-pod.h"
+#include "api/obj-pod.h"
 
 #define KP_FAULT_CASE_TIMEOUT_USEC (40 * KP_USEC_PER_SEC)
 

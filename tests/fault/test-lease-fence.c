@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -56,6 +57,7 @@ struct rig {
     struct kp_client *lease; /* the leader's own client: never fenced */
     struct kp_leader *l;
     struct kp_fence fence;
+    struct kp_ctx term; /* what the keeper cancels on loss */
     int efd;
 };
 
@@ -152,8 +154,9 @@ static void acquire(struct rig *g, uint64_t *ret_after)
     kp_error_done(&err);
     assert_true(leader);
     assert_int_equal(kp_fence_check(&g->fence), -KP_ENOTLEADER); /* not open before the keeper */
-    assert_int_equal(kp_leader_keep_start(g->l, &g->fence, g->efd), 0);
-    assert_int_equal(kp_leader_keep_start(g->l, &g->fence, g->efd), -EALREADY);
+    kp_ctx_init(&g->term, NULL, kp_deadline_never()); /* a term per win, as main makes it */
+    assert_int_equal(kp_leader_keep_start(g->l, &g->fence, &g->term, g->efd), 0);
+    assert_int_equal(kp_leader_keep_start(g->l, &g->fence, &g->term, g->efd), -EALREADY);
 }
 
 /* One renewal succeeds, the next hangs for 2.5 s (longer than the 1 s renew deadline). */
@@ -202,6 +205,7 @@ static void test_hung_renewal(void **state)
     /* The hung request ends; the keeper sees the deadline passed, tries no more, notifies. */
     assert_true(notified(g.efd));
     assert_true(kp_leader_keep_lost(g.l));
+    assert_int_equal(kp_ctx_err(&g.term), -ECANCELED); /* the term's work stops by itself */
     assert_false(kp_leader_keep_stop(g.l));
     assert_int_equal(fenced_write(&g), -KP_ENOTLEADER);
     assert_int_equal((int)kp_fault_server_started(g.srv), 5); /* no attempt past the deadline */
@@ -210,11 +214,12 @@ static void test_hung_renewal(void **state)
     assert_int_equal(kp_leader_try(g.l, &leader, &err), 0);
     assert_false(leader);
     assert_string_equal(kp_leader_observed_holder(g.l), "other");
-    assert_int_equal(kp_leader_keep_start(g.l, &g.fence, g.efd), -EINVAL);
+    assert_int_equal(kp_leader_keep_start(g.l, &g.fence, &g.term, g.efd), -EINVAL);
     /* Leads again once the Lease is free; the fence opens with the keeper. */
     assert_int_equal(kp_leader_try(g.l, &leader, &err), 0);
     assert_true(leader);
-    assert_int_equal(kp_leader_keep_start(g.l, &g.fence, g.efd), 0);
+    kp_ctx_init(&g.term, NULL, kp_deadline_never());
+    assert_int_equal(kp_leader_keep_start(g.l, &g.fence, &g.term, g.efd), 0);
     assert_int_equal(kp_fence_check(&g.fence), 0);
     assert_true(kp_leader_keep_stop(g.l)); /* still leading: release next */
     kp_fence_set(&g.fence, KP_FENCE_CLOSED);

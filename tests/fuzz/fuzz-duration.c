@@ -1,4 +1,4 @@
-/* Fuzz driver for k8s/duration.h. Properties (abort on violation): parse writes nothing on
+/* Fuzz driver for api/duration.h. Properties (abort on violation): parse writes nothing on
  * failure; format of any parsed value fits KP_DURATION_STRMAX and parses back to the same
  * nanoseconds; the formatted text is a fixed point; the nillable form agrees. The first 8 bytes
  * are also formatted as a raw int64 so the formatter sees every value, not only parsed ones. */
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s/duration.h"
+#include "api/duration.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "provider/ssh/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s/obj-misc.h"
-#include "k8s/obj-node.h"
-#include "k8s/obj-pod.h"
+#include "api/obj-misc.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
+#include "api/obj-storage.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -48,6 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(kp_pdb_decode, data, size);
     run(kp_daemonset_decode, data, size);
     run(kp_lease_decode, data, size);
+    run(kp_volumeattachment_decode, data, size);
+    run(kp_pvc_decode, data, size);
     /* A pod's arrays are walked in full: sizes must match what was packed. */
     if (kp_pod_decode((const char *)data, size, &e) == 0) {
         const struct kp_pod_view *p = kp_pod_view(e);
@@ -58,6 +61,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < p->n_required; i++)
             for (size_t j = 0; j < p->required[i].exprs.n; j++)
                 total += strlen(p->required[i].exprs.v[j].key);
+        for (size_t i = 0; i < p->limits.n; i++)
+            total += strlen(p->limits.v[i].name);
+        for (size_t i = 0; i < p->n_host_ports; i++)
+            total += p->host_ports[i].ip ? strlen(p->host_ports[i].ip) : 0;
+        if (p->owner_kind)
+            total += strlen(p->owner_kind) + strlen(p->owner_name);
+        if (p->do_not_disrupt)
+            total += strlen(p->do_not_disrupt);
         for (size_t i = 0; i < p->tolerations.n; i++)
             total += p->tolerations.v[i].key ? strlen(p->tolerations.v[i].key) : 0;
         if (total > size)

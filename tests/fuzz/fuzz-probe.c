@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct kp_probe_result res, before;
-    const char *why = NULL;
+    char *why = NULL;
     int64_t live = kp_alloc_live();
     size_t len;
     int r;
@@ -52,6 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (memcmp(&res, &before, sizeof(res)) != 0)
             abort();
     }
+    kp_free(why); /* an owned message (base/err.h) */
     if (kp_alloc_live() != live)
         abort();
     return 0;

@@ -1,4 +1,4 @@
-/* Fuzz driver for k8s/quantity.h. Properties checked (abort on violation):
+/* Fuzz driver for api/quantity.h. Properties checked (abort on violation):
  *  - parse never crashes, and writes nothing on failure;
  *  - ROUND_UP accepts everything strict parsing accepts, with the same value, and is never below
  *    the exact value (ceiling);
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s/quantity.h"
+#include "api/quantity.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* Fuzz driver for k8s/selector.h. Inputs starting with '{' or '[' are decoded as JSON and fed to
+/* Fuzz driver for api/selector.h. Inputs starting with '{' or '[' are decoded as JSON and fed to
  * the LabelSelector / node-requirement / map builders; everything is also parsed as the string
  * form. Properties (abort on violation): the string form's canonical text parses back and is a
  * fixed point; the reparsed selector matches the same label sets (built from the input's own
@@ -10,7 +10,7 @@
 
 #include "base/buf.h"
 #include "json/json.h"
-#include "k8s/selector.h"
+#include "api/selector.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,12 +20,6 @@ set -euo pipefail
 : "${KPSSH_LAB_DIR:?run under ctest (label integration), which brings the lab up}"
 # shellcheck source=/dev/null
 . "$KPSSH_LAB_DIR/env.sh"
-BIN="${KPSSH_CONTROLLER_BIN:-$PWD/../src/kpssh-controller}"
-[ -x "$BIN" ] || {
-    echo "kpssh-controller not found at $BIN (set KPSSH_CONTROLLER_BIN)" >&2
-    exit 1
-}
-KUBECTL=("$KPSSH_LAB_KUBECTL" --kubeconfig "$KUBECONFIG" --request-timeout=30s)
 NS=kpssh-ctl-it
 LEASE=kpssh-ctl-it
 BASE=$((31000 + 10 * ${KPSSH_LAB_ID:-0}))
@@ -39,7 +33,8 @@ pid_b=""
 
 # shellcheck source=../lib/tap.sh
 . "$(dirname "$0")/../lib/tap.sh"
-kc() { "${KUBECTL[@]}" "$@"; }
+# shellcheck source=../lib/ctl.sh
+. "$(dirname "$0")/../lib/ctl.sh"
 
 cleanup() {
     set +e
@@ -51,36 +46,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# HTTP status of a GET (000 when nothing answers).
-code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1" || true; }
-body() { curl -s --max-time 5 "$1" || true; }
-holder() { kc get lease -n "$NS" "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
-# wait_until <seconds> command...: polls every 0.2 s.
-wait_until() {
-    local deadline=$((SECONDS + $1))
-    shift
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        "$@" && return 0
-        sleep 0.2
-    done
-    "$@"
-}
-is_code() { [ "$(code "$2")" = "$1" ]; }
-holder_is() { [ "$(holder)" = "$1" ]; }
-dead() { ! kill -0 "$1" 2>/dev/null; }
 matches() { [[ "$1" =~ $2 ]]; }
 starts_with() { [[ "$1" == "$2"* ]]; }
-not_in_file() { ! grep -qF -- "$1" "$2"; }
-# The body first: grep -q quitting early would SIGPIPE curl and fail the pipeline.
-url_has() { grep -q -- "$2" <<<"$(body "$1")"; }
-all_json() { jq -e . "$1" >/dev/null; }
 version_ok() { "$BIN" --version | grep -q '^kpssh-controller [0-9]'; }
-# exit status of a child that has ended (wait reaps it)
-status_of() {
-    local rc=0
-    wait "$1" || rc=$?
-    echo "$rc"
-}
 
 common=(--kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --leader-election-namespace "$NS"
     --leader-election-name "$LEASE" --leader-election-lease-duration 4s
@@ -95,7 +63,8 @@ want_opts=(kubeconfig context token kube-client-qps kube-client-burst disable-le
     leader-election-name leader-election-namespace pod-name leader-election-identity
     leader-election-lease-duration leader-election-renew-deadline leader-election-retry-period
     bind-address metrics-port health-probe-port log-level log-format pool-namespace workers
-    probe-interval probe-timeout probe-concurrency bootstrap-group shutdown-timeout)
+    probe-interval probe-timeout probe-concurrency bootstrap-group shutdown-timeout core-workers
+    launch-timeout registration-ttl gc-interval orphan-node-grace)
 missing=""
 for o in "${want_opts[@]}"; do
     env_name="KPSSH_$(tr 'a-z-' 'A-Z_' <<<"$o")"
@@ -143,20 +112,21 @@ token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
 # KPSSH_POD_NAME is what the chart sets (from metadata.name); a bare POD_NAME is not read.
 KPSSH_TOKEN="$token" KPSSH_POD_NAME=ctl-a POD_NAME=not-read KPSSH_LOG_LEVEL=debug "$BIN" "${common[@]}" \
     --metrics-port "$A_METRICS" --health-probe-port "$A_HEALTH" --workers 3 \
-    --probe-concurrency 5 2>"$work/a.log" &
+    --probe-concurrency 5 >"$work/a.log" 2>"$work/a.err" &
 pid_a=$!
 
 check "A: /healthz answers 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/healthz"
 check "A: /readyz becomes 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/readyz"
-id_a=$(jq -r 'select(.msg == "starting kpssh-controller") | .identity' "$work/a.log" | head -1)
+id_a=$(jq -r 'select(.message == "starting kpssh-controller") | .identity' "$work/a.log" | head -1)
 check "A: identity is KPSSH_POD_NAME plus a random suffix ($id_a)" \
     matches "$id_a" '^ctl-a_[0-9a-f]{8}$'
 check "A: the Lease names A" wait_until 10 holder_is "$id_a"
 # Reconcile workers are named "<controller prefix>/<n>" (k8s/reconciler.c).
 threads() { cat /proc/"$pid_a"/task/*/comm 2>/dev/null | grep -c "^$1/" || true; }
-workers="$(threads sshnodecla) $(threads startuptai) $(threads sshhost)"
-check "A: --workers 3 for the node class and taint gate controllers, --probe-concurrency 5 for the host controller (got $workers)" \
-    test "$workers" = "3 3 5"
+# The SSH job pool's threads are "<prefix>-ssh/<n>" (provider/ssh/jobs.c).
+workers="$(threads sshnodecla) $(threads startuptai) $(threads sshhost) $(threads sshhost-ssh)"
+check "A: --workers 3 for each controller's reconciles, --probe-concurrency 5 SSH job threads (got $workers)" \
+    test "$workers" = "3 3 3 5"
 metrics=$(body "http://127.0.0.1:$A_METRICS/metrics")
 has() { grep -qE "$1" <<<"$metrics"; }
 check "A: /metrics has kpssh_build_info" has '^kpssh_build_info\{version="[0-9.]+"\} 1$'
@@ -177,17 +147,47 @@ check "A: /metrics content type is text 0.0.4 ($ctype)" \
 check "A: /healthz is not on the metrics port" is_code 404 "http://127.0.0.1:$A_METRICS/healthz"
 check "A: unknown path 404" is_code 404 "http://127.0.0.1:$A_HEALTH/nope"
 check "A: every log line is JSON" all_json "$work/a.log"
-eff=$(jq -c 'select(.msg == "effective configuration")' "$work/a.log")
+eff=$(jq -c 'select(.message == "effective configuration")' "$work/a.log")
 check "A: effective configuration logged" test -n "$eff"
 check "A: token shown as [REDACTED]" test "$(jq -r .token <<<"$eff")" = "[REDACTED]"
 shown=$(jq -r '[.leader_election_name, .metrics_port, .probe_interval, .workers] | join(" ")' <<<"$eff")
 check "A: effective configuration shows the values ($shown)" \
     test "$shown" = "$LEASE $A_METRICS 2m0s 3"
 check "A: the token appears in no log line" not_in_file "$token" "$work/a.log"
+check "A: the token appears nowhere on stderr" not_in_file "$token" "$work/a.err"
+# Karpenter's log keys and spellings (pkg/operator/logging: level in capitals, RFC 3339 UTC time
+# with milliseconds, logger, message, commit), on stdout.
+first=$(head -n 1 "$work/a.log")
+upstream_keys() {
+    jq -e '(.level == "INFO" or .level == "DEBUG") and .logger == "controller" and
+        (.time | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$")) and
+        (.message | type == "string") and (.commit | length > 0) and
+        (has("msg") or has("ts") | not)' <<<"$first" >/dev/null
+}
+check "A: log lines carry upstream's keys ($first)" upstream_keys
+check "A: no log line on stderr" not_in_file '"level"' "$work/a.err"
+# A reconcile's lines carry controller-runtime's keys: an SSHHost nobody can reach is probed
+# (and fails) inside the sshhost controller's scope.
+kc apply -f - >/dev/null <<YAML
+apiVersion: karpenter.kpssh.dev/v1beta1
+kind: SSHHost
+metadata: {name: h-log, namespace: $NS}
+spec: {address: 127.0.0.1, port: 1, user: root, sshKeySecretRef: {name: none},
+       capacity: {cpu: "1", memory: 1Gi}}
+YAML
+scoped_line() {
+    jq -e --arg ns "$NS" 'select(.controller == "sshhost" and .controllerGroup ==
+        "karpenter.kpssh.dev" and .controllerKind == "SSHHost" and .namespace == $ns and
+        .name == "h-log" and (.reconcileID | test("^[0-9a-f-]{36}$")))' "$work/a.log" \
+        | grep -q .
+}
+check "A: the host's reconcile lines carry controller, namespace, name and reconcileID" \
+    wait_until 30 scoped_line
+kc delete sshhost -n "$NS" h-log --timeout=30s >/dev/null || true
 
 # --- 3. instance B stands by -------------------------------------------------------------------
 "$BIN" "${common[@]}" --leader-election-identity ctl-b --metrics-port "$B_PORT" \
-    --health-probe-port "$B_PORT" 2>"$work/b.log" &
+    --health-probe-port "$B_PORT" >"$work/b.log" 2>"$work/b.err" &
 pid_b=$!
 check "B: /readyz 200 on the shared port (standby is ready)" \
     wait_until 20 is_code 200 "http://127.0.0.1:$B_PORT/readyz"
@@ -241,9 +241,9 @@ check "B: exit code 0 (got $rc_b)" test "$rc_b" = 0
 check "B: released the Lease" grep -q '"released the leader Lease"' "$work/b.log"
 
 if [ "$fail" -ne 0 ]; then
-    for f in a b; do
-        echo "# --- $f.log (tail)"
-        tail -n 20 "$work/$f.log" 2>/dev/null | sed 's/^/#   /'
+    for f in a.log a.err b.log b.err; do
+        echo "# --- $f (tail)"
+        tail -n 20 "$work/$f" 2>/dev/null | sed 's/^/#   /'
     done
 fi
 tap_done

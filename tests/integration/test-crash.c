@@ -1,25 +1,24 @@
-/* tests/integration/test-crash.c: crash convergence of the SSH provider and its host controller.
+/* tests/integration/test-crash.c: crash convergence of Karpenter's core and the SSH provider in
+ * kpssh-controller.
  *
- * Two processes do the work, and both are killed with SIGKILL at random moments and started
- * again:
- *   the driver      this binary run as `itest-crash --driver`: it plays the core's part for
- *                   CRASH_CYCLES create/delete cycles over real NodeClaim objects, the way
- *                   Karpenter drives a CloudProvider: NodeClaim (with the termination finalizer)
- *                   -> provider Create -> status.providerID -> NodeClaim deleted -> provider
- *                   Delete (only when a providerID was recorded) -> Node deleted -> finalizer
- *                   removed. It keeps no state of its own: after a restart it reads the
- *                   NodeClaims and the progress ConfigMap and carries on where the cluster says
- *                   it was. A restarted driver sometimes gives up on an unfinished launch and
- *                   deletes its NodeClaim, as Karpenter's registration timeout would: the host
- *                   that launch claimed is then only freed by the host controller's stale-claim
- *                   release.
- *   kpssh-controller  the real binary (KPSSH_CONTROLLER_BIN) with a short Lease, probing the two
- *                   pool hosts, releasing stale claims and collecting spent tokens.
+ * Two processes run, and both are killed with SIGKILL at random moments and started again:
+ *   kpssh-controller  the real binary (KPSSH_CONTROLLER_BIN) with a short Lease: the core's
+ *                   NodeClaim lifecycle and Node termination controllers launch, register and
+ *                   terminate; the host controller probes the two pool hosts, releases stale
+ *                   claims and collects spent tokens. It is killed every 0.5 .. 6 s, at every
+ *                   step of a cycle: the finalizer write, the claim, the token mint, the join,
+ *                   the registration sync, the Node's termination, the leave, the release.
+ *   the driver      this binary run as `itest-crash --driver`, playing the provisioner's part for
+ *                   CRASH_CYCLES cycles over real NodeClaim objects: create a NodeClaim, wait
+ *                   until it is Registered, delete it, wait until it is gone. It keeps no state of
+ *                   its own (a progress ConfigMap counts the cycles). Killed with every fourth
+ *                   controller kill; a restarted driver sometimes deletes an unfinished launch at
+ *                   once, so the core must release a host whose launch it had begun.
  *
  * Done means: every cycle completes, and within the convergence bound every host is Available
  * with no claim and no token id, and no bootstrap-token Secret, Node or NodeClaim of the test is
- * left. The join script registers the Node through the API (as test-provider.c's race profile
- * does) so a cycle takes seconds, not a kubelet's TLS bootstrap.
+ * left (no finalizer stuck). The join script registers the Node through the API (as
+ * test-provider.c's race profile does) so a cycle takes seconds, not a kubelet's TLS bootstrap.
  *
  * Figures printed: kills of each process, cycles, wall time, time to converge after the last
  * cycle. Seed: KP_CRASH_SEED (default: from the clock), printed so a failure can be replayed. */
@@ -44,22 +43,20 @@
 #include "base/secret.h"
 #include "base/str.h"
 #include "base/time.h"
-#include "core/provider.h"
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
-#include "provider/ssh/provider.h"
 
 #define NS "kpssh-crash"
 #define CLASS "crash"
 #define PROGRESS "crash-progress"
 #define FINALIZER "karpenter.sh/termination"
 #define CRASH_CYCLES 20
-#define CRASH_KILLS 60 /* at most this many driver kills; the controller dies with every third */
+#define CRASH_KILLS 30 /* at most this many controller kills; the driver dies with every fourth */
 #define HOST_FIRST 141
 #define N_HOSTS 2
 #define CONVERGE_SECONDS 150
@@ -69,6 +66,9 @@ static struct {
     struct kp_client *c;
     char *admin_token, *repo, *kubeconfig, *workdir;
     uint64_t rng;
+    pid_t ctl, drv;    /* the parent's children while they run, else 0 */
+    struct kp_buf why; /* the first leftover count_leftovers() saw */
+    bool clean;        /* the test cleaned up after itself */
 } T;
 
 /* --- small helpers ------------------------------------------------------------------------- */
@@ -108,12 +108,7 @@ static uint64_t rnd(uint64_t below)
     return kp_rand_below(&T.rng, below);
 }
 
-/* --- the driver: a core stand-in that survives SIGKILL ------------------------------------- */
-
-struct driver {
-    struct kp_informer *hosts, *classes, *profiles;
-    struct kp_ssh_provider *sp;
-};
+/* --- the driver: a NodeClaim user that survives SIGKILL ------------------------------------ */
 
 /* cycles done, and the ConfigMap's resourceVersion for the CAS that bumps it. */
 static unsigned progress_get(char *rv, size_t rv_size)
@@ -149,7 +144,7 @@ static void progress_bump(unsigned done, const char *rv)
 }
 
 /* The NodeClaim as the server has it (projected), or NULL when it does not exist. */
-static struct kp_entry *nodeclaim_get(const char *name, json_t **ret_obj)
+static struct kp_entry *nodeclaim_get(const char *name)
 {
     struct kp_error e = KP_ERROR_INIT;
     struct kp_entry *v = NULL;
@@ -162,13 +157,12 @@ static struct kp_entry *nodeclaim_get(const char *name, json_t **ret_obj)
     }
     kp_lab_check(r, &e, "get nodeclaim");
     assert_int_equal(kp_nodeclaim_project(o, &v), 0);
-    if (ret_obj)
-        *ret_obj = o;
-    else
-        kp_json_unref(o);
+    kp_json_unref(o);
     return v;
 }
 
+/* A NodeClaim as the provisioner would make it: no finalizer (the core's lifecycle controller
+ * adds it before it launches). */
 static void nodeclaim_create(const char *name)
 {
     struct kp_error e = KP_ERROR_INIT;
@@ -176,9 +170,6 @@ static void nodeclaim_create(const char *name)
     int r;
 
     kp_lab_set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "crash");
-    assert_int_equal(kp_json_patch_set_steal(o, KP_JSON_PATH("metadata", "finalizers"),
-                                             kp_lab_json("[\"" FINALIZER "\"]")),
-                     0);
     kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
     kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
     kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), CLASS);
@@ -195,20 +186,6 @@ static void nodeclaim_create(const char *name)
     kp_json_unref(o);
 }
 
-static void nodeclaim_set_provider_id(const struct kp_nodeclaim_view *nc, const char *pid)
-{
-    struct kp_error e = KP_ERROR_INIT;
-    json_t *p = NULL;
-
-    assert_int_equal(kp_json_patch_new(&p), 0);
-    kp_lab_set(p, KP_JSON_PATH("metadata", "resourceVersion"), nc->e.rv);
-    kp_lab_set(p, KP_JSON_PATH("status", "providerID"), pid);
-    kp_lab_check(kp_client_patch(T.c, &KP_RES_NODECLAIM, NULL, nc->e.name, "status", KP_PATCH_MERGE,
-                                 p, NULL, &e),
-                 &e, "nodeclaim providerID");
-    kp_json_unref(p);
-}
-
 static void nodeclaim_delete(const char *name)
 {
     struct kp_error e = KP_ERROR_INIT;
@@ -219,144 +196,75 @@ static void nodeclaim_delete(const char *name)
     kp_error_done(&e);
 }
 
-/* The termination controller's part once the NodeClaim is being deleted: the provider's Delete
- * while it has a providerID (until gone or NotFound), the Node, then the finalizer. */
-static void terminate(struct driver *d, const struct kp_nodeclaim_view *nc)
+static bool registered(const struct kp_nodeclaim_view *nc)
 {
-    struct kp_provider prov = kp_ssh_provider_as_provider(d->sp);
-    struct kp_error e = KP_ERROR_INIT;
-    json_t *p;
-    int r;
+    const struct kp_condition *c = kp_conditions_get(&nc->conditions, "Registered");
 
-    if (nc->provider_id && *nc->provider_id)
-        for (int i = 0;; i++) {
-            struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
-
-            r = prov.ops->delete (prov.ctx, T.c, nc, &err);
-            if (r >= 0 || err.kind == KP_PROVIDER_ERR_NOT_FOUND) {
-                kp_provider_err_done(&err);
-                break;
-            }
-            if (i == 120)
-                fail_msg("Delete %s: %s %s", nc->e.name, kp_provider_err_kind_name(err.kind),
-                         err.message ? err.message : "");
-            kp_provider_err_done(&err);
-            kp_sleep_usec(KP_USEC_PER_SEC);
-        }
-    r = kp_ssh_provider_delete_node(T.c, nc->e.name);
-    assert_int_equal(r, 0);
-    p = kp_lab_json("{\"metadata\":{\"finalizers\":null,\"resourceVersion\":\"%s\"}}", nc->e.rv);
-    r = kp_client_patch(T.c, &KP_RES_NODECLAIM, NULL, nc->e.name, NULL, KP_PATCH_MERGE, p, NULL,
-                        &e);
-    if (r != -ENOENT && r != -KP_ECONFLICT)
-        kp_lab_check(r, &e, "remove finalizer");
-    kp_error_done(&e);
-    kp_json_unref(p);
+    return c && c->status == KP_COND_TRUE;
 }
 
-/* Creates (or resumes creating) nc's instance; retries while the pool is still converging. */
-static bool launch(struct driver *d, const struct kp_nodeclaim_view *nc, char **ret_pid)
-{
-    for (int i = 0; i < 180; i++) {
-        struct kp_provider_instance inst = {0};
-        struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
-        struct kp_ssh_create_report rep;
-        int r = kp_ssh_provider_create(d->sp, T.c, nc, &inst, &rep, &err);
-
-        if (r >= 0) {
-            print_message("# driver: %s on %s%s (claim %.0f ms, join %.0f ms, registration "
-                          "%.0f ms)\n",
-                          nc->e.name, rep.host, rep.resumed ? " resumed" : "", rep.claim_usec / 1e3,
-                          rep.join_usec / 1e3, rep.registration_usec / 1e3);
-            *ret_pid = kp_strdup(inst.provider_id);
-            assert_non_null(*ret_pid);
-            kp_provider_instance_done(&inst);
-            kp_provider_err_done(&err);
-            return true;
-        }
-        if (err.kind != KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY &&
-            err.kind != KP_PROVIDER_ERR_RETRYABLE && err.kind != KP_PROVIDER_ERR_CREATE)
-            fail_msg("Create %s: %s %s", nc->e.name, kp_provider_err_kind_name(err.kind),
-                     err.message ? err.message : "");
-        if (i % 10 == 0)
-            print_message("# driver: %s waits: %s %s\n", nc->e.name,
-                          kp_provider_err_kind_name(err.kind), err.message ? err.message : "");
-        kp_provider_err_done(&err);
-        kp_sleep_usec(KP_USEC_PER_SEC);
-    }
-    return false;
-}
-
-static void driver_cycle(struct driver *d, unsigned n, bool fresh_start)
+/* One cycle, resumable from whatever the cluster shows: create the NodeClaim, wait until the core
+ * has launched it and its Node registered, delete it, wait until the core has let it go. A driver
+ * restarted by a kill sometimes deletes an unfinished launch at once (the provisioner would, when
+ * its pods went away): the core must then release whatever that launch had claimed. */
+static void driver_cycle(unsigned n, bool fresh_start)
 {
     char name[32];
     struct kp_entry *e;
+    bool gone = false;
 
     (void)snprintf(name, sizeof(name), "crash-%02u", n);
-    e = nodeclaim_get(name, NULL);
-    if (!e) {
+    if (!(e = nodeclaim_get(name))) {
         nodeclaim_create(name);
-        e = nodeclaim_get(name, NULL);
+        print_message("# driver: created %s\n", name);
+        e = nodeclaim_get(name);
         assert_non_null(e);
-    } else if (fresh_start && !kp_nodeclaim_view(e)->meta.deletion_usec &&
-               !kp_nodeclaim_view(e)->provider_id && rnd(3) == 0) {
-        /* A launch the crash interrupted, abandoned as a registration timeout would. */
-        print_message("# driver: abandoning the unfinished launch of %s\n", name);
+    }
+    if (fresh_start && !kp_nodeclaim_view(e)->meta.deletion_usec &&
+        !registered(kp_nodeclaim_view(e)) && rnd(3) == 0) {
+        print_message("# driver: deleting the unfinished launch of %s\n", name);
         nodeclaim_delete(name);
+    }
+    for (int i = 0; i < 1800 && e && !kp_nodeclaim_view(e)->meta.deletion_usec &&
+                    !registered(kp_nodeclaim_view(e));
+         i++) {
         kp_entry_unref(e);
-        e = nodeclaim_get(name, NULL);
+        kp_sleep_usec(100 * KP_USEC_PER_MSEC);
+        e = nodeclaim_get(name);
     }
     if (e && !kp_nodeclaim_view(e)->meta.deletion_usec) {
-        char *pid = NULL;
-
-        if (!kp_nodeclaim_view(e)->provider_id) {
-            if (!launch(d, kp_nodeclaim_view(e), &pid))
-                fail_msg("%s never launched", name);
-            nodeclaim_set_provider_id(kp_nodeclaim_view(e), pid);
-            kp_free(pid);
-        }
+        if (!registered(kp_nodeclaim_view(e)))
+            fail_msg("%s never registered", name);
+        print_message("# driver: %s registered (node %s), deleting it\n", name,
+                      kp_nodeclaim_view(e)->node_name ? kp_nodeclaim_view(e)->node_name : "?");
         nodeclaim_delete(name);
-        kp_entry_unref(e);
-        e = nodeclaim_get(name, NULL);
     }
-    if (e) {
-        terminate(d, kp_nodeclaim_view(e));
-        kp_entry_unref(e);
-    }
-    for (int i = 0; i < 300 && (e = nodeclaim_get(name, NULL)); i++) {
+    kp_entry_unref(e);
+    for (int i = 0; i < 1800; i++) {
+        if (!(e = nodeclaim_get(name))) {
+            gone = true;
+            break;
+        }
         kp_entry_unref(e);
         kp_sleep_usec(100 * KP_USEC_PER_MSEC);
     }
+    if (!gone)
+        fail_msg("%s was never released", name);
+    print_message("# driver: %s gone\n", name);
 }
 
 static void test_driver(void **state)
 {
-    struct kp_ssh_provider_opts po = {0};
-    struct driver d = {0};
     char rv[64];
     unsigned done;
     bool first = true;
 
     (void)state;
-    d.hosts = kp_lab_informer(T.c, &KP_RES_SSHHOST, NS, kp_sshhost_project);
-    d.classes = kp_lab_informer(T.c, &KP_RES_SSHNODECLASS, NULL, kp_sshnodeclass_project);
-    d.profiles = kp_lab_informer(T.c, &KP_RES_SSHJOINPROFILE, NULL, kp_sshjoinprofile_project);
-    po.pool_namespace = NS;
-    po.hosts = kp_informer_store(d.hosts);
-    po.nodeclasses = kp_informer_store(d.classes);
-    po.profiles = kp_informer_store(d.profiles);
-    po.registration_timeout_usec = 60 * KP_USEC_PER_SEC;
-    po.registration_poll_usec = 200 * KP_USEC_PER_MSEC;
-    assert_int_equal(kp_ssh_provider_new(&po, &d.sp), 0);
     while ((done = progress_get(rv, sizeof(rv))) < CRASH_CYCLES) {
-        driver_cycle(&d, done, first);
+        driver_cycle(done, first);
         first = false;
         progress_bump(done, rv);
     }
-    kp_ssh_provider_free(d.sp);
-    kp_informer_free(d.hosts);
-    kp_informer_free(d.classes);
-    kp_informer_free(d.profiles);
 }
 
 /* --- the parent: set-up, kills, convergence -------------------------------------------------- */
@@ -404,10 +312,12 @@ static int wait_for(pid_t pid, uint64_t usec)
     }
 }
 
-static void kill_wait(pid_t pid)
+/* SIGKILLs *pid, reaps it and clears *pid. */
+static void kill_wait(pid_t *pid)
 {
-    assert_int_equal(kill(pid, SIGKILL), 0);
-    assert_int_not_equal(wait_for(pid, 10 * KP_USEC_PER_SEC), -1);
+    assert_int_equal(kill(*pid, SIGKILL), 0);
+    assert_int_not_equal(wait_for(*pid, 10 * KP_USEC_PER_SEC), -1);
+    *pid = 0;
 }
 
 static pid_t start_controller(void)
@@ -554,6 +464,7 @@ static int setup(void **state)
     if (seed && kp_safe_atou64(seed, &T.rng) < 0)
         fail_msg("bad KP_CRASH_SEED %s", seed);
     T.rng ^= (uint64_t)getpid() << 32;
+    T.why = (struct kp_buf)KP_BUF_INIT(4096);
     return 0;
 }
 
@@ -569,6 +480,48 @@ static int teardown(void **state)
     kp_free(T.admin_token);
     kp_lab_done(&T.lab);
     return 0;
+}
+
+/* Strips a cluster-scoped object's finalizers and deletes it, quietly: it may not exist. */
+static void let_go(const struct kp_resource *res, const char *name)
+{
+    json_t *p = kp_lab_json("{\"metadata\":{\"finalizers\":null}}");
+
+    if (kp_client_patch(T.c, res, NULL, name, NULL, KP_PATCH_MERGE, p, NULL, NULL) == 0 &&
+        kp_client_delete(T.c, res, NULL, name, NULL, NULL) < 0)
+        print_message("# %s %s: not deleted\n", res->kind, name);
+    kp_json_unref(p);
+}
+
+/* The parent's teardown: whatever a failed run left must not outlive it. A controller still
+ * running would act on the NodeClaims of the tests that come after (NodeClaims are cluster
+ * scoped, and so is the core's view), and a NodeClaim held by our finalizer would wait forever. */
+static int teardown_parent(void **state)
+{
+    pid_t *kids[] = {&T.drv, &T.ctl};
+
+    for (size_t i = 0; i < KP_ARRAY_SIZE(kids); i++)
+        if (*kids[i] > 0 && kill(*kids[i], SIGKILL) == 0) {
+            (void)waitpid(*kids[i], NULL, 0);
+            *kids[i] = 0;
+        }
+    for (unsigned i = 0; T.c && !T.clean && i < CRASH_CYCLES; i++) {
+        char name[32];
+
+        (void)snprintf(name, sizeof(name), "crash-%02u", i);
+        let_go(&KP_RES_NODECLAIM, name);
+    }
+    if (T.c && !T.clean) {
+        const struct kp_resource *res[] = {&KP_RES_SSHNODECLASS, &KP_RES_SSHJOINPROFILE};
+        const char *names[] = {CLASS, "crash"};
+
+        for (size_t i = 0; i < KP_ARRAY_SIZE(res); i++)
+            let_go(res[i], names[i]);
+    }
+    for (unsigned i = 0; T.c && !T.clean && i < N_HOSTS; i++)
+        (void)kp_lab_host_sh(&T.lab, "del", HOST_FIRST + i);
+    kp_buf_done(&T.why);
+    return teardown(state);
 }
 
 static void objects(void)
@@ -645,6 +598,31 @@ static void dump_logs(void)
     }
 }
 
+/* The last lines of the controller's log that name what (a stuck NodeClaim), each cut to 400
+ * bytes: the tail of the log alone is mostly start-ups. */
+static void dump_lines_about(const char *what)
+{
+    char *path = kp_strjoin(T.workdir, "/controller.log", (const char *)NULL);
+    char *s = kp_lab_read_file(path, NULL);
+    const char *lines[60];
+    size_t n = 0;
+
+    for (char *p = s, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+        if ((nl = strchr(p, '\n')))
+            *nl = '\0';
+        if (strstr(p, what))
+            lines[n++ % KP_ARRAY_SIZE(lines)] = p;
+        if (!nl)
+            break;
+    }
+    print_message("# --- the controller's last %zu lines about %s (of %zu; all in %s) ---\n",
+                  n < KP_ARRAY_SIZE(lines) ? n : KP_ARRAY_SIZE(lines), what, n, T.workdir);
+    for (size_t i = n > KP_ARRAY_SIZE(lines) ? n - KP_ARRAY_SIZE(lines) : 0; i < n; i++)
+        print_message("%.400s\n", lines[i % KP_ARRAY_SIZE(lines)]);
+    kp_free(s);
+    kp_free(path);
+}
+
 static unsigned count_in(const char *s, const char *what)
 {
     unsigned n = 0;
@@ -654,16 +632,14 @@ static unsigned count_in(const char *s, const char *what)
     return n;
 }
 
-/* What the kills interrupted, from the driver's log: launches resumed by claimRef and launches
- * abandoned (left to the stale-claim release). */
+/* What the kills interrupted, from the driver's log: launches deleted before they finished. */
 static void driver_summary(void)
 {
     char *path = kp_strjoin(T.workdir, "/driver.log", (const char *)NULL);
     char *s = kp_lab_read_file(path, NULL);
 
-    print_message("# driver: %u launches resumed after a kill, %u abandoned to the stale-claim "
-                  "release\n",
-                  count_in(s, " resumed ("), count_in(s, "abandoning the unfinished launch"));
+    print_message("# driver: %u cycles registered, %u unfinished launches deleted\n",
+                  count_in(s, " registered (node "), count_in(s, "deleting the unfinished launch"));
     kp_free(s);
     kp_free(path);
 }
@@ -683,10 +659,8 @@ static void remove_workdir(void)
 
 static void test_crash_convergence(void **state)
 {
-    struct kp_buf why = KP_BUF_INIT(4096);
     unsigned driver_kills = 0, controller_kills = 0, left;
     uint64_t t0, t_cycles, t_conv;
-    pid_t ctl, drv;
     int st = -1;
 
     (void)state;
@@ -699,48 +673,54 @@ static void test_crash_convergence(void **state)
     }
     print_message("# seed %llu (KP_CRASH_SEED replays it)\n", (unsigned long long)T.rng);
     objects();
-    ctl = start_controller();
+    T.ctl = start_controller();
     /* The controller's probe makes the pool Available. */
     for (int i = 0; i < 120; i++) {
-        if (count_leftovers(&why) == 0)
+        if (count_leftovers(&T.why) == 0)
             break;
         kp_sleep_usec(KP_USEC_PER_SEC);
     }
-    if (count_leftovers(&why) != 0) {
+    if (count_leftovers(&T.why) != 0) {
         dump_logs();
-        fail_msg("the pool never became Available: %s", kp_buf_str(&why));
+        fail_msg("the pool never became Available: %s", kp_buf_str(&T.why));
     }
 
     t0 = kp_mono_usec();
-    drv = start_driver();
-    while (driver_kills < CRASH_KILLS) {
-        /* 0.05 .. 1.5 s into a run (a cycle takes about a second on the lab): start-up,
-         * claims, token mints, joins, deletes and every step between them. */
-        st = wait_for(drv, 50 * KP_USEC_PER_MSEC + rnd(1450) * KP_USEC_PER_MSEC);
+    T.drv = start_driver();
+    while (controller_kills < CRASH_KILLS) {
+        /* 0.5 .. 6 s into a controller's run: its start-up (the Lease of the killed one expires
+         * after 4 s), launches, registrations, terminations and every step between them. */
+        st = wait_for(T.drv, 500 * KP_USEC_PER_MSEC + rnd(5500) * KP_USEC_PER_MSEC);
         if (st >= 0)
             break;
-        kill_wait(drv);
-        driver_kills++;
-        if (driver_kills % 3 == 0) {
-            kill_wait(ctl);
-            controller_kills++;
-            ctl = start_controller();
+        kill_wait(&T.ctl);
+        controller_kills++;
+        if (controller_kills % 4 == 0) {
+            kill_wait(&T.drv);
+            driver_kills++;
+            T.drv = start_driver();
         }
-        drv = start_driver();
+        T.ctl = start_controller();
     }
     if (st < 0)
-        st = wait_for(drv, 600 * KP_USEC_PER_SEC);
+        st = wait_for(T.drv, 600 * KP_USEC_PER_SEC);
+    if (st >= 0)
+        T.drv = 0; /* reaped */
     t_cycles = kp_mono_usec() - t0;
     if (st != 0) {
+        char rv[64], name[32];
+
         if (st < 0)
-            kill_wait(drv);
+            kill_wait(&T.drv);
         dump_logs();
+        (void)snprintf(name, sizeof(name), "crash-%02u", progress_get(rv, sizeof(rv)));
+        dump_lines_about(name);
         fail_msg("the driver did not finish its cycles: status %d", st);
     }
     /* Convergence: the host controller releases what the kills left claimed. */
     t0 = kp_mono_usec();
     for (int i = 0; i < CONVERGE_SECONDS; i++) {
-        if ((left = count_leftovers(&why)) == 0)
+        if ((left = count_leftovers(&T.why)) == 0)
             break;
         kp_sleep_usec(KP_USEC_PER_SEC);
     }
@@ -752,7 +732,7 @@ static void test_crash_convergence(void **state)
     if (left) {
         dump_logs();
         fail_msg("not converged after %d s: %u leftovers, first: %s", CONVERGE_SECONDS, left,
-                 kp_buf_str(&why));
+                 kp_buf_str(&T.why));
     }
     /* The converged pool as the controller's /metrics shows it. */
     {
@@ -783,11 +763,12 @@ static void test_crash_convergence(void **state)
     /* Clean up while the controller runs: it lets go of the class's finalizer. */
     delete_wait(&KP_RES_SSHNODECLASS, NULL, CLASS);
     delete_wait(&KP_RES_SSHJOINPROFILE, NULL, "crash");
-    assert_int_equal(kill(ctl, SIGTERM), 0);
-    assert_int_equal(wait_for(ctl, 30 * KP_USEC_PER_SEC), 0);
-    kp_buf_done(&why);
+    assert_int_equal(kill(T.ctl, SIGTERM), 0);
+    assert_int_equal(wait_for(T.ctl, 30 * KP_USEC_PER_SEC), 0);
+    T.ctl = 0;
     for (unsigned i = 0; i < N_HOSTS; i++)
         (void)kp_lab_host_sh(&T.lab, "del", HOST_FIRST + i);
+    T.clean = true;
     remove_workdir();
 }
 
@@ -797,7 +778,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_driver, setup, teardown),
     };
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_crash_convergence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_convergence, setup, teardown_parent),
     };
 
     if (argc > 1 && strcmp(argv[1], "--driver") == 0)

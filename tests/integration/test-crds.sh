@@ -7,6 +7,8 @@
 #   2. the case table tests/data/crd-cases/*.yaml: one object per file, accepted or rejected as
 #      its header says, rejections carrying the expected message, accepted objects read back
 #      with the expected defaults (see "Case files" below)
+#   2b. the edge-value table tests/data/edge-values.tsv: each value accepted, or rejected with the
+#      message naming the limit, as the table says
 #   3. the shipped join profiles (profiles/*/profile.yaml) apply
 #   4. the upstream Karpenter example NodePools (tests/data/karpenter-examples/) apply unchanged
 #   5. status and scale subresources: status writes are validated, SSHJoinProfile has no status,
@@ -221,6 +223,34 @@ for file in "$DATA"/crd-cases/*.yaml; do
 done
 if [ "$ncases" -ge 40 ]; then ok "case table has $ncases cases (at least 40)"; else
     not_ok "case table has $ncases cases (at least 40)"
+fi
+
+# --- 2b. edge values: tests/data/edge-values.tsv, also read by tests/unit/test-edge-values.c ----
+# Each row's object (edge-values/<kind>.json with the field set) is applied; the API server must
+# accept it or reject it with the row's message. Status rows (api "-") are the controller's to
+# write and are not applied. The value is spliced in as text: jq would round large integers.
+nedge=0
+while IFS=$'\t' read -r kind path value api api_msg _ _; do
+    case "$kind" in '' | '#'*) continue ;; esac
+    [ "$api" = - ] && continue
+    nedge=$((nedge + 1))
+    obj="$(jq --arg p "$path" 'setpath($p | split("."); "__EDGE__")' "$DATA/edge-values/$kind.json")"
+    obj="${obj//\"__EDGE__\"/$value}"
+    rc=0
+    out="$(sa -f - <<<"$obj" 2>&1)" || rc=$?
+    what="edge value $kind $path=$value -> $api"
+    if [ "$api" = accept ] && [ "$rc" = 0 ]; then
+        ok "$what"
+    elif [ "$api" = reject ] && [ "$rc" != 0 ] && grep -qF -- "$api_msg" <<<"$out"; then
+        ok "$what ($api_msg)"
+    else
+        not_ok "$what"
+        diag <<<"$out"
+    fi
+    kc delete -f - --ignore-not-found --wait=false <<<"$obj" >/dev/null 2>&1 || true
+done <"$DATA/edge-values.tsv"
+if [ "$nedge" -ge 30 ]; then ok "edge-value table has $nedge API rows (at least 30)"; else
+    not_ok "edge-value table has $nedge API rows (at least 30)"
 fi
 
 # --- 3. shipped join profiles ------------------------------------------------------------------

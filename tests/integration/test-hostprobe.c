@@ -7,12 +7,17 @@
  *   silent_hosts      100 SSHHosts that accept TCP and never speak beside the 3 lab hosts,
  *                     probe every 2 s with a 3 s timeout on 8 workers: the healthy hosts keep
  *                     their schedule (the worst re-probe gap is printed and bounded) while the
- *                     silent ones go through their lane of 4 workers and back off (before the
+ *                     silent ones go through the job pool's slow lane of 4 threads and back off (before the
  *                     lanes, every worker was busy with silent hosts and a healthy host waited
  *                     for 100 x 3 s / 8 workers, about 40 s, between probes)
  *   duplicate         a second SSHHost with host 2's address (and port) is refused
  *                     (DuplicateAddress, naming the first, event) and never probed; deleting the
  *                     first releases it: probed and Available
+ *   hung_hosts        8 hosts that answered before (Available) and now hang, probe timeout 30 s:
+ *                     while their 8 probes hang, a stale claim is released and a claimed host
+ *                     whose Node registered is marked InUse within 5 s, and the controller stops
+ *                     within 5 s (before the SSH job pool, the probes held all 8 workers: both
+ *                     waited for the probes' 30 s, and so did stop)
  *
  * The silent hosts are listening sockets on 127.0.0.1 that the test never accepts from: the
  * kernel completes the TCP handshake and nothing ever answers the SSH banner exchange. */
@@ -35,15 +40,16 @@
 #include "k8s/client.h"
 #include "k8s/events.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
 #include "provider/ssh/hostctl.h"
 
 #define NHOSTS 3
 #define NSILENT 100
+#define NHUNG 8
 #define WAIT_SECONDS 60
 
 static struct {
@@ -147,6 +153,7 @@ static void controller_start(uint64_t interval_usec, uint64_t timeout_usec)
     ho.profiles = T.inf_profiles;
     ho.events = T.events;
     ho.workers = 8;
+    ho.ssh_workers = 8;
     ho.probe_interval_usec = interval_usec;
     ho.probe_timeout_usec = timeout_usec;
     assert_int_equal(kp_ssh_hostctl_new(&ho, &T.hc), 0);
@@ -341,6 +348,145 @@ static void test_duplicate(void **state)
     kp_free(ip);
 }
 
+static void delete_cluster_obj(const struct kp_resource *res, const char *name)
+{
+    int r = kp_client_delete(T.c, res, NULL, name, NULL, NULL);
+
+    assert_true(r == 0 || r == -ENOENT);
+}
+
+/* Writes status (a merge patch of it, no CAS: nothing else writes these hosts yet) of name. */
+static void host_status(const char *name, json_t *status)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *p = kp_lab_json("{}");
+
+    assert_int_equal(kp_json_patch_set_steal(p, KP_JSON_PATH("status"), status), 0);
+    kp_lab_check(
+        kp_client_patch(T.c, &KP_RES_SSHHOST, T.ns, name, "status", KP_PATCH_MERGE, p, NULL, &e),
+        &e, "host status");
+    kp_error_done(&e);
+    kp_json_unref(p);
+}
+
+/* Accepts one connection on each tarpit (nonblocking listeners) within 30 s: every hung probe
+ * has dialed. The accepted sockets are kept open and never written to. */
+static void wait_dialed(const int *fds, int *conns, unsigned n)
+{
+    struct kp_deadline dl = kp_deadline_in(30 * KP_USEC_PER_SEC);
+    unsigned got = 0;
+
+    while (got < n && !kp_deadline_expired(dl)) {
+        for (unsigned i = 0; i < n; i++)
+            if (conns[i] < 0 && (conns[i] = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC)) >= 0)
+                got++;
+        kp_sleep_usec(20 * KP_USEC_PER_MSEC);
+    }
+    assert_int_equal(got, n);
+}
+
+static void test_hung_hosts(void **state)
+{
+    int fds[NHUNG], conns[NHUNG];
+    struct kp_entry *h;
+    json_t *nc = NULL, *o;
+    const char *uid = NULL;
+    char name[32], pid[256], *ip1 = kp_lab_host_ip(&T.lab, 1), *ip2 = kp_lab_host_ip(&T.lab, 2);
+    uint64_t t0, stale_ms, inuse_ms, stop_ms;
+
+    (void)state;
+    /* A live NodeClaim whose Node registered, for the host to be marked InUse. */
+    o = kp_lab_obj_new("karpenter.sh/v1", "NodeClaim", NULL, "hp-nc-live");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), "hp");
+    assert_int_equal(
+        kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "requirements"), kp_lab_json("[]")), 0);
+    delete_cluster_obj(&KP_RES_NODECLAIM, "hp-nc-live");
+    {
+        struct kp_error e = KP_ERROR_INIT;
+
+        kp_lab_check(kp_client_create(T.c, &KP_RES_NODECLAIM, NULL, o, &nc, &e), &e, "NodeClaim");
+        kp_error_done(&e);
+    }
+    kp_json_unref(o);
+    assert_int_equal(kp_json_pathv_str(nc, KP_JSON_PATH("metadata", "uid"), &uid), 0);
+    (void)snprintf(pid, sizeof(pid), "kpssh://%s/hp-inuse", T.ns);
+    o = kp_lab_obj_new("v1", "Node", NULL, "hp-nc-live");
+    kp_lab_set(o, KP_JSON_PATH("spec", "providerID"), pid);
+    kp_lab_create_or_replace(T.c, &KP_RES_NODE, NULL, o);
+
+    /* NHUNG hosts that answered before (Available, Ready True: not suspects, so before the job
+     * pool they took every worker) and now hang: accept TCP, never speak. */
+    for (unsigned i = 0; i < NHUNG; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t len = sizeof(a);
+
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        conns[i] = -1;
+        assert_true(fds[i] >= 0);
+        assert_int_equal(bind(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+        assert_int_equal(listen(fds[i], 64), 0);
+        assert_int_equal(getsockname(fds[i], (struct sockaddr *)&a, &len), 0);
+        (void)snprintf(name, sizeof(name), "hp-hung-%u", i);
+        sshhost(name, "127.0.0.1", ntohs(a.sin_port));
+        host_status(name, kp_lab_json("{\"state\":\"Available\",\"conditions\":[{\"type\":"
+                                      "\"Ready\",\"status\":\"True\",\"reason\":\"ProbeSucceeded\","
+                                      "\"message\":\"Available\",\"lastTransitionTime\":"
+                                      "\"2026-01-01T00:00:00Z\"}]}"));
+    }
+    controller_start(60 * KP_USEC_PER_SEC, 30 * KP_USEC_PER_SEC);
+    wait_dialed(fds, conns, NHUNG); /* every hung probe is in flight now, for 30 s */
+
+    /* A stale claim (its NodeClaim does not exist) and a claim whose Node registered. */
+    t0 = kp_mono_usec();
+    sshhost("hp-stale", ip1, 0);
+    host_status("hp-stale", kp_lab_json("{\"state\":\"Claimed\",\"claimRef\":{\"name\":"
+                                        "\"hp-nc-gone\",\"uid\":\"0000\"}}"));
+    sshhost("hp-inuse", ip2, 0);
+    host_status("hp-inuse",
+                kp_lab_json("{\"state\":\"Claimed\",\"claimRef\":{\"name\":\"hp-nc-live\","
+                            "\"uid\":\"%s\"}}",
+                            uid));
+    h = wait_state("hp-stale", KP_HOST_PENDING, NULL);
+    stale_ms = (kp_mono_usec() - t0) / 1000;
+    assert_null(HV(h)->claim_name);
+    kp_entry_unref(h);
+    h = wait_state("hp-inuse", KP_HOST_IN_USE, NULL);
+    inuse_ms = (kp_mono_usec() - t0) / 1000;
+    assert_string_equal(HV(h)->provider_id, pid);
+    kp_entry_unref(h);
+    /* The controller's own stop, without the informers' (each takes up to a second). */
+    t0 = kp_mono_usec();
+    kp_ssh_hostctl_stop(T.hc);
+    stop_ms = (kp_mono_usec() - t0) / 1000;
+    controller_stop();
+    print_message("# %u hung probes (30 s timeout): stale claim released in %llu ms, claimed host "
+                  "InUse in %llu ms, host controller stopped in %llu ms\n",
+                  NHUNG, (unsigned long long)stale_ms, (unsigned long long)inuse_ms,
+                  (unsigned long long)stop_ms);
+    /* On time although every probe still hangs (they end 30 s after they started). */
+    assert_true(stale_ms < 5000);
+    assert_true(inuse_ms < 5000);
+    assert_true(stop_ms < 5000);
+
+    for (unsigned i = 0; i < NHUNG; i++) {
+        (void)snprintf(name, sizeof(name), "hp-hung-%u", i);
+        delete_host(name);
+        if (conns[i] >= 0)
+            close(conns[i]);
+        close(fds[i]);
+    }
+    delete_host("hp-stale");
+    delete_host("hp-inuse");
+    delete_cluster_obj(&KP_RES_NODE, "hp-nc-live");
+    delete_cluster_obj(&KP_RES_NODECLAIM, "hp-nc-live");
+    kp_json_unref(nc);
+    kp_free(ip1);
+    kp_free(ip2);
+}
+
 static int setup(void **state)
 {
     struct kp_events_opts eo = {.controller = KP_HOSTCTL_EVENTS_COMPONENT, .instance = "itest"};
@@ -378,6 +524,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_maintenance_exit),
         cmocka_unit_test(test_silent_hosts),
         cmocka_unit_test(test_duplicate),
+        cmocka_unit_test(test_hung_hosts),
     };
 
     (void)argc;

@@ -22,12 +22,6 @@ set -euo pipefail
 : "${KPSSH_LAB_DIR:?run under ctest (label integration), which brings the lab up}"
 # shellcheck source=/dev/null
 . "$KPSSH_LAB_DIR/env.sh"
-BIN="${KPSSH_CONTROLLER_BIN:-$PWD/../src/kpssh-controller}"
-[ -x "$BIN" ] || {
-    echo "kpssh-controller not found at $BIN (set KPSSH_CONTROLLER_BIN)" >&2
-    exit 1
-}
-KUBECTL=("$KPSSH_LAB_KUBECTL" --kubeconfig "$KUBECONFIG" --request-timeout=30s)
 NS=kpssh-lease-hold
 PODS_NS=kpssh-lease-hold-pods
 LEASE=kpssh-lease-hold
@@ -45,7 +39,8 @@ api_down=0
 
 # shellcheck source=../lib/tap.sh
 . "$(dirname "$0")/../lib/tap.sh"
-kc() { "${KUBECTL[@]}" "$@"; }
+# shellcheck source=../lib/ctl.sh
+. "$(dirname "$0")/../lib/ctl.sh"
 
 cleanup() {
     set +e
@@ -58,41 +53,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$1" || true; }
-body() { curl -s --max-time 5 "$1" || true; }
-holder() { kc get lease -n "$NS" "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
-wait_until() { # wait_until <seconds> command...: polls every 0.2 s
-    local deadline=$((SECONDS + $1))
-    shift
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        "$@" && return 0
-        sleep 0.2
-    done
-    "$@"
-}
-is_code() { [ "$(code "$2")" = "$1" ]; }
-holder_is() { [ "$(holder)" = "$1" ]; }
-dead() { ! kill -0 "$1" 2>/dev/null; }
-not_in_file() { ! grep -qF -- "$1" "$2"; }
-url_has() { grep -q -- "$2" <<<"$(body "$1")"; }
-status_of() {
-    local rc=0
-    wait "$1" || rc=$?
-    echo "$rc"
-}
-# Monotonic-enough wall clock in milliseconds for the figures.
-now_ms() { date +%s%3N; }
-# The first log line's ts (RFC 3339) with this msg, as epoch milliseconds; empty if none.
-log_ms() { # log_ms <file> <msg> [nth]
-    local ts
-    ts=$(jq -r --arg m "$2" 'select(.msg == $m) | .ts' "$1" 2>/dev/null | sed -n "${3:-1}p")
-    [ -n "$ts" ] && date -d "$ts" +%s%3N
-}
 probe_time() {
     kc get sshhost -n "$NS" h1 -o jsonpath='{.status.lastProbeTime}' 2>/dev/null || true
 }
-all_json() { jq -e . "$1" >/dev/null; }
-led_twice() { [ "$(jq -r 'select(.msg == "became leader") | .msg' "$work/a.log" | wc -l)" = 2 ]; }
+led_twice() { [ "$(jq -r 'select(.message == "became leader") | .message' "$work/a.log" | wc -l)" = 2 ]; }
 probed_after() { # probed_after <epoch ms>
     local t
     t=$(probe_time)
@@ -137,11 +101,11 @@ check "set-up: $NPODS Pods exist" test "$npods" = "$NPODS"
 
 # --- 1. a slow start-up keeps the Lease ----------------------------------------------------------
 "$BIN" "${common[@]}" --leader-election-identity ctl-a --metrics-port "$A_PORT" \
-    --health-probe-port "$A_PORT" --kube-client-qps 1 --kube-client-burst 1 2>"$work/a.log" &
+    --health-probe-port "$A_PORT" --kube-client-qps 1 --kube-client-burst 1 >"$work/a.log" 2>"$work/a.err" &
 pid_a=$!
 check "A: leads" wait_until 20 holder_is ctl-a
 "$BIN" "${common[@]}" --leader-election-identity ctl-b --metrics-port "$B_PORT" \
-    --health-probe-port "$B_PORT" 2>"$work/b.log" &
+    --health-probe-port "$B_PORT" >"$work/b.log" 2>"$work/b.err" &
 pid_b=$!
 
 # While A starts (up to 10 minutes), look at the Lease every half second.

@@ -31,10 +31,10 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
-#include "k8s/obj-pod.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
 #include "k8s/status.h"
 #include "provider/ssh/nodeclassctl.h"
 #include "provider/ssh/taintgate.h"
@@ -532,14 +532,22 @@ static int teardown(void **state)
     (void)state;
     kp_ssh_nodeclassctl_stop(T.ncc);
     kp_ssh_taintgate_stop(T.tg);
+    /* Informers stop first (their handlers point into the controllers), and are freed last:
+     * a controller's free takes its handlers back out of them. */
+    kp_informer_stop(T.classes);
+    kp_informer_stop(T.profiles);
+    kp_informer_stop(T.hosts);
+    kp_informer_stop(T.claims);
+    kp_informer_stop(T.nodes);
+    kp_informer_stop(T.pods);
+    T.ncc = kp_ssh_nodeclassctl_free(T.ncc);
+    T.tg = kp_ssh_taintgate_free(T.tg);
     T.classes = kp_informer_free(T.classes);
     T.profiles = kp_informer_free(T.profiles);
     T.hosts = kp_informer_free(T.hosts);
     T.claims = kp_informer_free(T.claims);
     T.nodes = kp_informer_free(T.nodes);
     T.pods = kp_informer_free(T.pods);
-    T.ncc = kp_ssh_nodeclassctl_free(T.ncc);
-    T.tg = kp_ssh_taintgate_free(T.tg);
     T.c = kp_client_free(T.c);
     kp_lab_teardown_namespace(&T.lab, T.ns);
     return 0;

@@ -10,6 +10,16 @@
  *              containerd and kubelet into directories the lab shares with the real machine
  *              (tests/integration/test-profiles.sh runs it in a sandbox against stand-ins).
  *   config     a node class whose key Secret is missing: ConfigurationError, host Available.
+ *   launch     a join whose Node registers seconds after the script exits: Create is back
+ *              before the Node (it returns at launch), the host is Claimed with its providerID
+ *              and the host controller's verdict, once the Node is there, is InUse.
+ *   adopt      Adopt's Create still waits for the Node (the providerID is the Node's): cut
+ *              short by a deadline (RETRYABLE, claim kept), then resumed to InUse.
+ *   cancel     a Create in flight (a one-minute join) cancelled through its ctx, then resumed
+ *              under a deadline: each ends within moments, RETRYABLE, the claim kept; a
+ *              Delete cancelled in its leave stays Leaving and claimed, the next one releases.
+ *   catalog    get_instance_types hands out one shared reference until a host changes the
+ *              offering, then a new version; the held one stays readable.
  *   race       20 extra lab hosts, 40 concurrent Creates (threads, one client clone each) of a
  *              profile whose join registers the Node through the API instead of a kubelet:
  *              exactly 20 succeed on 20 distinct hosts, the rest fail InsufficientCapacity,
@@ -37,11 +47,13 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
+#include "base/ctx.h"
+#include "provider/ssh/hostctl.h"
 #include "provider/ssh/indexes.h"
 #include "provider/ssh/observe.h"
 #include "provider/ssh/provider.h"
@@ -51,6 +63,12 @@
 #define RACE_HOSTS 20
 #define RACE_CREATES 40
 #define LAB_HOST 1
+#define LATE_HOST 130 /* lab host indices of the launch and cancel tests' hosts */
+#define SLOW_HOST 131
+#define LATE_REGISTRATION_S 5
+#define ADOPT_REGISTRATION_S 2
+#define KP_STR_(x) #x
+#define KP_STR(x) KP_STR_(x)
 
 static struct {
     struct kp_lab lab;
@@ -61,6 +79,7 @@ static struct {
     struct kp_provider prov;
     unsigned serial;
     bool race_hosts_added[RACE_HOSTS];
+    bool late_added, slow_added;
 } T;
 
 /* Phase reports (observe.h): how many of each phase ran, and how many failed. */
@@ -302,6 +321,37 @@ static const char race_join[] =
     "-X POST \"$KPSSH_CLUSTER_ENDPOINT/api/v1/nodes\" -d \"$body\")\n"
     "case $code in 201|409) ;; *) echo \"node create: HTTP $code\" >&2; exit 1 ;; esac\n";
 
+/* A join that exits at once and registers the Node a few seconds later from a detached
+ * process, as a kubelet finishing its TLS bootstrap after the script would. */
+static const char late_join[] =
+    "body=$(printf '{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\"},"
+    "\"spec\":{\"providerID\":\"%s\"}}' \"$KPSSH_NODE_NAME\" \"$KPSSH_PROVIDER_ID\")\n"
+    "printf '%s' \"$KPSSH_CLUSTER_CA_B64\" | base64 -d > /tmp/kpssh-late-ca.crt\n"
+    "setsid sh -c \"sleep " KP_STR(
+        LATE_REGISTRATION_S) "; curl -sS -o /dev/null "
+                             "--cacert /tmp/kpssh-late-ca.crt -H 'Authorization: Bearer $KPSSH_VAR_adminToken' "
+                             "-H 'Content-Type: application/json' -X POST '$KPSSH_CLUSTER_ENDPOINT/api/v1/nodes' "
+                             "-d '$body'\" </dev/null >/dev/null 2>&1 &\n";
+
+/* An Adopt join: the node agent picks its own providerID; the Node (InternalIP = the host's node
+ * address) registers ADOPT_REGISTRATION_S after the script exits. */
+static const char adopt_join[] =
+    "body=$(printf '{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\"},"
+    "\"spec\":{\"providerID\":\"adopted:///lab/%s\"},\"status\":{\"addresses\":[{\"type\":"
+    "\"InternalIP\",\"address\":\"%s\"}]}}' \"$KPSSH_NODE_NAME\" \"$KPSSH_NODE_NAME\" "
+    "\"$KPSSH_NODE_ADDRESS\")\n"
+    "printf '%s' \"$KPSSH_CLUSTER_CA_B64\" | base64 -d > /tmp/kpssh-adopt-ca.crt\n"
+    "setsid sh -c \"sleep " KP_STR(
+        ADOPT_REGISTRATION_S) "; curl -sS -o /dev/null "
+                              "--cacert /tmp/kpssh-adopt-ca.crt -H 'Authorization: Bearer $KPSSH_VAR_adminToken' "
+                              "-H 'Content-Type: application/json' -X POST '$KPSSH_CLUSTER_ENDPOINT/api/v1/nodes' "
+                              "-d '$body'\" </dev/null >/dev/null 2>&1 &\n";
+
+/* A join that takes a minute: only a cancel or a deadline ends it early. */
+static const char slow_join[] = "sleep 60\n";
+/* A leave that takes a few seconds: long enough to cancel a Delete in. */
+static const char slow_leave[] = "sleep 5\n";
+
 static const char lab_install[] =
     "# lab-safe install: the shipped one installs packages into directories the lab\n"
     "# shares with the real machine; the lab host already has kubelet and systemctl.\n"
@@ -331,10 +381,26 @@ static int setup(void **state)
     kp_free(join);
     kp_free(leave);
     profile("prov-race", "true\n", race_join, "true\n");
+    profile("prov-late", "true\n", late_join, "true\n");
+    profile("prov-slow", "true\n", slow_join, slow_leave);
+    profile("prov-adopt", "true\n", adopt_join, "true\n");
 
     nodeclass("prov-lab", "prov-lab", "tls-bootstrap", NULL);
     nodeclass("prov-race", "prov-race", "prov-race", T.admin_token);
     nodeclass("prov-nokey", "prov-nokey", "prov-race", T.admin_token);
+    nodeclass("prov-late", "prov-late", "prov-late", T.admin_token);
+    nodeclass("prov-slow", "prov-slow", "prov-slow", NULL);
+    /* Adopt, selecting the launch test's host class. */
+    nodeclass("prov-adopt", "prov-late", "prov-adopt", T.admin_token);
+    {
+        json_t *p = kp_lab_json("{\"spec\":{\"providerIDSource\":\"Adopt\"}}");
+        struct kp_error e = KP_ERROR_INIT;
+
+        kp_lab_check(kp_client_patch(T.c, &KP_RES_SSHNODECLASS, NULL, "prov-adopt", NULL,
+                                     KP_PATCH_MERGE, p, NULL, &e),
+                     &e, "prov-adopt Adopt");
+        kp_json_unref(p);
+    }
     sshhost("lab-1", LAB_HOST, "prov-lab", "prov-key");
     sshhost("nokey-1", 2, "prov-nokey", "no-such-secret");
 
@@ -346,6 +412,12 @@ static int setup(void **state)
     kp_lab_wait_cached(T.inf_classes, "prov-nokey");
     kp_lab_wait_cached(T.inf_profiles, "tls-bootstrap");
     kp_lab_wait_cached(T.inf_profiles, "prov-race");
+    kp_lab_wait_cached(T.inf_profiles, "prov-late");
+    kp_lab_wait_cached(T.inf_profiles, "prov-slow");
+    kp_lab_wait_cached(T.inf_classes, "prov-late");
+    kp_lab_wait_cached(T.inf_classes, "prov-slow");
+    kp_lab_wait_cached(T.inf_classes, "prov-adopt");
+    kp_lab_wait_cached(T.inf_profiles, "prov-adopt");
     wait_cached_available("lab-1");
     wait_cached_available("nokey-1");
     /* Registration reads the Node informer through the shared indexes, as in the controller. */
@@ -364,7 +436,7 @@ static int setup(void **state)
     po.registration_poll_usec = 250 * KP_USEC_PER_MSEC;
     assert_int_equal(kp_ssh_provider_new(&po, &T.sp), 0);
     T.prov = kp_ssh_provider_as_provider(T.sp);
-    assert_string_equal(T.prov.ops->name(T.prov.ctx), "ssh");
+    assert_string_equal(T.prov.ops->name(T.prov.self), "ssh");
     return 0;
 }
 
@@ -374,6 +446,10 @@ static int teardown(void **state)
     for (unsigned i = 0; i < RACE_HOSTS; i++)
         if (T.race_hosts_added[i])
             (void)kp_lab_host_sh(&T.lab, "del", RACE_FIRST + i);
+    if (T.late_added)
+        (void)kp_lab_host_sh(&T.lab, "del", LATE_HOST);
+    if (T.slow_added)
+        (void)kp_lab_host_sh(&T.lab, "del", SLOW_HOST);
     /* Leave host 1 as the lab made it. */
     (void)kp_lab_host_exec(&T.lab, LAB_HOST,
                            "systemctl disable --now kubelet containerd >/dev/null 2>&1; rm -rf "
@@ -395,6 +471,20 @@ static int teardown(void **state)
 
 /* --- tests ---------------------------------------------------------------------------------------- */
 
+/* The host controller's verdict on a launched host h whose Node has registered with pid: mark it
+ * InUse (hostctl.h; what its reconcile then writes is test-hostctl.c's). */
+static void assert_hostctl_marks_in_use(const struct kp_entry *h, const char *uid, const char *pid)
+{
+    struct kp_hostctl_timing t = {.claimed_recheck_usec = KP_USEC_PER_SEC,
+                                  .token_recheck_usec = KP_USEC_PER_SEC};
+    struct kp_hostctl_claim_in in = {
+        .nodeclaim_found = true, .nodeclaim_uid = uid, .registered_pid = pid, .node_exists = true};
+    struct kp_hostctl_claim_action act;
+
+    kp_hostctl_decide_claimed(kp_sshhost_view(h), &in, &t, &act);
+    assert_int_equal(act.verb, KP_HOSTCTL_CLAIM_MARK_IN_USE);
+}
+
 static void test_lifecycle(void **state)
 {
     struct kp_provider_instance inst = {0}, got = {0};
@@ -410,7 +500,7 @@ static void test_lifecycle(void **state)
     /* Cold Create: install, token, join, registration. */
     uid_for(uid_a, sizeof(uid_a));
     a = nodeclaim("prov-a", uid_a, "prov-lab", NULL);
-    r = kp_ssh_provider_create(T.sp, T.c, kp_nodeclaim_view(a), &inst, &rep, &err);
+    r = kp_ssh_provider_create(T.sp, NULL, T.c, kp_nodeclaim_view(a), &inst, &rep, &err);
     if (r < 0)
         fail_msg("Create A: %s [%s/%s] %s", kp_strerror(r), kp_provider_err_kind_name(err.kind),
                  err.reason, err.message ? err.message : "");
@@ -451,25 +541,29 @@ static void test_lifecycle(void **state)
         assert_true(unreg);
         assert_true(pool);
     }
-    kp_entry_unref(n);
-    /* Host InUse, token collected, TOFU pin written, marker recorded. */
+    /* Launched, not InUse: Create wrote the providerID at join exit and left the host Claimed
+     * with its token; InUse and the token's collection are the host controller's once the Node
+     * is there (its verdict on this very host, below; test-hostctl.c runs the I/O). TOFU pin
+     * written, marker recorded. */
     h = host_get("lab-1");
-    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_IN_USE);
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_CLAIMED);
     assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-a");
     assert_string_equal(kp_sshhost_view(h)->claim_uid, uid_a);
     assert_string_equal(kp_sshhost_view(h)->installed_profile, "tls-bootstrap@1");
     assert_string_equal(kp_sshhost_view(h)->provider_id, "kpssh://" POOL_NS "/lab-1");
-    assert_null(kp_sshhost_view(h)->bootstrap_token_id);
+    assert_non_null(kp_sshhost_view(h)->bootstrap_token_id);
     assert_non_null(kp_sshhost_view(h)->host_key_fingerprint);
+    assert_hostctl_marks_in_use(h, uid_a, "kpssh://" POOL_NS "/lab-1");
     kp_entry_unref(h);
-    assert_int_equal(tokens_for("prov-a"), 0);
+    kp_entry_unref(n);
+    assert_int_equal(tokens_for("prov-a"), 1);
 
     /* Get, List, drift. */
     a_del = nodeclaim("prov-a", uid_a, "prov-lab", inst.provider_id);
-    assert_int_equal(T.prov.ops->get(T.prov.ctx, T.c, inst.provider_id, &got, &err), 0);
+    assert_int_equal(T.prov.ops->get(T.prov.self, NULL, T.c, inst.provider_id, &got, &err), 0);
     assert_string_equal(got.nodeclaim, "prov-a");
     kp_provider_instance_done(&got);
-    assert_int_equal(T.prov.ops->list(T.prov.ctx, T.c, &all, &err), 0);
+    assert_int_equal(T.prov.ops->list(T.prov.self, NULL, T.c, &all, &err), 0);
     {
         unsigned mine = 0;
 
@@ -479,17 +573,18 @@ static void test_lifecycle(void **state)
     }
     kp_provider_instances_done(&all);
     assert_int_equal(
-        T.prov.ops->is_drifted(T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &drift, &err), 0);
+        T.prov.ops->is_drifted(T.prov.self, NULL, T.c, kp_nodeclaim_view(a_del), &drift, &err), 0);
     assert_null(drift);
     /* A second Create of the same NodeClaim resumes and returns the same instance. */
     kp_provider_instance_done(&inst);
-    assert_int_equal(kp_ssh_provider_create(T.sp, T.c, kp_nodeclaim_view(a), &inst, &rep, &err), 0);
+    assert_int_equal(
+        kp_ssh_provider_create(T.sp, NULL, T.c, kp_nodeclaim_view(a), &inst, &rep, &err), 0);
     assert_true(rep.resumed);
     assert_string_equal(inst.provider_id, "kpssh://" POOL_NS "/lab-1");
     kp_provider_instance_done(&inst);
 
     /* Delete: leave ran, kubelet disabled, token gone, host Available and warm. */
-    r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &err);
+    r = T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(a_del), &err);
     if (r < 0)
         fail_msg("Delete A: %s %s", kp_strerror(r), err.message ? err.message : "");
     assert_int_not_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-enabled kubelet"), 0);
@@ -507,7 +602,7 @@ static void test_lifecycle(void **state)
     /* Warm Create on the same host: install skipped. */
     uid_for(uid_b, sizeof(uid_b));
     b = nodeclaim("prov-b", uid_b, "prov-lab", NULL);
-    r = kp_ssh_provider_create(T.sp, T.c, kp_nodeclaim_view(b), &inst, &rep, &err);
+    r = kp_ssh_provider_create(T.sp, NULL, T.c, kp_nodeclaim_view(b), &inst, &rep, &err);
     if (r < 0)
         fail_msg("Create B: %s %s", kp_strerror(r), err.message ? err.message : "");
     print_report("warm", &rep);
@@ -521,12 +616,12 @@ static void test_lifecycle(void **state)
 
     /* The fence: a stale, retried Delete of A must not touch B's node. */
     kp_provider_err_done(&err);
-    r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(a_del), &err);
+    r = T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(a_del), &err);
     assert_int_equal(r, -ENOENT);
     assert_int_equal(err.kind, KP_PROVIDER_ERR_NOT_FOUND);
     assert_int_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-active kubelet"), 0);
     h = host_get("lab-1");
-    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_IN_USE);
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_CLAIMED); /* no host controller here */
     assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-b");
     kp_entry_unref(h);
     n = node_get("prov-b");
@@ -537,17 +632,19 @@ static void test_lifecycle(void **state)
         struct kp_entry *b_old =
             nodeclaim("prov-b", "uid-of-an-earlier-prov-b", "prov-lab", inst.provider_id);
 
-        assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_old), &err),
-                         -ENOENT);
+        assert_int_equal(
+            T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(b_old), &err), -ENOENT);
         kp_entry_unref(b_old);
     }
 
     b_del = nodeclaim("prov-b", uid_b, "prov-lab", inst.provider_id);
-    assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), 0);
+    assert_int_equal(T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(b_del), &err),
+                     0);
     assert_int_not_equal(kp_lab_host_exec(&T.lab, LAB_HOST, "systemctl is-enabled kubelet"), 0);
     assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-b"), 0);
     /* Deleting again: gone. */
-    assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(b_del), &err), -ENOENT);
+    assert_int_equal(T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(b_del), &err),
+                     -ENOENT);
     assert_int_equal(tokens_for("prov-b"), 0);
     /* Every phase was timed and reported: cold install, two joins, two leaves. */
     assert_int_equal(atomic_load(&P.install), 1);
@@ -574,7 +671,7 @@ static void test_config_error(void **state)
     (void)state;
     uid_for(uid, sizeof(uid));
     nc = nodeclaim("prov-nokey", uid, "prov-nokey", NULL);
-    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    r = T.prov.ops->create(T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &inst, &err);
     assert_true(r < 0);
     assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
     assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
@@ -616,7 +713,7 @@ static void test_config_error(void **state)
         }
         uid_for(uid, sizeof(uid));
         nc = nodeclaim("prov-gated", uid, "prov-gate", NULL);
-        r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+        r = T.prov.ops->create(T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &inst, &err);
         assert_int_equal(r, -KP_ENOTREADY);
         if (!pass) {
             assert_int_equal(err.kind, KP_PROVIDER_ERR_NODECLASS_NOT_READY);
@@ -635,7 +732,7 @@ static void test_config_error(void **state)
     /* No node class at all: insufficient capacity (the core deletes the NodeClaim). */
     uid_for(uid, sizeof(uid));
     nc = nodeclaim("prov-noclass", uid, "no-such-class", NULL);
-    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    r = T.prov.ops->create(T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &inst, &err);
     assert_int_equal(r, -ENOSPC);
     assert_int_equal(err.kind, KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY);
     kp_provider_err_done(&err);
@@ -712,7 +809,7 @@ static void test_cluster_info(void **state)
     cluster_info_put(false);
     uid_for(uid, sizeof(uid));
     nc = nodeclaim("prov-ci-a", uid, "prov-ci", NULL);
-    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    r = T.prov.ops->create(T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &inst, &err);
     assert_true(r < 0);
     assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
     assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
@@ -728,7 +825,7 @@ static void test_cluster_info(void **state)
     wait_cached_available("ci-1");
     uid_for(uid, sizeof(uid));
     nc = nodeclaim("prov-ci-b", uid, "prov-ci", NULL);
-    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    r = T.prov.ops->create(T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &inst, &err);
     if (r < 0)
         fail_msg("Create with cluster-info: %s [%s/%s] %s", kp_strerror(r),
                  kp_provider_err_kind_name(err.kind), err.reason, err.message ? err.message : "");
@@ -739,7 +836,7 @@ static void test_cluster_info(void **state)
     kp_entry_unref(n);
     kp_entry_unref(nc);
     nc = nodeclaim("prov-ci-b", uid, "prov-ci", inst.provider_id);
-    assert_int_equal(T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(nc), &err), 0);
+    assert_int_equal(T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &err), 0);
     assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-ci-b"), 0);
     kp_provider_instance_done(&inst);
     kp_provider_err_done(&err);
@@ -768,9 +865,314 @@ static void *race_main(void *arg)
 {
     struct racer *rc = arg;
 
-    rc->r = kp_ssh_provider_create(T.sp, rc->c, kp_nodeclaim_view(rc->nc), &rc->inst, &rc->rep,
-                                   &rc->err);
+    rc->r = kp_ssh_provider_create(T.sp, NULL, rc->c, kp_nodeclaim_view(rc->nc), &rc->inst,
+                                   &rc->rep, &rc->err);
     return NULL;
+}
+
+/* Create returns at launch (the join script exited), not at registration: with a join whose
+ * Node registers LATE_REGISTRATION_S after the script exits, Create is back before the Node
+ * exists, the host is Claimed with its providerID and token, and once the Node appears the
+ * host controller's verdict is InUse. The old contract waited for the Node inside Create. */
+static void test_launch_before_registration(void **state)
+{
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_ssh_create_report rep;
+    struct kp_entry *nc, *nc_del, *h, *n = NULL;
+    char uid[64];
+    uint64_t t0, create_usec, node_usec = 0;
+    int r;
+
+    (void)state;
+    if (kp_lab_host_sh(&T.lab, "add", LATE_HOST) != 0)
+        fail_msg("host.sh add %u failed", LATE_HOST);
+    T.late_added = true;
+    sshhost("late-1", LATE_HOST, "prov-late", "prov-key");
+    wait_cached_available("late-1");
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-late-a", uid, "prov-late", NULL);
+
+    t0 = kp_mono_usec();
+    r = kp_ssh_provider_create(T.sp, NULL, T.c, kp_nodeclaim_view(nc), &inst, &rep, &err);
+    create_usec = kp_mono_usec() - t0;
+    if (r < 0)
+        fail_msg("Create: %s %s", kp_strerror(r), err.message ? err.message : "");
+    n = node_get("prov-late-a");
+    assert_null(n); /* launched, not registered */
+    assert_true(create_usec < LATE_REGISTRATION_S * KP_USEC_PER_SEC);
+    assert_int_equal(rep.registration_usec, 0);
+    assert_string_equal(inst.provider_id, "kpssh://" POOL_NS "/late-1");
+    h = host_get("late-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_CLAIMED);
+    assert_string_equal(kp_sshhost_view(h)->provider_id, inst.provider_id);
+    assert_non_null(kp_sshhost_view(h)->bootstrap_token_id);
+
+    /* The Node comes later; the core would wait for it, here the test does. */
+    for (int i = 0; i < 60 && !n; i++) {
+        kp_sleep_usec(250 * 1000);
+        n = node_get("prov-late-a");
+    }
+    assert_non_null(n);
+    node_usec = kp_mono_usec() - t0;
+    assert_string_equal(kp_node_view(n)->provider_id, inst.provider_id);
+    assert_hostctl_marks_in_use(h, uid, kp_node_view(n)->provider_id);
+    print_message("# launch: Create returned in %.0f ms (join %.0f ms); the Node registered "
+                  "%.0f ms after Create began\n",
+                  create_usec / 1e3, rep.join_usec / 1e3, node_usec / 1e3);
+    kp_entry_unref(n);
+    kp_entry_unref(h);
+
+    /* A resumed Create of the launched claim answers the same instance, without a new join. */
+    kp_provider_instance_done(&inst);
+    assert_int_equal(
+        kp_ssh_provider_create(T.sp, NULL, T.c, kp_nodeclaim_view(nc), &inst, &rep, &err), 0);
+    assert_true(rep.resumed);
+    assert_int_equal(rep.join_usec, 0);
+    assert_string_equal(inst.provider_id, "kpssh://" POOL_NS "/late-1");
+
+    nc_del = nodeclaim("prov-late-a", uid, "prov-late", inst.provider_id);
+    assert_int_equal(T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(nc_del), &err),
+                     0);
+    assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-late-a"), 0);
+    assert_int_equal(tokens_for("prov-late-a"), 0);
+    kp_provider_instance_done(&inst);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+    kp_entry_unref(nc_del);
+}
+
+/* Adopt is the one mode whose Create waits for the Node, since the providerID is the Node's own:
+ * under a deadline shorter than the registration the wait ends RETRYABLE with the claim kept;
+ * resumed without one, Create returns the adopted providerID and writes InUse itself. */
+static void test_adopt_waits(void **state)
+{
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_ssh_create_report rep;
+    struct kp_entry *nc, *nc_del, *h;
+    struct kp_ctx ctx;
+    char uid[64];
+    uint64_t t0, took;
+    int r;
+
+    (void)state;
+    assert_true(T.late_added); /* the launch test's host */
+    wait_cached_available("late-1");
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-adopt-a", uid, "prov-adopt", NULL);
+
+    kp_ctx_init(&ctx, NULL, kp_deadline_in(ADOPT_REGISTRATION_S * KP_USEC_PER_SEC / 2));
+    t0 = kp_mono_usec();
+    r = kp_ssh_provider_create(T.sp, &ctx, T.c, kp_nodeclaim_view(nc), &inst, &rep, &err);
+    took = kp_mono_usec() - t0;
+    print_message("# adopt: under a %d ms deadline Create ended after %.0f ms: %s\n",
+                  ADOPT_REGISTRATION_S * 500, took / 1e3, err.message ? err.message : "");
+    assert_int_equal(r, -ETIMEDOUT);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_RETRYABLE);
+    h = host_get("late-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_CLAIMED);
+    assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-adopt-a");
+    kp_entry_unref(h);
+
+    kp_provider_err_done(&err);
+    r = kp_ssh_provider_create(T.sp, NULL, T.c, kp_nodeclaim_view(nc), &inst, &rep, &err);
+    if (r < 0)
+        fail_msg("Create: %s %s", kp_strerror(r), err.message ? err.message : "");
+    assert_true(rep.resumed);
+    assert_true(rep.registration_usec > 0);
+    assert_string_equal(inst.provider_id, "adopted:///lab/prov-adopt-a");
+    h = host_get("late-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_IN_USE);
+    assert_string_equal(kp_sshhost_view(h)->provider_id, "adopted:///lab/prov-adopt-a");
+    assert_null(kp_sshhost_view(h)->bootstrap_token_id);
+    kp_entry_unref(h);
+    print_message("# adopt: resumed Create waited %.0f ms for the adopting Node\n",
+                  rep.registration_usec / 1e3);
+
+    nc_del = nodeclaim("prov-adopt-a", uid, "prov-adopt", inst.provider_id);
+    assert_int_equal(T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(nc_del), &err),
+                     0);
+    assert_int_equal(kp_ssh_provider_delete_node(T.c, "prov-adopt-a"), 0);
+    assert_int_equal(tokens_for("prov-adopt-a"), 0);
+    kp_provider_instance_done(&inst);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+    kp_entry_unref(nc_del);
+}
+
+struct canceller {
+    struct kp_ctx *ctx;
+    uint64_t after_usec;
+};
+
+static void *cancel_main(void *arg)
+{
+    struct canceller *cl = arg;
+
+    kp_sleep_usec(cl->after_usec);
+    kp_ctx_cancel(cl->ctx);
+    return NULL;
+}
+
+/* A Create in flight (its join runs a minute) ends within moments of its context being
+ * cancelled, or of its deadline, with RETRYABLE; the claim stays so the next Create resumes.
+ * A Delete cancelled in its leave keeps the host Leaving and claimed; the next one gives it back. */
+static void test_create_cancelled(void **state)
+{
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct canceller cl;
+    struct kp_ctx ctx;
+    struct kp_entry *nc, *h;
+    pthread_t th;
+    char uid[64];
+    uint64_t t0, took;
+    int r;
+
+    (void)state;
+    if (kp_lab_host_sh(&T.lab, "add", SLOW_HOST) != 0)
+        fail_msg("host.sh add %u failed", SLOW_HOST);
+    T.slow_added = true;
+    sshhost("slow-1", SLOW_HOST, "prov-slow", "prov-key");
+    wait_cached_available("slow-1");
+    uid_for(uid, sizeof(uid));
+    nc = nodeclaim("prov-slow-a", uid, "prov-slow", NULL);
+
+    /* Cancelled 1.5 s in. */
+    kp_ctx_init(&ctx, NULL, kp_deadline_never());
+    cl.ctx = &ctx;
+    cl.after_usec = 1500 * KP_USEC_PER_MSEC;
+    assert_int_equal(pthread_create(&th, NULL, cancel_main, &cl), 0);
+    t0 = kp_mono_usec();
+    r = T.prov.ops->create(T.prov.self, &ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    took = kp_mono_usec() - t0;
+    assert_int_equal(pthread_join(th, NULL), 0);
+    print_message("# cancel: Create ended %.0f ms after it began (cancelled at 1500 ms): %s\n",
+                  took / 1e3, err.message ? err.message : "");
+    assert_int_equal(r, -ECANCELED);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_RETRYABLE);
+    assert_true(took < 5 * KP_USEC_PER_SEC);
+    h = host_get("slow-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_CLAIMED);
+    assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-slow-a");
+    assert_null(kp_sshhost_view(h)->provider_id); /* never launched */
+    kp_entry_unref(h);
+
+    /* Resumed under a 2 s deadline: the same claim, ended by the deadline. */
+    kp_provider_err_done(&err);
+    kp_ctx_init(&ctx, NULL, kp_deadline_in(2 * KP_USEC_PER_SEC));
+    t0 = kp_mono_usec();
+    r = T.prov.ops->create(T.prov.self, &ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    took = kp_mono_usec() - t0;
+    print_message("# deadline: Create ended %.0f ms after it began (deadline 2000 ms)\n",
+                  took / 1e3);
+    assert_int_equal(r, -ETIMEDOUT);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_RETRYABLE);
+    assert_true(took < 6 * KP_USEC_PER_SEC);
+
+    /* A Delete cancelled during its leave is RETRYABLE, not done: the host stays Leaving and
+     * claimed, so the next Delete resumes the leave. */
+    kp_provider_err_done(&err);
+    kp_ctx_init(&ctx, NULL, kp_deadline_never());
+    cl.after_usec = 1000 * KP_USEC_PER_MSEC;
+    assert_int_equal(pthread_create(&th, NULL, cancel_main, &cl), 0);
+    t0 = kp_mono_usec();
+    r = T.prov.ops->delete (T.prov.self, &ctx, T.c, kp_nodeclaim_view(nc), &err);
+    took = kp_mono_usec() - t0;
+    assert_int_equal(pthread_join(th, NULL), 0);
+    print_message("# cancel: Delete ended %.0f ms after it began (cancelled at 1000 ms): %s\n",
+                  took / 1e3, err.message ? err.message : "");
+    assert_int_equal(r, -ECANCELED);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_RETRYABLE);
+    assert_true(took < 4 * KP_USEC_PER_SEC);
+    h = host_get("slow-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_LEAVING);
+    assert_string_equal(kp_sshhost_view(h)->claim_name, "prov-slow-a");
+    kp_entry_unref(h);
+
+    kp_provider_err_done(&err);
+    assert_int_equal(T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &err), 0);
+    h = host_get("slow-1");
+    assert_int_equal(kp_sshhost_view(h)->state, KP_HOST_AVAILABLE);
+    assert_null(kp_sshhost_view(h)->claim_name);
+    kp_entry_unref(h);
+    assert_int_equal(tokens_for("prov-slow-a"), 0);
+    kp_provider_err_done(&err);
+    kp_entry_unref(nc);
+}
+
+/* The catalog against the lab's informer stores: one reference per get while nothing changes,
+ * a new version once a host of the class changes availability, the old one still readable. */
+static void test_catalog(void **state)
+{
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_instance_catalog *a = NULL, *b = NULL;
+    json_t *o = kp_lab_obj_new("karpenter.sh/v1", "NodePool", NULL, "prov");
+    struct kp_entry *np = NULL;
+    const struct kp_instance_type *it;
+
+    (void)state;
+    kp_lab_set(o, KP_JSON_PATH("metadata", "uid"), "np-uid");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "resourceVersion"), "1");
+    kp_lab_set(o, KP_JSON_PATH("spec", "template", "spec", "nodeClassRef", "group"),
+               KP_KPSSH_GROUP);
+    kp_lab_set(o, KP_JSON_PATH("spec", "template", "spec", "nodeClassRef", "kind"), "SSHNodeClass");
+    kp_lab_set(o, KP_JSON_PATH("spec", "template", "spec", "nodeClassRef", "name"), "prov-lab");
+    assert_int_equal(kp_nodepool_project(o, &np), 0);
+    kp_json_unref(o);
+    wait_cached_available("lab-1");
+    assert_int_equal(
+        T.prov.ops->get_instance_types(T.prov.self, NULL, T.c, kp_nodepool_view(np), &a, &err), 0);
+    assert_int_equal(
+        T.prov.ops->get_instance_types(T.prov.self, NULL, T.c, kp_nodepool_view(np), &b, &err), 0);
+    assert_ptr_equal(a, b);
+    b = kp_instance_catalog_unref(b);
+    it = kp_instance_catalog_find(a, "prov-lab");
+    assert_non_null(it);
+    assert_true(it->offerings[0].available);
+    assert_string_equal(kp_offering_value(&it->offerings[0], KP_LABEL_ZONE), "pool");
+    {
+        /* Maintenance takes the class's only host out of the offering. */
+        json_t *p = NULL;
+        struct kp_error e = KP_ERROR_INIT;
+
+        assert_int_equal(kp_json_patch_new(&p), 0);
+        kp_lab_set(p, KP_JSON_PATH("metadata", "annotations", KP_KPSSH_ANNOTATION_MAINTENANCE),
+                   "catalog test");
+        kp_lab_check(kp_client_patch(T.c, &KP_RES_SSHHOST, POOL_NS, "lab-1", NULL, KP_PATCH_MERGE,
+                                     p, NULL, &e),
+                     &e, "maintenance on");
+        kp_json_unref(p);
+    }
+    for (int i = 0; i < 100; i++) {
+        b = kp_instance_catalog_unref(b);
+        assert_int_equal(
+            T.prov.ops->get_instance_types(T.prov.self, NULL, T.c, kp_nodepool_view(np), &b, &err),
+            0);
+        if (b->version != a->version)
+            break;
+        kp_sleep_usec(50 * 1000);
+    }
+    assert_true(b->version > a->version);
+    assert_false(kp_instance_catalog_find(b, "prov-lab")->offerings[0].available);
+    assert_true(it->offerings[0].available); /* the held catalog is as it was */
+    {
+        json_t *p = kp_lab_json("{\"metadata\":{\"annotations\":{\"" KP_KPSSH_ANNOTATION_MAINTENANCE
+                                "\":null}}}");
+        struct kp_error e = KP_ERROR_INIT;
+
+        kp_lab_check(kp_client_patch(T.c, &KP_RES_SSHHOST, POOL_NS, "lab-1", NULL, KP_PATCH_MERGE,
+                                     p, NULL, &e),
+                     &e, "maintenance off");
+        kp_json_unref(p);
+    }
+    print_message("# catalog: version %llu -> %llu on a maintenance annotation\n",
+                  (unsigned long long)a->version, (unsigned long long)b->version);
+    kp_instance_catalog_unref(a);
+    kp_instance_catalog_unref(b);
+    kp_provider_err_done(&err);
+    kp_entry_unref(np);
 }
 
 static void test_race(void **state)
@@ -855,7 +1257,8 @@ static void test_race(void **state)
                 holders += rc[j].r == 0 && kp_streq(rc[j].rep.host, name) &&
                            kp_streq(kp_sshhost_view(h)->claim_name, rc[j].nc->name) &&
                            kp_streq(kp_sshhost_view(h)->claim_uid, rc[j].nc->uid);
-            if (holders != 1 || kp_sshhost_view(h)->state != KP_HOST_IN_USE)
+            if (holders != 1 || kp_sshhost_view(h)->state != KP_HOST_CLAIMED ||
+                !kp_sshhost_view(h)->provider_id)
                 fail_msg("round %u: host %s has %u winning holders, state %s", round, name, holders,
                          kp_host_state_name(kp_sshhost_view(h)->state));
             kp_entry_unref(h);
@@ -880,7 +1283,7 @@ static void test_race(void **state)
                 struct kp_entry *del =
                     nodeclaim(rc[i].nc->name, rc[i].nc->uid, "prov-race", rc[i].inst.provider_id);
                 struct kp_provider_err e2 = KP_PROVIDER_ERR_INIT;
-                int r = T.prov.ops->delete (T.prov.ctx, T.c, kp_nodeclaim_view(del), &e2);
+                int r = T.prov.ops->delete (T.prov.self, NULL, T.c, kp_nodeclaim_view(del), &e2);
 
                 if (r < 0)
                     fail_msg("race delete %s: %s", rc[i].nc->name, e2.message ? e2.message : "");
@@ -947,7 +1350,7 @@ static void test_blank_pin(void **state)
 
     uid_for(uid, sizeof(uid));
     nc = nodeclaim("prov-blank-pin", uid, "prov-blank-pin", NULL);
-    r = T.prov.ops->create(T.prov.ctx, T.c, kp_nodeclaim_view(nc), &inst, &err);
+    r = T.prov.ops->create(T.prov.self, NULL, T.c, kp_nodeclaim_view(nc), &inst, &err);
     assert_true(r < 0);
     assert_int_equal(err.kind, KP_PROVIDER_ERR_CREATE);
     assert_string_equal(err.reason, KP_PROVIDER_REASON_CONFIG);
@@ -971,7 +1374,9 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lifecycle),    cmocka_unit_test(test_config_error),
-        cmocka_unit_test(test_cluster_info), cmocka_unit_test(test_race),
+        cmocka_unit_test(test_cluster_info), cmocka_unit_test(test_launch_before_registration),
+        cmocka_unit_test(test_adopt_waits),  cmocka_unit_test(test_create_cancelled),
+        cmocka_unit_test(test_catalog),      cmocka_unit_test(test_race),
         cmocka_unit_test(test_blank_pin),
     };
     int r;

@@ -16,7 +16,7 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-pod.h"
+#include "api/obj-pod.h"
 #include "k8s/status.h"
 
 static struct kp_lab lab;

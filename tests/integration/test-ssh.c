@@ -586,7 +586,7 @@ static size_t libssh_log_lines(void)
     char *text = read_log();
     size_t n = 0;
 
-    for (const char *p = text; (p = strstr(p, "\"msg\":\"libssh\"")); p++)
+    for (const char *p = text; (p = strstr(p, "\"message\":\"libssh\"")); p++)
         n++;
     kp_free(text);
     return n;

@@ -22,7 +22,7 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-kpssh.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
 

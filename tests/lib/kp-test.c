@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/log.h"
 
 /* A scenario that still allocates after this many failure points is surely looping. */
 #define KP_TORTURE_MAX_STEPS 200000
@@ -126,4 +127,20 @@ char *kp_test_read_data(const char *relpath, size_t *ret_len)
     out = kp_buf_steal(&data, ret_len);
     assert_non_null(out);
     return out;
+}
+
+int kp_test_log_quiet(void)
+{
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+    assert_true(fd >= 0);
+    kp_log_set_fd(fd);
+    return fd;
+}
+
+void kp_test_log_restore(int fd)
+{
+    kp_log_set_fd(-1);
+    if (fd >= 0)
+        (void)close(fd);
 }

@@ -55,6 +55,31 @@ static void test_overflow(void **state)
     assert_null(kp_reallocarray(NULL, SIZE_MAX / 2, 4));
 }
 
+/* kp_grow_array: unchanged while there is room, first elements from empty, doubled when full,
+ * NULL with the array and the capacity kept when the doubling would overflow. */
+static void test_grow_array(void **state)
+{
+    size_t cap = 0, big = SIZE_MAX / 2 + 1;
+    int *v = NULL, *nv;
+
+    (void)state;
+    v = kp_grow_array(v, &cap, 0, sizeof(*v), 3);
+    assert_non_null(v);
+    assert_int_equal(cap, 3);
+    assert_ptr_equal(kp_grow_array(v, &cap, 2, sizeof(*v), 3), v);
+    assert_int_equal(cap, 3);
+    for (int i = 0; i < 3; i++)
+        v[i] = i;
+    v = kp_grow_array(v, &cap, 3, sizeof(*v), 3);
+    assert_non_null(v);
+    assert_int_equal(cap, 6);
+    assert_int_equal(v[2], 2);
+    nv = kp_grow_array(v, &big, SIZE_MAX / 2 + 1, sizeof(*v), 3);
+    assert_null(nv);
+    assert_int_equal(big, SIZE_MAX / 2 + 1);
+    kp_free(v);
+}
+
 static void test_wipe(void **state)
 {
     char buf[16];
@@ -88,7 +113,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fail_at),  cmocka_unit_test(test_live_count),
         cmocka_unit_test(test_overflow), cmocka_unit_test(test_wipe),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),   cmocka_unit_test(test_grow_array),
     };
 
     return kp_test_main("alloc", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

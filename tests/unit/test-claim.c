@@ -13,7 +13,7 @@
 #include "base/err.h"
 #include "base/str.h"
 #include "json/json.h"
-#include "k8s/obj-kpssh.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/status.h"
 #include "provider/ssh/claim.h"
 

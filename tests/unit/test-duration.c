@@ -1,4 +1,4 @@
-/* Tests for k8s/duration.h: Go's time.ParseDuration grammar and Duration.String() output,
+/* Tests for api/duration.h: Go's time.ParseDuration grammar and Duration.String() output,
  * including the int64 edges and Karpenter's "Never". Expected strings come from Go's documented
  * behaviour ("1h0m0s", "1.5s", "2µs"...). */
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include "kp-test.h"
 
 #include "base/err.h"
-#include "k8s/duration.h"
+#include "api/duration.h"
 
 static void test_parse_valid(void **state)
 {

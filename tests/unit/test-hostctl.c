@@ -4,18 +4,26 @@
  * drift, the Ready condition), the zombie verdict and the write-skipping rule; and the status
  * patch those decisions produce (claim.h). The I/O half runs against the lab in
  * tests/integration/test-hostctl.c. */
+#include "kp-ssh-fx.h"
 #include "kp-test.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/str.h"
 #include "json/json.h"
-#include "k8s/obj-kpssh.h"
+#include "api/informers.h"
+#include "base/log.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/registry.h"
+#include "provider/ssh/indexes.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/store.h"
 #include "provider/ssh/claim.h"
 #include "provider/ssh/hostctl.h"
@@ -112,6 +120,27 @@ static void test_plan(void **state)
     e = host("", "\"state\":\"Unhealthy\",\"observedGeneration\":3,"
                  "\"lastProbeTime\":\"2026-11-30T12:00:10Z\""); /* clock skew: in the future */
     assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_PROBE);
+    kp_entry_unref(e);
+
+    /* A value the controller cannot hold (1Ei is past 64-bit milli-units) refuses the host before
+     * any dial, fresh or not, Pending or not; maintenance and a claim still come first. */
+    e = mk("", "2", "1Ei",
+           "\"state\":\"Available\",\"observedGeneration\":3,"
+           "\"lastProbeTime\":\"2026-11-30T11:59:30Z\"");
+    assert_non_null(e);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_INVALID);
+    kp_entry_unref(e);
+    e = mk("", "2", "1Ei", "\"state\":\"Pending\"");
+    assert_non_null(e);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_INVALID);
+    kp_entry_unref(e);
+    e = mk(MAINT, "2", "1Ei", "\"state\":\"Available\"");
+    assert_non_null(e);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_MAINTENANCE_ENTER);
+    kp_entry_unref(e);
+    e = mk("", "2", "1Ei", "\"state\":\"InUse\"," CLAIM);
+    assert_non_null(e);
+    assert_int_equal(kp_hostctl_plan(H(e), NOW, &T, &wait), KP_HOSTCTL_STEP_CLAIMED);
     kp_entry_unref(e);
 }
 
@@ -549,16 +578,44 @@ static int torture_patch(void)
     return r;
 }
 
+/* --- set-up and tear-down (the controller skeleton, k8s/controller.h) --------------------- */
+
+/* A registration that fails half-way (the NodeClaim informer, the last one, has started) leaves
+ * no handler in any informer; a controller that was made takes its handlers back when freed. */
+static void test_setup_rollback(void **state)
+{
+    struct kp_ssh_fx f;
+    struct kp_ssh_hostctl *hc = NULL;
+    struct kp_ssh_hostctl_opts o = {0};
+
+    (void)state;
+    kp_ssh_fx_init(&f);
+    o = (struct kp_ssh_hostctl_opts){.pool_namespace = "pool",
+                                     .client = f.c,
+                                     .hosts = f.hosts,
+                                     .nodes = f.nodes,
+                                     .nodeclaims = f.claims,
+                                     .profiles = f.profiles,
+                                     .workers = 2};
+    assert_int_equal(kp_informer_start(f.claims), 0);
+    assert_int_equal(kp_ssh_hostctl_new(&o, &hc), -EBUSY);
+    assert_null(hc);
+    kp_informer_stop(f.claims);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 0);
+    assert_int_equal(kp_ssh_hostctl_new(&o, &hc), 0);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 4);
+    hc = kp_ssh_hostctl_free(hc);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 0);
+    kp_ssh_fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_claimed),
-        cmocka_unit_test(test_probe_outcomes),
-        cmocka_unit_test(test_capacity_drift),
-        cmocka_unit_test(test_zombie_and_unchanged),
-        cmocka_unit_test(test_schedule),
-        cmocka_unit_test(test_node_ours),
+        cmocka_unit_test(test_setup_rollback), cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_claimed),        cmocka_unit_test(test_probe_outcomes),
+        cmocka_unit_test(test_capacity_drift), cmocka_unit_test(test_zombie_and_unchanged),
+        cmocka_unit_test(test_schedule),       cmocka_unit_test(test_node_ours),
         cmocka_unit_test(test_patch),
     };
     const struct kp_torture_case cases[] = {

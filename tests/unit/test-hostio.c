@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/err.h"
 #include "base/secret.h"
 #include "json/json.h"
 #include "provider/ssh/hostio.h"
@@ -59,6 +60,24 @@ static void refused(const char *data, const char *want)
     assert_null(cr.key);
     assert_null(cr.known_host);
     kp_free(msg);
+}
+
+/* The text goes through kp_msg_set: an earlier message is replaced (freed: ASan would see a
+ * leak), and a caller that asks for no text gets the same verdict without it. */
+static void test_msg_replaced_or_not_asked(void **state)
+{
+    struct kp_hostio_creds cr = {0};
+    json_t *o = secret("\"privateKey\":\"!!\"");
+    char *msg = NULL;
+
+    (void)state;
+    kp_msg_set(&msg, "%s", "an earlier message");
+    assert_int_equal(kp_hostio_creds_from_secret(o, "pool", "k", &cr, &msg), -EINVAL);
+    assert_non_null(strstr(msg, "SSH key Secret pool/k"));
+    assert_int_equal(kp_hostio_creds_from_secret(o, "pool", "k", &cr, NULL), -EINVAL);
+    assert_null(cr.key);
+    kp_free(msg);
+    kp_json_unref(o);
 }
 
 static void test_tofu_without_knownhost(void **state)
@@ -150,6 +169,7 @@ static int torture_creds(void)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_msg_replaced_or_not_asked),
         cmocka_unit_test(test_tofu_without_knownhost),
         cmocka_unit_test(test_prepin),
         cmocka_unit_test(test_blank_knownhost_refused),

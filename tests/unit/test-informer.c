@@ -15,7 +15,7 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/informer.h"
-#include "k8s/obj-pod.h"
+#include "api/obj-pod.h"
 
 struct counts {
     int add, update, del;

@@ -10,9 +10,10 @@
 #include "base/buf.h"
 #include "base/str.h"
 #include "core/provider.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "provider/ssh/inventory.h"
+#include "api/requirements.h"
 
 #define NS "kpssh-system"
 #define MI (1024LL * 1024 * 1000) /* 1Mi in milli-units */
@@ -297,6 +298,20 @@ static void test_fits(void **state)
         {"", "\"cpu\":\"1950m\"", false}, /* allocatable 1920m */
         {"", "\"cpu\":\"1920m\",\"memory\":\"3Gi\"", true},
         {"", "\"nvidia.com/gpu\":\"1\"", false},
+        /* Too large to hold: kept aside in requests.bad, and it fits nothing. */
+        {"", "\"memory\":\"1Ei\"", false},
+        {"", "\"cpu\":\"1\",\"memory\":\"1Ei\"", false},
+        /* Requirement sets: In [a b] meets In [b]; two-valued sets on the offering's keys. */
+        {"{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"In\",\"values\":[\"big\","
+         "\"small\"]}",
+         "", true},
+        {"{\"key\":\"karpenter.sh/capacity-type\",\"operator\":\"In\",\"values\":[\"spot\","
+         "\"on-demand\"]}",
+         "", true},
+        {"{\"key\":\"topology.kubernetes.io/zone\",\"operator\":\"NotIn\",\"values\":[\"pool\"]}",
+         "", false},
+        {"{\"key\":\"kubernetes.io/arch\",\"operator\":\"DoesNotExist\"}", "", false},
+        {"{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"Exists\"}", "", true},
     };
     struct fixture f;
 
@@ -311,6 +326,55 @@ static void test_fits(void **state)
                      cases[i].requests, cases[i].fits);
         kp_entry_unref(nc);
     }
+    done(&f);
+}
+
+/* A type whose only offering is unavailable (its one host is claimed) backs no new claim. */
+static void test_fits_needs_available_offering(void **state)
+{
+    const struct hrow rows[] = {
+        {"s1", NULL, "small", "amd64", "InUse", "\"cpu\":\"2\",\"memory\":\"4Gi\"", true, false,
+         NULL},
+    };
+    struct kp_entry *nc = nodeclaim("", "");
+    struct fixture f;
+
+    (void)state;
+    run(&f, NULL, rows, KP_ARRAY_SIZE(rows));
+    assert_int_equal(f.types.n, 1);
+    assert_false(f.types.v[0].offerings[0].available);
+    assert_false(kp_inventory_fits(&f.types.v[0], kp_nodeclaim_view(nc)));
+    kp_entry_unref(nc);
+    done(&f);
+}
+
+/* The type's requirement set and its offering's: what the scheduler intersects. */
+static void test_type_requirements(void **state)
+{
+    const struct hrow rows[] = {
+        {"s1", NULL, "small", "arm64", NULL, "\"cpu\":\"2\",\"memory\":\"4Gi\"", false, false,
+         NULL},
+    };
+    const struct kp_instance_type *it;
+    struct fixture f;
+
+    (void)state;
+    run(&f, NULL, rows, KP_ARRAY_SIZE(rows));
+    it = &f.types.v[0];
+    assert_string_equal(kp_req_single(kp_reqset_get(&it->reqs, KP_LABEL_INSTANCE_TYPE)), "small");
+    assert_string_equal(kp_req_single(kp_reqset_get(&it->reqs, KP_LABEL_ARCH)), "arm64");
+    assert_string_equal(kp_req_single(kp_reqset_get(&it->reqs, KP_LABEL_OS)), "linux");
+    assert_string_equal(kp_req_single(kp_reqset_get(&it->reqs, KP_LABEL_ZONE)), "pool");
+    assert_string_equal(kp_req_single(kp_reqset_get(&it->reqs, KP_LABEL_CAPACITY_TYPE)),
+                        "on-demand");
+    assert_int_equal(it->offerings[0].reqs.n, 2);
+    assert_string_equal(kp_offering_value(&it->offerings[0], KP_LABEL_ZONE), "pool");
+    assert_string_equal(kp_offering_value(&it->offerings[0], KP_LABEL_CAPACITY_TYPE), "on-demand");
+    assert_null(kp_offering_value(&it->offerings[0], KP_LABEL_ARCH));
+    /* The labels an instance gets are the type's single values. */
+    for (size_t i = 0; i < it->n_labels; i++)
+        assert_string_equal(kp_req_single(kp_reqset_get(&it->reqs, it->labels[i].key)),
+                            it->labels[i].value);
     done(&f);
 }
 
@@ -355,9 +419,14 @@ static void test_claimable(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_min_and_drop), cmocka_unit_test(test_arch_rules),
-        cmocka_unit_test(test_availability), cmocka_unit_test(test_selector_maxpods_reserved),
-        cmocka_unit_test(test_fits),         cmocka_unit_test(test_claimable),
+        cmocka_unit_test(test_min_and_drop),
+        cmocka_unit_test(test_arch_rules),
+        cmocka_unit_test(test_availability),
+        cmocka_unit_test(test_selector_maxpods_reserved),
+        cmocka_unit_test(test_fits),
+        cmocka_unit_test(test_fits_needs_available_offering),
+        cmocka_unit_test(test_type_requirements),
+        cmocka_unit_test(test_claimable),
     };
     return kp_test_main("inventory", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);
 }

@@ -488,25 +488,34 @@ static void test_basic_line(void **state)
     line = __LINE__ + 1;
     kp_log_info("host claimed", KP_LF("host", "h7"), KP_LF("attempt", 3));
     raw = take_one(&o);
-    assert_int_equal(o.n, 7);
-    assert_string_equal(o.f[0].key, "ts");
-    assert_string_equal(o.f[1].key, "level");
-    assert_string_equal(o.f[2].key, "msg");
-    assert_string_equal(o.f[3].key, "src");
-    assert_string_equal(o.f[4].key, "func");
-    assert_string_equal(o.f[5].key, "host");
-    assert_string_equal(o.f[6].key, "attempt");
-    ts = jget(&o, "ts");
-    assert_int_equal(ts->len, KP_RFC3339_MAX - 1);
+    /* Karpenter's keys, in its order: level, time, logger, message, commit; then the caller. */
+    assert_int_equal(o.n, 8);
+    assert_string_equal(o.f[0].key, "level");
+    assert_string_equal(o.f[1].key, "time");
+    assert_string_equal(o.f[2].key, "logger");
+    assert_string_equal(o.f[3].key, "message");
+    assert_string_equal(o.f[4].key, "commit");
+    assert_string_equal(o.f[5].key, "caller");
+    assert_string_equal(o.f[6].key, "host");
+    assert_string_equal(o.f[7].key, "attempt");
+    /* RFC 3339 in UTC with milliseconds, as zap's ISO 8601 encoder writes it. */
+    ts = jget(&o, "time");
+    assert_int_equal(ts->len, strlen("2006-01-02T15:04:05.000Z"));
     assert_int_equal(ts->val[4], '-');
     assert_int_equal(ts->val[10], 'T');
     assert_int_equal(ts->val[19], '.');
-    assert_int_equal(ts->val[26], 'Z');
-    assert_jstr(&o, "level", "info");
-    assert_jstr(&o, "msg", "host claimed");
+    assert_int_equal(ts->val[23], 'Z');
+    for (int i = 20; i < 23; i++)
+        assert_true(ts->val[i] >= '0' && ts->val[i] <= '9');
+    assert_jstr(&o, "level", "INFO");
+    assert_jstr(&o, "logger", "controller");
+    assert_jstr(&o, "message", "host claimed");
+    assert_jstr(&o, "commit", KP_COMMIT);
+    assert_true(strlen(KP_COMMIT) > 0);
     (void)snprintf(want_src, sizeof(want_src), "test-log.c:%d", line);
-    assert_jstr(&o, "src", want_src);
-    assert_jstr(&o, "func", "test_basic_line");
+    assert_jstr(&o, "caller", want_src);
+    assert_null(jget(&o, "func"));
+    assert_null(jget(&o, "controller")); /* no scope on this thread */
     assert_jstr(&o, "host", "h7");
     assert_jraw(&o, "attempt", "3");
     assert_null(strstr(raw, "tests/unit")); /* basename only */
@@ -516,18 +525,18 @@ static void test_basic_line(void **state)
     /* No fields at all, and every level's name. */
     kp_log_debug("d");
     raw = take_one(&o);
-    assert_jstr(&o, "level", "debug");
-    assert_int_equal(o.n, 5);
+    assert_jstr(&o, "level", "DEBUG");
+    assert_int_equal(o.n, 6);
     jobj_done(&o);
     kp_free(raw);
     kp_log_warn("w");
     raw = take_one(&o);
-    assert_jstr(&o, "level", "warn");
+    assert_jstr(&o, "level", "WARN");
     jobj_done(&o);
     kp_free(raw);
     kp_log_error("e");
     raw = take_one(&o);
-    assert_jstr(&o, "level", "error");
+    assert_jstr(&o, "level", "ERROR");
     jobj_done(&o);
     kp_free(raw);
 }
@@ -542,19 +551,19 @@ static void test_errno_variants(void **state)
     r = kp_log_error_errno(-ENOENT, "open failed", KP_LF("path", "/etc/x"));
     assert_int_equal(r, -ENOENT);
     raw = take_one(&o);
-    assert_string_equal(o.f[5].key, "path");
-    assert_string_equal(o.f[6].key, "error");
-    assert_string_equal(o.f[7].key, "errno");
+    assert_string_equal(o.f[6].key, "path");
+    assert_string_equal(o.f[7].key, "error");
+    assert_string_equal(o.f[8].key, "errno");
     assert_jstr(&o, "error", kp_strerror(-ENOENT));
     assert_jraw(&o, "errno", "-2");
-    assert_jstr(&o, "level", "error");
+    assert_jstr(&o, "level", "ERROR");
     jobj_done(&o);
     kp_free(raw);
 
     r = kp_log_warn_errno(-KP_ECONFLICT, "claim lost");
     assert_int_equal(r, -KP_ECONFLICT);
     raw = take_one(&o);
-    assert_jstr(&o, "level", "warn");
+    assert_jstr(&o, "level", "WARN");
     assert_jstr(&o, "error", kp_strerror(-KP_ECONFLICT));
     assert_jraw(&o, "errno", "-4098");
     jobj_done(&o);
@@ -661,11 +670,10 @@ static void test_null_msg_and_key(void **state)
     (void)state;
     assert_int_equal(kp_log_emit(KP_LOG_INFO, 0, NULL, 0, NULL, NULL, NULL, fields), 0);
     raw = take_one(&o);
-    assert_jraw(&o, "msg", "null");
-    assert_jstr(&o, "src", "?:0");
-    assert_jstr(&o, "func", "?");
+    assert_jraw(&o, "message", "null");
+    assert_jstr(&o, "caller", "?:0");
     assert_jraw(&o, "k", "2");
-    assert_int_equal(o.n, 6);
+    assert_int_equal(o.n, 7);
     jobj_done(&o);
     kp_free(raw);
 
@@ -696,7 +704,7 @@ static void test_escaping_control_chars(void **state)
 
     kp_log_info(in, KP_LF("v", in), KP_LF("k\"ey\n", 1));
     raw = take_one(&o);
-    assert_jstr(&o, "msg", in);
+    assert_jstr(&o, "message", in);
     assert_jstr(&o, "v", in);
     assert_jraw(&o, "k\"ey\n", "1");
     for (c = 1; c < 0x20; c++) {
@@ -746,7 +754,7 @@ static void test_invalid_utf8(void **state)
 
         kp_log_info(cases[i].in, KP_LF("v", cases[i].in));
         raw = take_one(&o);
-        assert_jstr(&o, "msg", want);
+        assert_jstr(&o, "message", want);
         assert_jstr(&o, "v", want);
         jobj_done(&o);
         kp_free(raw);
@@ -788,8 +796,9 @@ static void test_line_cap_long_msg(void **state)
     assert_true(len > KP_LOG_MAX_LINE - 64); /* the room is used, not wasted */
     assert_int_equal(count_lines(raw), 1);
     assert_true(json_parse_line(raw, len, &o));
-    assert_true(ends_with(jget(&o, "msg")->val, "aaa..."));
-    assert_jstr(&o, "func", "test_line_cap_long_msg");
+    assert_true(ends_with(jget(&o, "message")->val, "aaa..."));
+    assert_jstr(&o, "commit", KP_COMMIT);
+    assert_non_null(jget(&o, "caller"));
     assert_jstr(&o, "error", kp_strerror(-EIO));
     assert_jraw(&o, "errno", "-5");
     assert_jraw(&o, "truncated", "true");
@@ -854,7 +863,7 @@ static void test_line_cap_many_fields(void **state)
     assert_non_null(jget(&o, "f14"));
     assert_null(jget(&o, "f19"));
     /* Every kept field before the cut one (then "truncated") is whole. */
-    for (i = 5; i + 2 < o.n; i++)
+    for (i = 6; i + 2 < o.n; i++)
         assert_int_equal(o.f[i].len, 1000);
     assert_true(ends_with(o.f[o.n - 2].val, "..."));
     jobj_done(&o);
@@ -990,8 +999,8 @@ static char *log_and_get(const char *msg, const char *forbidden)
     raw = take_one(&o);
     if (forbidden && strstr(raw, forbidden))
         fail_msg("line leaks %s: %s", forbidden, raw);
-    assert_string_equal(jget(&o, "msg")->val, jget(&o, "v")->val);
-    out = kp_strdup(jget(&o, "msg")->val);
+    assert_string_equal(jget(&o, "message")->val, jget(&o, "v")->val);
+    out = kp_strdup(jget(&o, "message")->val);
     assert_non_null(out);
     jobj_done(&o);
     kp_free(raw);
@@ -1123,7 +1132,7 @@ static void test_redact_hook(void **state)
     check_redacted("pin 1234 ok", "pin 1234 ok", NULL);
 }
 
-/* Counts lines of the capture that carry "msg":"probe failed" etc. */
+/* Counts lines of the capture that carry "message":"probe failed" etc. */
 static size_t lines_with(const char *raw, const char *needle)
 {
     size_t n = 0;
@@ -1254,9 +1263,10 @@ static void test_lost_line_on_enomem(void **state)
         kp_alloc_fail_at(0);
         raw = take_one(&o);
         assert_null(strstr(raw, "lost-secret"));
-        assert_jstr(&o, "level", "warn");
-        assert_jstr(&o, "msg", "log line lost: out of memory");
-        assert_non_null(jget(&o, "ts"));
+        assert_jstr(&o, "level", "WARN");
+        assert_jstr(&o, "message", "log line lost: out of memory");
+        assert_non_null(jget(&o, "time"));
+        assert_jstr(&o, "logger", "controller");
         jobj_done(&o);
         kp_free(raw);
     }
@@ -1383,7 +1393,7 @@ static void test_threads(void **state)
         assert_non_null(nl);
         if (!json_parse_line(line, (size_t)(nl - line) + 1, &o))
             fail_msg("line %zu is not JSON", lines);
-        assert_jstr(&o, "msg", "concurrent [REDACTED]");
+        assert_jstr(&o, "message", "concurrent [REDACTED]");
         jobj_done(&o);
         lines++;
         line = nl + 1;
@@ -1479,6 +1489,194 @@ static int torture_emit_text(void)
     return torture_emit(KP_LOG_FORMAT_TEXT);
 }
 
+/* A thread's scope puts controller-runtime's keys, in its order, after commit; a field of the
+ * same name is left out; scope values are redacted; the scope is the calling thread's only. */
+static void *log_from_other_thread(void *arg)
+{
+    (void)arg;
+    kp_log_info("elsewhere");
+    return NULL;
+}
+
+static void test_scope(void **state)
+{
+    static const char *const keys[] = {
+        "level",     "time",       "logger",          "message",
+        "commit",    "controller", "controllerGroup", "controllerKind",
+        "namespace", "name",       "reconcileID",     "caller",
+        "host"};
+    struct kp_log_scope sc = {.controller = "sshhost",
+                              .group = "karpenter.kpssh.dev",
+                              .kind = "SSHHost",
+                              .ns = "pool",
+                              .name = "h7"};
+    struct jobj o;
+    pthread_t t;
+    char *raw;
+    size_t i;
+
+    (void)state;
+    kp_log_new_id(sc.reconcile_id);
+    kp_log_scope_set(&sc);
+    assert_ptr_equal(kp_log_scope_get(), &sc);
+    kp_log_info("probed", KP_LF("host", "h7"), KP_LF("name", "shadowed"),
+                KP_LF("controller", "shadowed"));
+    raw = take_one(&o);
+    assert_int_equal(o.n, KP_ARRAY_SIZE(keys));
+    for (i = 0; i < KP_ARRAY_SIZE(keys); i++)
+        assert_string_equal(o.f[i].key, keys[i]);
+    assert_jstr(&o, "controller", "sshhost");
+    assert_jstr(&o, "controllerGroup", "karpenter.kpssh.dev");
+    assert_jstr(&o, "controllerKind", "SSHHost");
+    assert_jstr(&o, "namespace", "pool");
+    assert_jstr(&o, "name", "h7");
+    assert_jstr(&o, "reconcileID", sc.reconcile_id);
+    assert_null(strstr(raw, "shadowed"));
+    jobj_done(&o);
+    kp_free(raw);
+
+    /* Another thread has no scope. */
+    assert_int_equal(pthread_create(&t, NULL, log_from_other_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    raw = take_one(&o);
+    assert_null(jget(&o, "controller"));
+    assert_null(jget(&o, "reconcileID"));
+    jobj_done(&o);
+    kp_free(raw);
+
+    /* Members left NULL (and an empty id) leave their keys out; "" namespace is written. */
+    sc.group = NULL;
+    sc.kind = NULL;
+    sc.ns = "";
+    sc.reconcile_id[0] = '\0';
+    kp_log_info("cluster-scoped", KP_LF("name", "shadowed"));
+    raw = take_one(&o);
+    assert_null(jget(&o, "controllerGroup"));
+    assert_null(jget(&o, "controllerKind"));
+    assert_null(jget(&o, "reconcileID"));
+    assert_jstr(&o, "namespace", "");
+    assert_jstr(&o, "name", "h7");
+    jobj_done(&o);
+    kp_free(raw);
+
+    /* A secret in a scope value is redacted like any other string. */
+    assert_int_equal(kp_log_redact_add("scope-secret-1"), 0);
+    sc.name = "h-scope-secret-1";
+    kp_log_info("m");
+    raw = take_one(&o);
+    assert_jstr(&o, "name", "h-[REDACTED]");
+    jobj_done(&o);
+    kp_free(raw);
+
+    /* The text format writes no scope. */
+    kp_log_set_format(KP_LOG_FORMAT_TEXT);
+    kp_log_info("plain");
+    raw = cap_take(NULL);
+    assert_string_equal(raw, "info: plain\n");
+    kp_free(raw);
+    kp_log_set_format(KP_LOG_FORMAT_JSON);
+
+    kp_log_scope_set(NULL);
+    kp_log_info("out of scope", KP_LF("name", "kept"));
+    raw = take_one(&o);
+    assert_null(jget(&o, "controller"));
+    assert_jstr(&o, "name", "kept");
+    jobj_done(&o);
+    kp_free(raw);
+}
+
+/* A scope value too long for its room is cut, and the line keeps error and errno and stays
+ * within the cap even with every scope value and the message at their longest. */
+static void test_scope_long_values(void **state)
+{
+    char *big = repeat("\x01", 5000), *huge = repeat("m", 100000);
+    struct kp_log_scope sc = {.controller = big, .group = big, .kind = big, .ns = big, .name = big};
+    struct jobj o;
+    size_t len;
+    char *raw;
+
+    (void)state;
+    kp_log_new_id(sc.reconcile_id);
+    kp_log_scope_set(&sc);
+    (void)kp_log_error_errno(-EIO, huge, KP_LF("host", "h7"));
+    kp_log_scope_set(NULL);
+    raw = cap_take(&len);
+    assert_true(len <= KP_LOG_MAX_LINE);
+    assert_int_equal(count_lines(raw), 1);
+    assert_true(json_parse_line(raw, len, &o));
+    assert_true(ends_with(jget(&o, "name")->val, "..."));
+    assert_jstr(&o, "reconcileID", sc.reconcile_id);
+    assert_jstr(&o, "error", kp_strerror(-EIO));
+    assert_jraw(&o, "errno", "-5");
+    assert_jraw(&o, "truncated", "true");
+    jobj_done(&o);
+    kp_free(raw);
+    kp_free(big);
+    kp_free(huge);
+}
+
+/* Version 4 UUIDs: 8-4-4-4-12 lower-case hex, version and variant nibbles set, all distinct. */
+static void test_new_id(void **state)
+{
+    char ids[64][KP_LOG_ID_SIZE];
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(ids); i++) {
+        const char *id = ids[i];
+
+        kp_log_new_id(ids[i]);
+        assert_int_equal(strlen(id), 36);
+        for (size_t j = 0; j < 36; j++) {
+            if (j == 8 || j == 13 || j == 18 || j == 23)
+                assert_int_equal(id[j], '-');
+            else
+                assert_non_null(strchr("0123456789abcdef", id[j]));
+        }
+        assert_int_equal(id[14], '4');
+        assert_non_null(strchr("89ab", id[19]));
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(ids[j], id);
+    }
+}
+
+/* Without kp_log_set_fd, JSON goes to stdout (as upstream's) and text to stderr. */
+static void test_default_fd(void **state)
+{
+    int saved_out = dup(STDOUT_FILENO), saved_err = dup(STDERR_FILENO);
+    int out = memfd_create("kp-test-out", MFD_CLOEXEC), err = memfd_create("kp-test-err", 0);
+    char buf[512];
+    ssize_t n;
+
+    (void)state;
+    assert_true(saved_out >= 0 && saved_err >= 0 && out >= 0 && err >= 0);
+    fflush(stdout);
+    fflush(stderr);
+    assert_int_equal(dup2(out, STDOUT_FILENO), STDOUT_FILENO);
+    assert_int_equal(dup2(err, STDERR_FILENO), STDERR_FILENO);
+    kp_log_set_fd(-1);
+    kp_log_info("to stdout");
+    kp_log_set_format(KP_LOG_FORMAT_TEXT);
+    kp_log_info("to stderr");
+    kp_log_set_format(KP_LOG_FORMAT_JSON);
+    kp_log_set_fd(cap_fd);
+    assert_int_equal(dup2(saved_out, STDOUT_FILENO), STDOUT_FILENO);
+    assert_int_equal(dup2(saved_err, STDERR_FILENO), STDERR_FILENO);
+    close(saved_out);
+    close(saved_err);
+
+    n = pread(out, buf, sizeof(buf) - 1, 0);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "\"message\":\"to stdout\""));
+    assert_null(strstr(buf, "to stderr"));
+    n = pread(err, buf, sizeof(buf) - 1, 0);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_string_equal(buf, "info: to stderr\n");
+    close(out);
+    close(err);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(int argc, char **argv)
@@ -1503,6 +1701,10 @@ int main(int argc, char **argv)
         T(test_ratelimit_eviction),
         T(test_lost_line_on_enomem),
         T(test_threads),
+        T(test_scope),
+        T(test_scope_long_values),
+        cmocka_unit_test(test_new_id),
+        T(test_default_fd),
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_redact_add_remove),

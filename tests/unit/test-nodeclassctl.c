@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "kp-ssh-fx.h"
 #include "kp-test.h"
 
 #include "base/alloc.h"
@@ -13,7 +15,15 @@
 #include "base/err.h"
 #include "base/str.h"
 #include "json/json.h"
-#include "k8s/obj-kpssh.h"
+#include "api/informers.h"
+#include "base/log.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/registry.h"
+#include "k8s/store.h"
+#include "api/obj-node.h"
+#include "provider/ssh/indexes.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "provider/ssh/nodeclassctl.h"
 
 #define NS "kpssh-system"
@@ -273,12 +283,72 @@ out:
     return r;
 }
 
+/* --- set-up and tear-down (the controller skeleton, k8s/controller.h) --------------------- */
+
+/* A registration that fails half-way (the SSHHost informer, the third watched, has started)
+ * leaves no handler in any informer; a controller that was made takes its handlers back when
+ * freed. */
+static void test_setup_rollback(void **state)
+{
+    struct kp_ssh_fx f;
+    struct kp_ssh_nodeclassctl *ctl = NULL;
+    struct kp_ssh_nodeclassctl_opts o = {0};
+
+    (void)state;
+    kp_ssh_fx_init(&f);
+    o = (struct kp_ssh_nodeclassctl_opts){.pool_namespace = "pool",
+                                          .client = f.c,
+                                          .nodeclasses = f.classes,
+                                          .profiles = f.profiles,
+                                          .hosts = f.hosts,
+                                          .nodeclaims = f.claims};
+    assert_int_equal(kp_informer_start(f.hosts), 0);
+    assert_int_equal(kp_ssh_nodeclassctl_new(&o, &ctl), -EBUSY);
+    assert_null(ctl);
+    kp_informer_stop(f.hosts);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 0);
+    assert_int_equal(kp_ssh_nodeclassctl_new(&o, &ctl), 0);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 4);
+    ctl = kp_ssh_nodeclassctl_free(ctl);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 0);
+    kp_ssh_fx_done(&f);
+}
+
+static void not_node_ip(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
+{
+    (void)e;
+    emit("x", ctx);
+}
+
+/* The provider's Node indexes: asking twice is a no-op, but a name another function holds is
+ * refused (the provider's lookups would read that function's keys). */
+static void test_index_nodes(void **state)
+{
+    struct kp_ssh_fx f;
+    struct kp_informer *other = NULL;
+    struct kp_informer_opts o = {
+        .res = &KP_RES_NODE, .project = kp_node_project, .view_kind = kp_kind_node};
+
+    (void)state;
+    kp_ssh_fx_init(&f);
+    assert_int_equal(kp_ssh_index_nodes(f.nodes), 0);
+    assert_int_equal(kp_ssh_index_nodes(f.nodes), 0);
+    assert_ptr_equal(kp_store_index_fn(kp_informer_store(f.nodes), KP_INDEX_NODE_IP),
+                     kp_index_node_ip);
+    assert_int_equal(kp_informer_new(f.c, &o, &other), 0);
+    assert_int_equal(kp_informer_add_index(other, KP_INDEX_NODE_IP, not_node_ip), 0);
+    assert_int_equal(kp_ssh_index_nodes(other), -EEXIST);
+    kp_informer_free(other);
+    kp_ssh_fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ready_reasons), cmocka_unit_test(test_differs),
-        cmocka_unit_test(test_status_patch),  cmocka_unit_test(test_finalizer_patch),
-        cmocka_unit_test(test_host_labels),
+        cmocka_unit_test(test_setup_rollback),  cmocka_unit_test(test_ready_reasons),
+        cmocka_unit_test(test_differs),         cmocka_unit_test(test_status_patch),
+        cmocka_unit_test(test_finalizer_patch), cmocka_unit_test(test_host_labels),
+        cmocka_unit_test(test_index_nodes),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_compute),

@@ -1,4 +1,4 @@
-/* Tests for the karpenter.sh/v1 projections (k8s/obj-karpenter.c): every kept field of a NodePool
+/* Tests for the karpenter.sh/v1 projections (api/obj-karpenter.c): every kept field of a NodePool
  * and a NodeClaim as the API server returns them (defaults applied), the nodeClassRef ownership test,
  * fingerprints that ignore the resourceVersion and condition re-stamps, lenient projection of
  * objects the CRD would refuse, the exact validation reports, and allocation failures. Prints
@@ -14,7 +14,8 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/str.h"
-#include "k8s/obj-karpenter.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
 
 #define MI (1024LL * 1024 * 1000) /* one MiB in milli-bytes */
 #define GI (1024 * MI)
@@ -127,8 +128,9 @@ static void test_nodepool_minimal(void **state)
     kp_entry_unref(e);
 }
 
-/* The resourceVersion, managedFields and a condition re-stamp (message, observedGeneration)
- * change nothing we keep; a new weight does. */
+/* The resourceVersion and managedFields change nothing we keep; a new weight does. A condition's
+ * message and observedGeneration are kept (the core rewrites the whole conditions list from the
+ * cache, core/conds.h), so a re-stamp is a change. */
 static void test_nodepool_fingerprint(void **state)
 {
     size_t n;
@@ -138,7 +140,6 @@ static void test_nodepool_fingerprint(void **state)
     (void)state;
     assert_int_equal(kp_nodepool_decode(data, n, &a), 0);
     patch(data, "\"918273\"", "\"918999\"");
-    patch(data, "\"observedGeneration\":3", "\"observedGeneration\":4");
     patch(data, "kubectl-client-side-apply", "kubectl-server-side-apply");
     assert_int_equal(kp_nodepool_decode(data, n, &b), 0);
     assert_string_equal(b->rv, "918999");
@@ -187,7 +188,8 @@ static void test_nodepool_invalid(void **state)
         "start and end with an alphanumeric character\n"
         "spec.template.spec.nodeClassRef.group: \"karpenter.kpssh.dev/v1beta1\" may not contain "
         "'/': give the API group only, without a version\n"
-        "spec.template.spec.nodeClassRef.kind: kind may not be empty (for kpssh: SSHNodeClass)\n"
+        "spec.template.spec.nodeClassRef.kind: kind may not be empty: give the node class's "
+        "kind, such as SSHNodeClass\n"
         "spec.template.spec.requirements: key \"karpenter.kpssh.dev/cpu\": requirements operator "
         "'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value (Gt has -1)\n"
         "spec.template.spec.requirements: key \"karpenter.sh/capacity-type\": no value is "
@@ -209,10 +211,36 @@ static void test_nodepool_invalid(void **state)
         "spec.disruption.budgets[1]: 'schedule' must be set with 'duration'\n"
         "spec.disruption.budgets[2].duration: \"30s\" must be hours and minutes such as 8h, 30m "
         "or 1h30m\n"
-        "spec.disruption.budgets[2].reasons: each reason must be Underutilized, Empty or "
-        "Drifted\n"
+        "spec.disruption.budgets[2].reasons: each reason must be Underutilized, Empty, "
+        "Drifted or Unhealthy\n"
         "spec.weight: 'weight' is not supported on static NodePools (spec.replicas)\n"
         "spec.limits: only 'limits.nodes' is supported on static NodePools (spec.replicas)\n");
+    kp_buf_done(&msg);
+    kp_entry_unref(e);
+}
+
+/* Karpenter v1.15's budget reason Unhealthy (node repair) has its own bit and is valid; a NodePool
+ * that limits repair (the only reason the newest CRD adds) must not be reported as wrong. */
+static void test_budget_reason_unhealthy(void **state)
+{
+    const char *obj =
+        "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"disruption\":{\"budgets\":[{\"nodes\":"
+        "\"1\",\"reasons\":[\"Unhealthy\"]},{\"nodes\":\"10%\",\"reasons\":[\"Empty\","
+        "\"Unhealthy\"]}]},\"template\":{\"spec\":{\"nodeClassRef\":{\"group\":"
+        "\"karpenter.kpssh.dev\",\"kind\":\"SSHNodeClass\",\"name\":\"d\"},"
+        "\"requirements\":[]}}}}";
+    struct kp_buf msg = KP_BUF_INIT(KP_MAX_VALID_REPORT);
+    struct kp_entry *e = NULL;
+    const struct kp_nodepool_view *v;
+
+    (void)state;
+    assert_int_equal(kp_nodepool_decode(obj, strlen(obj), &e), 0);
+    v = kp_nodepool_view(e);
+    assert_int_equal(v->n_budgets, 2);
+    assert_int_equal(v->budgets[0].reasons, KP_DISRUPT_UNHEALTHY);
+    assert_int_equal(v->budgets[1].reasons, KP_DISRUPT_EMPTY | KP_DISRUPT_UNHEALTHY);
+    assert_int_equal(kp_nodepool_validate(v, &msg), 0);
+    assert_int_equal(msg.len, 0);
     kp_buf_done(&msg);
     kp_entry_unref(e);
 }
@@ -287,7 +315,7 @@ static void test_nodeclaim(void **state)
     kp_entry_unref(e);
 }
 
-/* Being deleted: deletionTimestamp kept; a condition re-stamp changes nothing; a new condition
+/* Being deleted: deletionTimestamp kept; a new resourceVersion changes nothing; a new condition
  * status does. */
 static void test_nodeclaim_fingerprint(void **state)
 {
@@ -298,7 +326,6 @@ static void test_nodeclaim_fingerprint(void **state)
     (void)state;
     assert_int_equal(kp_nodeclaim_decode(data, n, &a), 0);
     patch(data, "\"918400\"", "\"918401\"");
-    patch(data, "\"observedGeneration\":1", "\"observedGeneration\":2");
     assert_int_equal(kp_nodeclaim_decode(data, n, &b), 0);
     assert_true(a->hash == b->hash);
     patch(data, "\"reason\":\"Consolidatable\",\"status\":\"True\"",
@@ -485,6 +512,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_nodepool_minimal),
         cmocka_unit_test(test_nodepool_fingerprint),
         cmocka_unit_test(test_nodepool_invalid),
+        cmocka_unit_test(test_budget_reason_unhealthy),
         cmocka_unit_test(test_requirements_error_kept),
         cmocka_unit_test(test_nodeclaim),
         cmocka_unit_test(test_nodeclaim_fingerprint),

@@ -1,4 +1,4 @@
-/* Tests for the projections of our own kinds (k8s/obj-kpssh.c) and the SSHJoinProfile checks
+/* Tests for the projections of our own kinds (provider/ssh/obj-kpssh.c) and the SSHJoinProfile checks
  * over the projection (provider/ssh/profile.c): every kept field of realistic SSHHost,
  * SSHNodeClass and SSHJoinProfile objects, defaults, fingerprints that ignore the
  * resourceVersion and probe-time churn, exact validation reports of objects the CRD would refuse,
@@ -14,7 +14,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/str.h"
-#include "k8s/obj-kpssh.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "provider/ssh/profile.h"
 
 #define GI (1024LL * 1024 * 1024 * 1000) /* one GiB in milli-bytes */

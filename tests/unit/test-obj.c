@@ -1,4 +1,4 @@
-/* Tests for the built-in projections (k8s/obj-*.c): every kept field of realistic objects, the
+/* Tests for the built-in projections (api/obj-*.c): every kept field of realistic objects, the
  * scheduler's effective-request rule with sidecars, fingerprints that ignore the
  * resourceVersion, rejection of malformed objects, and allocation failures. */
 #include <errno.h>
@@ -13,9 +13,10 @@
 
 #include "base/alloc.h"
 #include "base/err.h"
-#include "k8s/obj-misc.h"
-#include "k8s/obj-node.h"
-#include "k8s/obj-pod.h"
+#include "api/indexes.h"
+#include "api/obj-misc.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
 
 #define MI (1024LL * 1024 * 1000) /* one MiB in milli-bytes */
 
@@ -59,6 +60,17 @@ static void test_pod_full(void **state)
     assert_int_equal(kp_resources_get(&p->requests, "cpu", NULL), 2010);
     assert_int_equal(kp_resources_get(&p->requests, "memory", NULL), 2120 * MI);
     assert_int_equal(kp_resources_get(&p->requests, "ephemeral-storage", NULL), 1024 * MI);
+    /* Limits: only the app container has any; overhead joins the limited resources only. */
+    assert_int_equal(p->limits.n, 2);
+    assert_int_equal(kp_resources_get(&p->limits, "cpu", NULL), 1010);
+    assert_int_equal(kp_resources_get(&p->limits, "memory", NULL), 520 * MI);
+    assert_string_equal(p->owner_kind, "ReplicaSet");
+    assert_string_equal(p->owner_name, "web-7d4b9c8f6d");
+    assert_string_equal(p->do_not_disrupt, "true");
+    assert_int_equal(p->n_host_ports, 0);
+    assert_int_equal(p->meta.deletion_usec, 0);
+    assert_true(kp_pod_provisionable(p));
+    assert_true(kp_pod_reschedulable(p));
 
     assert_string_equal(kp_labels_get(&p->node_selector, "kubernetes.io/arch"), "amd64");
     assert_int_equal(p->tolerations.n, 2);
@@ -125,7 +137,230 @@ static void test_pod_minimal(void **state)
     assert_int_equal(p->grace_seconds, 30);
     assert_int_equal(p->n_required, 0);
     assert_null(p->scheduler_name);
+    assert_null(p->owner_kind);
+    assert_null(p->do_not_disrupt);
+    assert_int_equal(p->limits.n, 0);
+    assert_false(kp_pod_provisionable(p)); /* kube-scheduler has not tried it */
     kp_entry_unref(e);
+}
+
+static struct kp_entry *decode_str(const char *json)
+{
+    struct kp_entry *e = NULL;
+
+    assert_int_equal(kp_pod_decode(json, strlen(json), &e), 0);
+    return e;
+}
+
+#define POD_HEAD "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\""
+
+/* containerPorts with a hostPort, of regular containers only; protocol and IP defaults. */
+static void test_pod_host_ports(void **state)
+{
+    struct kp_entry *e = decode_str(
+        POD_HEAD
+        "},\"spec\":{\"initContainers\":[{\"name\":\"i\",\"ports\":[{\"containerPort\":1,"
+        "\"hostPort\":1}]}],\"containers\":[{\"name\":\"a\",\"ports\":[{\"containerPort\":"
+        "80,\"hostPort\":8080},{\"containerPort\":9090},{\"containerPort\":53,\"hostPort\":"
+        "53,\"protocol\":\"UDP\",\"hostIP\":\"10.0.0.1\"}]},{\"name\":\"b\"}]}}");
+    const struct kp_pod_view *p = kp_pod_view(e);
+    struct kp_host_port any_tcp = {.ip = "0.0.0.0", .port = 8080, .protocol = KP_PROTO_TCP},
+                        v6_any = {.ip = "::", .port = 53, .protocol = KP_PROTO_UDP},
+                        other_ip = {.ip = "10.0.0.2", .port = 53, .protocol = KP_PROTO_UDP},
+                        same_ip = {.ip = "10.0.0.1", .port = 53, .protocol = KP_PROTO_UDP},
+                        tcp53 = {.ip = "10.0.0.1", .port = 53, .protocol = KP_PROTO_TCP},
+                        v6a = {.ip = "fd00::1", .port = 1}, v6b = {.ip = "fd00:0::1", .port = 1};
+
+    (void)state;
+    assert_int_equal(p->n_host_ports, 2);
+    assert_null(p->host_ports[0].ip);
+    assert_int_equal(p->host_ports[0].port, 8080);
+    assert_int_equal(p->host_ports[0].protocol, KP_PROTO_TCP);
+    assert_string_equal(p->host_ports[1].ip, "10.0.0.1");
+    assert_int_equal(p->host_ports[1].protocol, KP_PROTO_UDP);
+    /* Karpenter's HostPort.Matches. */
+    assert_true(kp_host_port_conflicts(&p->host_ports[0], &any_tcp));
+    assert_true(kp_host_port_conflicts(&p->host_ports[1], &v6_any));
+    assert_true(kp_host_port_conflicts(&p->host_ports[1], &same_ip));
+    assert_false(kp_host_port_conflicts(&p->host_ports[1], &other_ip));
+    assert_false(kp_host_port_conflicts(&p->host_ports[1], &tcp53));
+    assert_false(kp_host_port_conflicts(&p->host_ports[0], &p->host_ports[1]));
+    assert_true(kp_host_port_conflicts(&v6a, &v6b));
+    kp_entry_unref(e);
+}
+
+/* Pod-level resources replace cpu/memory totals; limits get overhead only where limited;
+ * sidecar limits add like their requests. */
+static void test_pod_level_resources(void **state)
+{
+    struct kp_entry *e = decode_str(
+        POD_HEAD
+        "},\"spec\":{\"resources\":{\"requests\":{\"cpu\":\"3\",\"example.com/x\":\"9\"},"
+        "\"limits\":{\"memory\":\"1Gi\"}},\"overhead\":{\"cpu\":\"100m\",\"memory\":\"1Mi\"},"
+        "\"initContainers\":[{\"name\":\"s\",\"restartPolicy\":\"Always\",\"resources\":"
+        "{\"limits\":{\"cpu\":\"1\"},\"requests\":{\"cpu\":\"1\"}}}],\"containers\":[{\"name\":"
+        "\"a\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"2Gi\"},\"limits\":"
+        "{\"cpu\":\"2\"}}}]}}");
+    const struct kp_pod_view *p = kp_pod_view(e);
+    bool found = true;
+
+    (void)state;
+    /* cpu: pod-level 3 replaces 1 + 1, then overhead; memory: containers' 2Gi + overhead. */
+    assert_int_equal(kp_resources_get(&p->requests, "cpu", NULL), 3100);
+    assert_int_equal(kp_resources_get(&p->requests, "memory", NULL), 2049 * MI);
+    (void)kp_resources_get(&p->requests, "example.com/x", &found);
+    assert_false(found); /* not a pod-level resource: ignored */
+    /* limits: cpu 2 + sidecar 1 + overhead; memory from pod level + overhead. */
+    assert_int_equal(kp_resources_get(&p->limits, "cpu", NULL), 3100);
+    assert_int_equal(kp_resources_get(&p->limits, "memory", NULL), 1025 * MI);
+    kp_entry_unref(e);
+}
+
+/* Owner flags need apiVersion and kind of any owner reference, as Karpenter's IsOwnedBy. */
+static void test_pod_owners(void **state)
+{
+    struct kp_entry *ds = decode_str(
+        POD_HEAD ",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\","
+                 "\"name\":\"fluent\",\"uid\":\"u\"}]},\"spec\":{\"containers\":[]}}");
+    struct kp_entry *old = decode_str(
+        POD_HEAD ",\"ownerReferences\":[{\"apiVersion\":\"extensions/v1beta1\",\"kind\":"
+                 "\"DaemonSet\",\"name\":\"x\",\"uid\":\"u\",\"controller\":true}]},\"spec\":"
+                 "{\"containers\":[]}}");
+    struct kp_entry *sts = decode_str(
+        POD_HEAD
+        ",\"deletionTimestamp\":\"2026-11-30T08:00:00Z\",\"ownerReferences\":[{"
+        "\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"name\":\"db\",\"uid\":\"u\","
+        "\"controller\":true}]},\"spec\":{\"nodeName\":\"n1\",\"containers\":[]}}");
+    struct kp_entry *mirror = decode_str(
+        POD_HEAD ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":"
+                 "\"n1\",\"uid\":\"u\",\"controller\":true}]},\"spec\":{\"containers\":[]},"
+                 "\"status\":{\"nominatedNodeName\":\"n2\",\"conditions\":[{\"type\":"
+                 "\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\"}]}}");
+
+    (void)state;
+    assert_true(kp_pod_view(ds)->flags & KP_POD_DAEMONSET);
+    assert_null(kp_pod_view(ds)->owner_kind); /* not the controller reference */
+    assert_false(kp_pod_reschedulable(kp_pod_view(ds)));
+    assert_false(kp_pod_view(old)->flags & KP_POD_DAEMONSET);
+    assert_string_equal(kp_pod_view(old)->owner_kind, "DaemonSet");
+    assert_true(kp_pod_view(sts)->flags & KP_POD_STATEFULSET);
+    assert_string_equal(kp_pod_view(sts)->owner_name, "db");
+    assert_true(kp_pod_terminating(kp_pod_view(sts)));
+    assert_false(kp_pod_active(kp_pod_view(sts)));
+    assert_true(kp_pod_reschedulable(kp_pod_view(sts))); /* terminating StatefulSet pod */
+    assert_true(kp_pod_view(mirror)->flags & KP_POD_NODE_OWNED);
+    assert_true(kp_pod_view(mirror)->flags & KP_POD_PREEMPTING);
+    assert_false(kp_pod_provisionable(kp_pod_view(mirror)));
+    assert_false(kp_pod_reschedulable(kp_pod_view(mirror)));
+    kp_entry_unref(ds);
+    kp_entry_unref(old);
+    kp_entry_unref(sts);
+    kp_entry_unref(mirror);
+}
+
+/* Pods of one template share their spec-derived block; another spec gets its own; the cache
+ * empties when the last pod goes. */
+static void test_pod_shapes_shared(void **state)
+{
+    struct kp_entry *a = decode_str(
+        POD_HEAD ",\"uid\":\"a\"},\"spec\":{\"nodeName\":\"n1\",\"containers\":[{\"name\":\"c\","
+                 "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],\"volumes\":[{\"name\":\"d\","
+                 "\"persistentVolumeClaim\":{\"claimName\":\"data-0\"}}]}}");
+    struct kp_entry *b = decode_str(
+        "{\"metadata\":{\"name\":\"p2\",\"namespace\":\"d\",\"uid\":\"b\"},\"spec\":{\"nodeName\":\"n2\",\"containers\":[{\"name\":"
+        "\"c\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],\"volumes\":[{\"name\":"
+        "\"d\",\"persistentVolumeClaim\":{\"claimName\":\"data-1\"}}]}}");
+    struct kp_entry *c = decode_str(
+        "{\"metadata\":{\"name\":\"p3\",\"namespace\":\"d\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+        "{\"cpu\":\"2\"}}}]}}");
+    const struct kp_pod_view *pa = kp_pod_view(a), *pb = kp_pod_view(b), *pc = kp_pod_view(c);
+    size_t n = 0, bytes = 0;
+
+    (void)state;
+    assert_non_null(pa->shape);
+    assert_ptr_equal(pa->shape, pb->shape);
+    assert_ptr_equal(pa->requests.v, pb->requests.v);
+    assert_string_equal(pb->node_name, "n2");
+    assert_string_equal(pb->pvc_claims[0], "data-1"); /* PVC names are the pod's own */
+    assert_true(pa->shape != pc->shape);
+    assert_int_equal(kp_resources_get(&pc->requests, "cpu", NULL), 2000);
+    kp_pod_shapes_stats(&n, &bytes);
+    assert_int_equal(n, 2);
+    assert_true(bytes > 0);
+    kp_entry_unref(a);
+    assert_int_equal(kp_resources_get(&pb->requests, "cpu", NULL), 1000); /* b keeps it */
+    kp_entry_unref(b);
+    kp_entry_unref(c);
+    kp_pod_shapes_stats(&n, &bytes);
+    assert_int_equal(n, 0);
+    assert_int_equal(bytes, 0);
+}
+
+/* In-place resize: status resources count while they exceed the spec (max per resource), only
+ * status when the resize is infeasible; a status equal to the spec keeps the shared block. */
+static void test_pod_resize_requests(void **state)
+{
+#define RESIZE_POD(status)                                                                         \
+    POD_HEAD "},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":"   \
+             "\"500m\",\"memory\":\"1Gi\"}}}]},\"status\":{" status "}}"
+    struct kp_entry *down = decode_str(
+        RESIZE_POD("\"containerStatuses\":[{\"name\":\"c\",\"allocatedResources\":{\"cpu\":\"2\"},"
+                   "\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"512Mi\"}}}]"));
+    struct kp_entry *infeasible = decode_str(RESIZE_POD(
+        "\"conditions\":[{\"type\":\"PodResizePending\",\"status\":\"True\",\"reason\":"
+        "\"Infeasible\"}],\"containerStatuses\":[{\"name\":\"c\",\"resources\":{\"requests\":"
+        "{\"cpu\":\"250m\"}}}]"));
+    struct kp_entry *same = decode_str(
+        RESIZE_POD("\"containerStatuses\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":"
+                   "\"500m\",\"memory\":\"1Gi\"}}}]"));
+    struct kp_entry *none = decode_str(RESIZE_POD("\"phase\":\"Running\""));
+#undef RESIZE_POD
+    const struct kp_pod_view *d = kp_pod_view(down), *inf = kp_pod_view(infeasible);
+
+    (void)state;
+    assert_int_equal(kp_resources_get(&d->requests, "cpu", NULL), 2000);
+    assert_int_equal(kp_resources_get(&d->requests, "memory", NULL), 1024 * MI);
+    assert_int_equal(kp_resources_get(&inf->requests, "cpu", NULL), 250);
+    assert_int_equal(kp_resources_get(&inf->requests, "memory", NULL), 0);
+    assert_ptr_equal(kp_pod_view(same)->requests.v, kp_pod_view(none)->requests.v);
+    assert_int_equal(kp_resources_get(&kp_pod_view(same)->requests, "cpu", NULL), 500);
+    kp_entry_unref(down);
+    kp_entry_unref(infeasible);
+    kp_entry_unref(same);
+    kp_entry_unref(none);
+}
+
+/* karpenter.sh/do-not-disrupt: "true", a positive duration from startTime, or ignored. */
+static void test_pod_do_not_disrupt(void **state)
+{
+    const int64_t start = 1796025600000000LL; /* 2026-11-30T08:00:00Z */
+    struct kp_entry *dur = decode_str(
+        POD_HEAD ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"5m\"}},\"spec\":{"
+                 "\"containers\":[]},\"status\":{\"startTime\":\"2026-11-30T08:00:00Z\"}}");
+    struct kp_entry *nostart =
+        decode_str(POD_HEAD ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"1h\"}},\"spec\":{"
+                            "\"containers\":[]}}");
+    struct kp_entry *bad =
+        decode_str(POD_HEAD ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"-5m\"}},\"spec\":{"
+                            "\"containers\":[]}}");
+    struct kp_entry *yes = decode_str(
+        POD_HEAD ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"}},\"spec\":{"
+                 "\"containers\":[]}}");
+
+    (void)state;
+    assert_int_equal(kp_pod_view(dur)->start_usec, start);
+    assert_int_equal(kp_pod_view(dur)->do_not_disrupt_ns, 300 * 1000000000LL);
+    assert_true(kp_pod_do_not_disrupt_active(kp_pod_view(dur), start + 299 * 1000000LL));
+    assert_false(kp_pod_do_not_disrupt_active(kp_pod_view(dur), start + 300 * 1000000LL));
+    assert_true(kp_pod_do_not_disrupt_active(kp_pod_view(nostart), start));
+    assert_false(kp_pod_do_not_disrupt_active(kp_pod_view(bad), start));
+    assert_string_equal(kp_pod_view(bad)->do_not_disrupt, "-5m");
+    assert_false(kp_pod_view(bad)->flags & KP_POD_DO_NOT_DISRUPT);
+    assert_true(kp_pod_do_not_disrupt_active(kp_pod_view(yes), start + 1000000000000LL));
+    kp_entry_unref(dur);
+    kp_entry_unref(nostart);
+    kp_entry_unref(bad);
+    kp_entry_unref(yes);
 }
 
 /* Same content with another resourceVersion: equal fingerprints; a changed request: not. */
@@ -170,6 +405,10 @@ static void test_pod_rejects(void **state)
         "\"values\":[\"x\"]}]}]}}}}}",
         "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\",\"creationTimestamp\":\"yesterday\"},"
         "\"spec\":{\"containers\":[]}}",
+        "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"},\"spec\":{\"containers\":[{\"ports\":"
+        "[{\"containerPort\":1,\"hostPort\":70000}]}]}}",
+        "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"},\"spec\":{\"containers\":[{\"ports\":"
+        "[{\"containerPort\":1,\"hostPort\":1,\"protocol\":\"ICMP\"}]}]}}",
     };
 
     (void)state;
@@ -206,6 +445,43 @@ static void test_node(void **state)
     assert_string_equal(n->finalizers[0], "karpenter.sh/termination");
     assert_int_equal(n->n_addresses, 2);
     assert_string_equal(kp_labels_get(&n->meta.labels, "karpenter.sh/nodepool"), "default");
+    kp_entry_unref(e);
+}
+
+struct emitted {
+    const char *v[8];
+    size_t n;
+};
+
+static void collect(const char *value, void *ctx)
+{
+    struct emitted *em = ctx;
+
+    assert_true(em->n < KP_ARRAY_SIZE(em->v));
+    em->v[em->n++] = value;
+}
+
+/* The node-ip index files a Node under every address, each once, not only its first InternalIP:
+ * adoption and the host controller accept a host's node IP in any of them. */
+static void test_node_ip_index(void **state)
+{
+    static const char doc[] =
+        "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\","
+        "\"uid\":\"u\",\"resourceVersion\":\"1\"},\"status\":{\"addresses\":["
+        "{\"type\":\"InternalIP\",\"address\":\"10.0.0.5\"},"
+        "{\"type\":\"InternalIP\",\"address\":\"10.0.0.6\"},"
+        "{\"type\":\"ExternalIP\",\"address\":\"203.0.113.9\"},"
+        "{\"type\":\"Hostname\",\"address\":\"10.0.0.5\"}]}}";
+    struct emitted em = {0};
+    struct kp_entry *e = NULL;
+
+    (void)state;
+    assert_int_equal(kp_node_decode(doc, sizeof(doc) - 1, &e), 0);
+    kp_index_node_ip(e, collect, &em);
+    assert_int_equal(em.n, 3);
+    assert_string_equal(em.v[0], "10.0.0.5");
+    assert_string_equal(em.v[1], "10.0.0.6");
+    assert_string_equal(em.v[2], "203.0.113.9");
     kp_entry_unref(e);
 }
 
@@ -345,10 +621,17 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pod_full),
         cmocka_unit_test(test_pod_minimal),
+        cmocka_unit_test(test_pod_host_ports),
+        cmocka_unit_test(test_pod_level_resources),
+        cmocka_unit_test(test_pod_owners),
+        cmocka_unit_test(test_pod_do_not_disrupt),
+        cmocka_unit_test(test_pod_shapes_shared),
+        cmocka_unit_test(test_pod_resize_requests),
         cmocka_unit_test(test_pod_fingerprint),
         cmocka_unit_test(test_pod_rejects),
         cmocka_unit_test(test_node),
         cmocka_unit_test(test_node_heartbeat_same_fingerprint),
+        cmocka_unit_test(test_node_ip_index),
         cmocka_unit_test(test_pdb_daemonset_lease),
         cmocka_unit_test(test_view_kind_checked),
     };

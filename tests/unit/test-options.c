@@ -287,7 +287,7 @@ static void test_effective_config_redacts(void **state)
     assert_true(len > 0);
     out[len] = '\0';
     close(fd);
-    assert_non_null(strstr(out, "\"msg\":\"effective configuration\""));
+    assert_non_null(strstr(out, "\"message\":\"effective configuration\""));
     assert_non_null(strstr(out, "\"token\":\"[REDACTED]\""));
     assert_non_null(strstr(out, "\"probe_interval\":\"1m30s\""));
     assert_non_null(strstr(out, "\"pool_namespace\":\"kpssh-system\""));

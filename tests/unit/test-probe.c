@@ -7,10 +7,11 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/err.h"
 #include "provider/ssh/probe.h"
 
-static int parse(const char *s, struct kp_probe_result *res, const char **why)
+static int parse(const char *s, struct kp_probe_result *res, char **why)
 {
     return kp_probe_parse(s, strlen(s), res, why);
 }
@@ -18,7 +19,7 @@ static int parse(const char *s, struct kp_probe_result *res, const char **why)
 static void test_parse_ok(void **state)
 {
     struct kp_probe_result r;
-    const char *why = NULL;
+    char *why = NULL;
 
     (void)state;
     assert_int_equal(parse("2\n4194304\nx86_64\ninactive\n", &r, &why), 0);
@@ -67,12 +68,13 @@ static void test_parse_refused(void **state)
 
     (void)state;
     for (size_t i = 0; i < KP_ARRAY_SIZE(bad); i++) {
-        const char *why = NULL;
+        char *why = NULL;
 
         memset(&r, 0x5a, sizeof(r));
         assert_int_equal(parse(bad[i], &r, &why), -KP_EPARSE);
-        assert_non_null(why);
+        assert_non_null(why);                 /* an owned message (base/err.h) */
         assert_int_equal(r.cpus, 0x5a5a5a5a); /* untouched on failure */
+        kp_free(why);
     }
 }
 
@@ -82,12 +84,13 @@ static void test_parse_bounds(void **state)
     char field[KP_PROBE_FIELD_MAX + 16];
     char nul[] = "2 4096 x86\0_64";
     struct kp_probe_result r;
-    const char *why = NULL;
+    char *why = NULL;
 
     (void)state;
     memset(big, ' ', sizeof(big));
     memcpy(big, "2 4096 x86_64", 13);
     assert_int_equal(kp_probe_parse(big, sizeof(big), &r, &why), -KP_ELIMIT);
+    assert_string_equal(why, "probe output is too long");
     assert_int_equal(kp_probe_parse(big, sizeof(big) - 1, &r, &why), 0); /* at the ceiling */
 
     memset(field, 'a', sizeof(field));
@@ -96,10 +99,12 @@ static void test_parse_bounds(void **state)
     assert_int_equal(kp_probe_parse(field, 7 + KP_PROBE_FIELD_MAX, &r, NULL), -KP_EPARSE);
 
     assert_int_equal(kp_probe_parse(nul, sizeof(nul) - 1, &r, &why), -KP_EPARSE);
+    assert_string_equal(why, "probe output holds a NUL byte"); /* replaced the first message */
     /* Not NUL-terminated: only n bytes are read. */
     assert_int_equal(kp_probe_parse("2 4096 x86_64 activeXXXX", 20, &r, NULL), 0);
     assert_true(r.kubelet_active);
     assert_int_equal(kp_probe_parse(NULL, 0, &r, &why), -KP_EPARSE);
+    kp_free(why);
 }
 
 static void test_arch_and_command(void **state)

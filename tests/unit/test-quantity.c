@@ -1,4 +1,4 @@
-/* Tests for k8s/quantity.h: parse tables (valid, invalid, range), canonical formatting as
+/* Tests for api/quantity.h: parse tables (valid, invalid, range), canonical formatting as
  * Kubernetes' Quantity.String() writes it, rounding with KP_QUANTITY_ROUND_UP, arithmetic
  * overflow. Cases marked "k8s" are taken from Kubernetes' documented behaviour. */
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include "kp-test.h"
 
 #include "base/err.h"
-#include "k8s/quantity.h"
+#include "api/quantity.h"
 
 struct qcase {
     const char *in;

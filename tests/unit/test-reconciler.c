@@ -8,11 +8,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "kp-test.h"
 
 #include "base/alloc.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/time.h"
@@ -34,9 +36,12 @@ struct script {
     bool client_differs;
 };
 
-static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                     uint64_t *ret_requeue)
 {
     struct script *s = ctx;
+
+    (void)cx;
 
     pthread_mutex_lock(&s->mu);
     if (s->seen_client && s->seen_client != c)
@@ -278,10 +283,12 @@ static int distinct_clients(struct script *s)
     return n;
 }
 
-static int reconcile_wait(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+static int reconcile_wait(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                          uint64_t *ret_requeue)
 {
     struct script *s = ctx;
 
+    (void)cx;
     (void)key;
     (void)ret_requeue;
     pthread_mutex_lock(&s->mu);
@@ -317,6 +324,223 @@ static void test_workers_have_own_clients(void **state)
     assert_true(s.client_differs);
 }
 
+/* A reconcile that waits for its context to end (at most 10 s) and records why it ended. */
+struct ctx_script {
+    atomic_int entered;
+    atomic_int why; /* kp_ctx_err at the end */
+};
+
+static int reconcile_until_done(void *ctx, struct kp_client *c, const struct kp_ctx *cx,
+                                const char *key, uint64_t *ret_requeue)
+{
+    struct ctx_script *s = ctx;
+
+    (void)c;
+    (void)key;
+    (void)ret_requeue;
+    atomic_fetch_add(&s->entered, 1);
+    for (int i = 0; i < 10000 && !kp_ctx_done(cx); i++)
+        usleep(1000);
+    atomic_store(&s->why, kp_ctx_err(cx));
+    return 0;
+}
+
+static struct kp_reconciler *ctx_reconciler(struct ctx_script *s, const struct kp_ctx *parent,
+                                            uint64_t timeout_usec)
+{
+    struct kp_client *c = new_client();
+    struct kp_reconciler_opts o = {.name = "ctx",
+                                   .workers = 1,
+                                   .reconcile = reconcile_until_done,
+                                   .ctx = s,
+                                   .client = c,
+                                   .timeout_usec = timeout_usec,
+                                   .parent = parent};
+    struct kp_reconciler *r = NULL;
+
+    assert_int_equal(kp_reconciler_new(&o, &r), 0);
+    assert_int_equal(kp_reconciler_start(r), 0);
+    kp_client_free(c);
+    return r;
+}
+
+static void wait_entered(struct ctx_script *s, int n)
+{
+    for (int i = 0; i < 10000 && atomic_load(&s->entered) < n; i++)
+        usleep(1000);
+    assert_int_equal(atomic_load(&s->entered), n);
+}
+
+/* stop() cancels the reconcile in hand: it returns at once (not after its 10 s), -ECANCELED. */
+static void test_ctx_cancelled_by_stop(void **state)
+{
+    struct ctx_script s = {0};
+    struct kp_reconciler *r = ctx_reconciler(&s, NULL, 0);
+    uint64_t t0;
+
+    (void)state;
+    assert_int_equal(kp_reconciler_enqueue(r, "k"), 0);
+    wait_entered(&s, 1);
+    t0 = kp_mono_usec();
+    kp_reconciler_stop(r);
+    assert_int_equal(atomic_load(&s.why), -ECANCELED);
+    assert_true(kp_mono_usec() - t0 < 5 * KP_USEC_PER_SEC);
+    /* A restart runs under a fresh context: the next reconcile is not born cancelled. */
+    assert_int_equal(kp_reconciler_start(r), 0);
+    atomic_store(&s.why, 1);
+    assert_int_equal(kp_reconciler_enqueue(r, "k2"), 0);
+    wait_entered(&s, 2);
+    usleep(20000);
+    assert_int_equal(atomic_load(&s.why), 1); /* still waiting: its context is live */
+    kp_reconciler_free(r);
+    assert_int_equal(atomic_load(&s.why), -ECANCELED);
+}
+
+/* The parent (the process's context) cancels every reconcile under it. */
+static void test_ctx_parent_cancel(void **state)
+{
+    struct ctx_script s = {0};
+    struct kp_ctx parent;
+    struct kp_reconciler *r;
+
+    (void)state;
+    kp_ctx_init(&parent, NULL, kp_deadline_never());
+    r = ctx_reconciler(&s, &parent, 0);
+    atomic_store(&s.why, 1);
+    assert_int_equal(kp_reconciler_enqueue(r, "k"), 0);
+    wait_entered(&s, 1);
+    kp_ctx_cancel(&parent);
+    for (int i = 0; i < 10000 && atomic_load(&s.why) == 1; i++)
+        usleep(1000);
+    assert_int_equal(atomic_load(&s.why), -ECANCELED);
+    kp_reconciler_free(r);
+}
+
+/* Each reconcile has the reconcile timeout as its deadline. */
+static void test_ctx_deadline(void **state)
+{
+    struct ctx_script s = {0};
+    struct kp_reconciler *r = ctx_reconciler(&s, NULL, 30 * KP_USEC_PER_MSEC);
+
+    (void)state;
+    atomic_store(&s.why, 1);
+    assert_int_equal(kp_reconciler_enqueue(r, "k"), 0);
+    wait_entered(&s, 1);
+    for (int i = 0; i < 10000 && atomic_load(&s.why) == 1; i++)
+        usleep(1000);
+    assert_int_equal(atomic_load(&s.why), -ETIMEDOUT);
+    kp_reconciler_free(r);
+}
+
+/* Each reconcile runs in a log scope naming the controller, the kind and the object, with a
+ * reconcileID fresh for every call; the worker's scope is cleared after the call. */
+struct scope_seen {
+    pthread_mutex_t mu;
+    int calls;
+    char ids[2][KP_LOG_ID_SIZE];
+};
+
+/* The worker's scope when its thread ends (after its last reconcile): 1 set, -1 cleared. */
+static pthread_key_t scope_key;
+static atomic_int scope_at_exit;
+
+static void scope_exit(void *arg)
+{
+    (void)arg;
+    atomic_store(&scope_at_exit, kp_log_scope_get() ? 1 : -1);
+}
+
+static int reconcile_logs(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                          uint64_t *ret_requeue)
+{
+    struct scope_seen *s = ctx;
+    const struct kp_log_scope *sc = kp_log_scope_get();
+
+    (void)pthread_setspecific(scope_key, s); /* scope_exit runs on this worker as it ends */
+    (void)c;
+    (void)cx;
+    (void)key;
+    (void)ret_requeue;
+    kp_log_info("inside", KP_LF("name", "shadowed"));
+    pthread_mutex_lock(&s->mu);
+    if (s->calls < 2 && sc)
+        memcpy(s->ids[s->calls], sc->reconcile_id, KP_LOG_ID_SIZE);
+    s->calls++;
+    pthread_mutex_unlock(&s->mu);
+    return s->calls == 1 ? -EIO : 0; /* the reconciler's own failure line is in scope too */
+}
+
+static void test_log_scope(void **state)
+{
+    struct kp_workqueue_options q = {
+        .backoff_base_usec = 1000, .backoff_cap_usec = 4000, .qps = -1};
+    struct scope_seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct kp_client *c = new_client();
+    struct kp_reconciler_opts o = {.name = "sshhost",
+                                   .group = "karpenter.kpssh.dev",
+                                   .kind = "SSHHost",
+                                   .reconcile = reconcile_logs,
+                                   .ctx = &s,
+                                   .client = c,
+                                   .queue = &q};
+    struct kp_reconciler *r = NULL;
+    int fd = memfd_create("kp-test-reconciler-log", 0);
+    char buf[8192], *line, *nl;
+    int lines = 0, failed = 0;
+    ssize_t n;
+
+    (void)state;
+    assert_int_equal(pthread_key_create(&scope_key, scope_exit), 0);
+    atomic_store(&scope_at_exit, 0);
+    assert_true(fd >= 0);
+    kp_log_set_fd(fd);
+    assert_int_equal(kp_reconciler_new(&o, &r), 0);
+    assert_int_equal(kp_reconciler_start(r), 0);
+    kp_client_free(c);
+    assert_int_equal(kp_reconciler_enqueue(r, "pool/h7"), 0);
+    for (int i = 0; i < 5000; i++) {
+        pthread_mutex_lock(&s.mu);
+        n = s.calls;
+        pthread_mutex_unlock(&s.mu);
+        if (n >= 2)
+            break;
+        usleep(1000);
+    }
+    kp_reconciler_stop(r); /* joins the worker: scope_exit has run */
+    kp_reconciler_free(r);
+    kp_log_set_fd(-1);
+    assert_int_equal(atomic_load(&scope_at_exit), -1); /* cleared on the worker after the call */
+    assert_int_equal(pthread_key_delete(scope_key), 0);
+    assert_true(s.calls >= 2);
+    assert_int_equal(strlen(s.ids[0]), 36);
+    assert_int_equal(strlen(s.ids[1]), 36);
+    assert_string_not_equal(s.ids[0], s.ids[1]);
+
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    for (line = buf; *line; line = nl + 1) {
+        char want[128];
+
+        nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        lines++;
+        assert_non_null(strstr(line, "\"controller\":\"sshhost\",\"controllerGroup\":"
+                                     "\"karpenter.kpssh.dev\",\"controllerKind\":\"SSHHost\","
+                                     "\"namespace\":\"pool\",\"name\":\"h7\",\"reconcileID\":\""));
+        assert_null(strstr(line, "shadowed"));
+        if (strstr(line, "reconcile failed")) {
+            (void)snprintf(want, sizeof(want), "\"reconcileID\":\"%s\"", s.ids[0]);
+            failed++;
+            assert_non_null(strstr(line, want));
+        }
+    }
+    assert_true(lines >= 3); /* two "inside" and the failure */
+    assert_int_equal(failed, 1);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +551,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_error_backoff),
         cmocka_unit_test(test_handler_and_one_at_a_time),
         cmocka_unit_test(test_workers_have_own_clients),
+        cmocka_unit_test(test_ctx_cancelled_by_stop),
+        cmocka_unit_test(test_ctx_parent_cancel),
+        cmocka_unit_test(test_ctx_deadline),
+        cmocka_unit_test(test_log_scope),
     };
 
     return kp_test_main("reconciler", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

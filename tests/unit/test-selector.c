@@ -1,4 +1,4 @@
-/* Tests for k8s/selector.h: string-form grammar (valid and invalid), canonical formatting,
+/* Tests for api/selector.h: string-form grammar (valid and invalid), canonical formatting,
  * LabelSelector and NodeSelectorRequirement JSON, matching semantics (absent keys, integer
  * comparisons), label key/value validation texts, and allocation-failure torture. */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include "base/err.h"
 #include "base/map.h"
 #include "json/json.h"
-#include "k8s/selector.h"
+#include "api/selector.h"
 
 static struct kp_selector *parse_ok(const char *s)
 {

@@ -8,14 +8,17 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/secret.h"
+#include "k8s/fence.h"
 #include "provider/ssh/runner.h"
 
 /* An unencrypted ed25519 key made for these tests only. */
@@ -91,6 +94,89 @@ static void test_tarpit_dial_deadline(void **state)
     t.dial_timeout_usec = 0;
     assert_int_equal(kp_ssh_connect(&t, kp_deadline_in(200 * KP_USEC_PER_MSEC), &s, &err),
                      -ETIMEDOUT);
+    kp_free(err);
+    close(tp.fd);
+    kp_secret_free(key);
+}
+
+/* Cancels a context (or closes a fence) from another thread after a delay, as SIGTERM or a
+ * lost Lease does while a session waits on a host that never answers. */
+struct canceller {
+    pthread_t th;
+    struct kp_ctx *ctx;
+    struct kp_fence *fence;
+    uint64_t after_usec;
+};
+
+static void *canceller_main(void *arg)
+{
+    struct canceller *c = arg;
+
+    kp_sleep_usec(c->after_usec);
+    if (c->ctx)
+        kp_ctx_cancel(c->ctx);
+    if (c->fence)
+        kp_fence_set(c->fence, KP_FENCE_CLOSED);
+    return NULL;
+}
+
+static void test_tarpit_dial_cancelled(void **state)
+{
+    struct tarpit tp;
+    struct kp_secret *key = key_new();
+    struct kp_ssh_session *s = NULL;
+    struct kp_ctx root, job;
+    struct kp_fence fence;
+    struct canceller cn = {.after_usec = 200 * KP_USEC_PER_MSEC};
+    struct kp_ssh_target t = {.host = "127.0.0.1", .private_key = key};
+    char *err = NULL;
+    uint64_t t0;
+
+    (void)state;
+    tarpit_open(&tp);
+    t.port = tp.port;
+    t.dial_timeout_usec = 600 * KP_USEC_PER_SEC;
+    /* The process's context is cancelled while the job's dial waits: it ends within a slice
+     * (before: it waited out its dial timeout, here 10 minutes). */
+    kp_ctx_init(&root, NULL, kp_deadline_never());
+    kp_ctx_init(&job, &root, kp_deadline_never());
+    t.ctx = &job;
+    cn.ctx = &root;
+    assert_int_equal(pthread_create(&cn.th, NULL, canceller_main, &cn), 0);
+    t0 = kp_mono_usec();
+    assert_int_equal(kp_ssh_connect(&t, kp_deadline_in(600 * KP_USEC_PER_SEC), &s, &err),
+                     -ECANCELED);
+    assert_true(kp_mono_usec() - t0 < 5 * KP_USEC_PER_SEC);
+    assert_int_equal(pthread_join(cn.th, NULL), 0);
+    assert_null(s);
+    assert_non_null(strstr(err, "cancelled"));
+    kp_free(err);
+    err = NULL;
+    /* A context that is done already: nothing waits. */
+    assert_int_equal(kp_ssh_connect(&t, kp_deadline_in(600 * KP_USEC_PER_SEC), &s, &err),
+                     -ECANCELED);
+    kp_free(err);
+    err = NULL;
+    /* The context's deadline bounds the dial like the caller's own. */
+    kp_ctx_init(&job, NULL, kp_deadline_in(200 * KP_USEC_PER_MSEC));
+    t0 = kp_mono_usec();
+    assert_int_equal(kp_ssh_connect(&t, kp_deadline_in(600 * KP_USEC_PER_SEC), &s, &err),
+                     -ETIMEDOUT);
+    assert_true(kp_mono_usec() - t0 < 5 * KP_USEC_PER_SEC);
+    kp_free(err);
+    err = NULL;
+    /* The write fence closing mid-dial (the Lease deadline passed) ends it too. */
+    kp_ctx_init(&job, NULL, kp_deadline_never());
+    kp_fence_init(&fence, KP_FENCE_OPEN);
+    t.fence = &fence;
+    cn.ctx = NULL;
+    cn.fence = &fence;
+    assert_int_equal(pthread_create(&cn.th, NULL, canceller_main, &cn), 0);
+    t0 = kp_mono_usec();
+    assert_int_equal(kp_ssh_connect(&t, kp_deadline_in(600 * KP_USEC_PER_SEC), &s, &err),
+                     -KP_ENOTLEADER);
+    assert_true(kp_mono_usec() - t0 < 5 * KP_USEC_PER_SEC);
+    assert_int_equal(pthread_join(cn.th, NULL), 0);
     kp_free(err);
     close(tp.fd);
     kp_secret_free(key);
@@ -229,6 +315,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tarpit_dial_deadline),
+        cmocka_unit_test(test_tarpit_dial_cancelled),
         cmocka_unit_test(test_refused_before_dial),
         cmocka_unit_test(test_bad_targets),
     };

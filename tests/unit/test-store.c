@@ -1,6 +1,7 @@
 /* Tests for k8s/store.h: packing, references outliving replacement, index maintenance across
  * put/replace/delete, relist support, allocation failures leaving the store unchanged, and a
- * reader/writer race (also run under the tsan preset). */
+ * reader/writer race (also run under the tsan preset), walks (under the read lock, racing the
+ * writer) and more indexes than the old fixed four. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -375,6 +376,202 @@ static void test_reader_writer_race(void **state)
     kp_store_free(rc.s);
 }
 
+/* Ten indexes on one store (the old fixed limit was four), each maintained. */
+static void by_gen_mod(const struct kp_entry *e, kp_index_emit_fn emit, void *ctx)
+{
+    const struct widget *w = (const struct widget *)e;
+    char v[16];
+
+    (void)snprintf(v, sizeof(v), "%d", w->gen % 3);
+    emit(v, ctx);
+}
+
+static void test_many_indexes(void **state)
+{
+    struct kp_store *s = NULL;
+    char name[16];
+
+    (void)state;
+    assert_int_equal(kp_store_new(&s), 0);
+    for (int i = 0; i < 10; i++) {
+        (void)snprintf(name, sizeof(name), "ix%d", i);
+        assert_int_equal(kp_store_add_index(s, name, i & 1 ? by_node : by_gen_mod), 0);
+    }
+    assert_int_equal(kp_store_add_index(s, "ix3", by_node), -EEXIST);
+    assert_ptr_equal(kp_store_index_fn(s, "ix3"), by_node);
+    assert_ptr_equal(kp_store_index_fn(s, "ix4"), by_gen_mod);
+    assert_null(kp_store_index_fn(s, "ix10"));
+    for (int g = 0; g < 6; g++) {
+        char w[8];
+
+        (void)snprintf(w, sizeof(w), "w%d", g);
+        put(s, "ns", w, g < 4 ? "n1" : "n2", NULL, g);
+    }
+    for (int i = 0; i < 10; i++) {
+        (void)snprintf(name, sizeof(name), "ix%d", i);
+        if (i & 1) {
+            assert_int_equal(count_index(s, name, "n1"), 4);
+            assert_int_equal(count_index(s, name, "n2"), 2);
+        } else {
+            assert_int_equal(count_index(s, name, "0"), 2); /* gens 0 and 3 */
+        }
+    }
+    assert_int_equal(kp_store_delete(s, "ns/w0", NULL), 0);
+    assert_int_equal(count_index(s, "ix9", "n1"), 3);
+    assert_int_equal(count_index(s, "ix8", "0"), 1);
+    kp_store_free(s);
+}
+
+struct visit {
+    size_t n;
+    size_t stop_at; /* 0: never */
+    char seen[8][16];
+    struct kp_entry *kept;
+};
+
+static int visit_fn(void *ctx, struct kp_entry *e)
+{
+    struct visit *v = ctx;
+
+    if (v->n < 8)
+        (void)snprintf(v->seen[v->n], sizeof(v->seen[0]), "%s", e->key);
+    v->n++;
+    if (!v->kept)
+        v->kept = kp_entry_ref(e); /* a reference outlives the walk */
+    return v->stop_at && v->n == v->stop_at ? 7 : 0;
+}
+
+static bool seen(const struct visit *v, const char *key)
+{
+    for (size_t i = 0; i < v->n && i < 8; i++)
+        if (strcmp(v->seen[i], key) == 0)
+            return true;
+    return false;
+}
+
+static void test_walk(void **state)
+{
+    struct kp_store *s = new_store();
+    struct visit v = {0};
+    size_t zoned;
+
+    (void)state;
+    assert_int_equal(kp_store_walk(s, visit_fn, &v), 0); /* empty: nothing visited */
+    assert_int_equal(v.n, 0);
+    put(s, "ns", "a", "n1", "z1", 1);
+    put(s, "ns", "b", "n1", NULL, 1);
+    put(s, "ns", "c", "n2", "z1", 1);
+
+    assert_int_equal(kp_store_walk(s, visit_fn, &v), 0);
+    assert_int_equal(v.n, 3);
+    assert_true(seen(&v, "ns/a") && seen(&v, "ns/b") && seen(&v, "ns/c"));
+    /* The reference taken in the walk keeps the entry after it is replaced and deleted. */
+    assert_int_equal(kp_store_delete(s, v.kept->key, NULL), 0);
+    assert_non_null(v.kept->key);
+    zoned = strcmp(v.kept->key, "ns/b") == 0 ? 2 : 1; /* a and c have a zone, b has none */
+    v.kept = kp_entry_unref(v.kept);
+
+    v = (struct visit){0};
+    assert_int_equal(kp_store_walk_index(s, "zone", "any-zone", visit_fn, &v), 0);
+    assert_int_equal(v.n, zoned);
+    kp_entry_unref(v.kept);
+    v = (struct visit){0};
+    assert_int_equal(kp_store_walk_index(s, "zone", "z-nowhere", visit_fn, &v), 0);
+    assert_int_equal(v.n, 0);
+
+    /* A visitor's non-zero answer stops the walk and is what the walk returns. */
+    put(s, "ns", "a", "n1", "z1", 2);
+    put(s, "ns", "b", "n1", NULL, 2);
+    put(s, "ns", "c", "n2", "z1", 2);
+    v = (struct visit){.stop_at = 2};
+    assert_int_equal(kp_store_walk(s, visit_fn, &v), 7);
+    assert_int_equal(v.n, 2);
+    kp_entry_unref(v.kept);
+    v = (struct visit){0};
+    assert_int_equal(kp_store_walk_index(s, "node", "n1", visit_fn, &v), 0);
+    assert_int_equal(v.n, 2);
+    assert_true(seen(&v, "ns/a") && seen(&v, "ns/b"));
+    kp_entry_unref(v.kept);
+    v = (struct visit){0};
+    assert_int_equal(kp_store_walk_index(s, "node", "nowhere", visit_fn, &v), 0);
+    assert_int_equal(v.n, 0);
+    assert_int_equal(kp_store_walk_index(s, "zone", "any-zone", visit_fn, &v), 0);
+    assert_int_equal(v.n, 2);
+    assert_true(seen(&v, "ns/a") && seen(&v, "ns/c"));
+    kp_entry_unref(v.kept);
+    v = (struct visit){0};
+    assert_int_equal(kp_store_walk_index(s, "missing", "x", visit_fn, &v), -ENOENT);
+    kp_store_free(s);
+}
+
+/* Walkers on two threads while the writer replaces and deletes: every visited entry is a
+ * consistent, live one (ASan: no use after free; TSan: no race), and an index walk sees only
+ * entries whose value matches. */
+struct walk_race {
+    struct kp_store *s;
+    atomic_int stop;
+    atomic_int bad;
+    atomic_long visits;
+};
+
+static int race_visit(void *ctx, struct kp_entry *e)
+{
+    struct walk_race *rc = ctx;
+    const struct widget *w = (const struct widget *)e;
+
+    if (strcmp(w->node, (w->gen & 1) ? "odd" : "even") != 0)
+        atomic_fetch_add(&rc->bad, 1);
+    atomic_fetch_add(&rc->visits, 1);
+    return 0;
+}
+
+static int race_visit_odd(void *ctx, struct kp_entry *e)
+{
+    struct walk_race *rc = ctx;
+
+    if ((((const struct widget *)e)->gen & 1) == 0)
+        atomic_fetch_add(&rc->bad, 1);
+    return race_visit(ctx, e);
+}
+
+static void *walker(void *arg)
+{
+    struct walk_race *rc = arg;
+
+    while (!atomic_load(&rc->stop)) {
+        if (kp_store_walk(rc->s, race_visit, rc) != 0 ||
+            kp_store_walk_index(rc->s, "node", "odd", race_visit_odd, rc) != 0)
+            atomic_fetch_add(&rc->bad, 1);
+    }
+    return NULL;
+}
+
+static void test_walk_with_writer(void **state)
+{
+    static struct walk_race rc;
+    pthread_t t[2];
+
+    (void)state;
+    memset(&rc, 0, sizeof(rc));
+    rc.s = new_store();
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, walker, &rc), 0);
+    for (int gen = 0; gen < 5000; gen++) {
+        char name[8];
+
+        (void)snprintf(name, sizeof(name), "w%d", gen % 7);
+        put(rc.s, "ns", name, (gen & 1) ? "odd" : "even", NULL, gen);
+        if (gen % 50 == 0)
+            (void)kp_store_delete(rc.s, "ns/w3", NULL);
+    }
+    atomic_store(&rc.stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(atomic_load(&rc.bad), 0);
+    assert_true(atomic_load(&rc.visits) > 0); /* the walkers did walk */
+    kp_store_free(rc.s);
+}
+
 static int torture_store(void)
 {
     struct kp_store *s = NULL;
@@ -422,6 +619,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_put_failure_rolls_back),
         cmocka_unit_test(test_reader_writer_race),
         cmocka_unit_test(test_generation_and_wait),
+        cmocka_unit_test(test_many_indexes),
+        cmocka_unit_test(test_walk),
+        cmocka_unit_test(test_walk_with_writer),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_store),

@@ -6,17 +6,25 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "kp-ssh-fx.h"
 #include "kp-test.h"
 
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "json/json.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
-#include "k8s/obj-pod.h"
+#include "api/informers.h"
+#include "base/log.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/registry.h"
+#include "provider/ssh/indexes.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
 #include "provider/ssh/taintgate.h"
 
 typedef int (*decode_fn)(const char *, size_t, struct kp_entry **);
@@ -242,12 +250,41 @@ out:
     return r;
 }
 
+/* --- set-up and tear-down (the controller skeleton, k8s/controller.h) --------------------- */
+
+/* A registration that fails half-way (the NodeClass informer, the last one, has started) leaves
+ * no handler in any informer; a controller that was made takes its handlers back when freed. */
+static void test_setup_rollback(void **state)
+{
+    struct kp_ssh_fx f;
+    struct kp_ssh_taintgate *tg = NULL;
+    struct kp_ssh_taintgate_opts o = {0};
+
+    (void)state;
+    kp_ssh_fx_init(&f);
+    o = (struct kp_ssh_taintgate_opts){.client = f.c,
+                                       .nodes = f.nodes,
+                                       .pods = f.pods,
+                                       .nodeclaims = f.claims,
+                                       .nodeclasses = f.classes};
+    assert_int_equal(kp_informer_start(f.classes), 0);
+    assert_int_equal(kp_ssh_taintgate_new(&o, &tg), -EBUSY);
+    assert_null(tg);
+    kp_informer_stop(f.classes);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 0);
+    assert_int_equal(kp_ssh_taintgate_new(&o, &tg), 0);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 4);
+    assert_false(kp_ssh_taintgate_ready(tg)); /* not started */
+    tg = kp_ssh_taintgate_free(tg);
+    assert_int_equal(kp_ssh_fx_handlers(&f), 0);
+    kp_ssh_fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_owner),
-        cmocka_unit_test(test_evaluate),
-        cmocka_unit_test(test_condition_status),
+        cmocka_unit_test(test_setup_rollback), cmocka_unit_test(test_owner),
+        cmocka_unit_test(test_evaluate),       cmocka_unit_test(test_condition_status),
         cmocka_unit_test(test_patch),
     };
     static const struct kp_torture_case torture[] = {

@@ -22,8 +22,14 @@
  * The fence (k8s/fence.h) is a deadline every clone of the main client checks before a write
  * and the SSH phases check before they start, so nothing is written once another replica
  * could lead, even while the controllers are still stopping.
- * Shutdown is bounded: after the signal an alarm of --shutdown-timeout is armed, and SIGALRM's
- * default action ends a process whose controllers do not stop in time.
+ * Contexts (base/ctx.h): the process context is cancelled by the signal, and under it the
+ * context of a leadership term is set up afresh before each start and cancelled by a lost
+ * Lease. The controllers get the term's (kp_controller_env.ctx), so the moment either happens
+ * every SSH job ends within a poll slice and no reconcile starts another, before stop is even
+ * called: a host that hangs cannot hold the shutdown or a stand-down.
+ * Shutdown is bounded: after the signal a watchdog thread waits --shutdown-timeout for the rest
+ * of the shutdown; only if that passes does it log why and end the process (exit 1). With the
+ * contexts it is a last resort: the stop itself takes well under a second.
  *
  * Exit codes (docs/operations.md): 0 clean shutdown; 1 start-up or runtime failure; 2 usage
  * error (bad option or value). (3, "leader Lease lost", is retired.) */
@@ -38,10 +44,12 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
@@ -58,6 +66,7 @@
 #include "k8s/incluster.h"
 #include "k8s/kubeconfig.h"
 #include "k8s/lease.h"
+#include "k8s/registry.h"
 #include "k8s/status.h"
 #include "yaml/yaml.h"
 
@@ -70,6 +79,15 @@ enum {
 };
 
 #define KP_IDENTITY_MAX 253
+
+/* The shutdown watchdog (see DESIGN): started once the loop ends, disarmed before main returns. */
+static struct {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+    uint64_t usec;
+    bool started, disarmed;
+} watchdog = {.mu = PTHREAD_MUTEX_INITIALIZER};
 #define KP_LEADER_TIMEOUT_MAX_USEC (5 * KP_USEC_PER_SEC)
 
 /* Where the API configuration came from and what must outlive every client. */
@@ -335,6 +353,62 @@ static enum wake wait_event(int sfd, int efd, uint64_t usec, int *ret_sig)
     return WAKE_TIMEOUT;
 }
 
+static void *watchdog_main(void *arg)
+{
+    struct timespec until;
+    uint64_t t;
+    int r = 0;
+
+    (void)arg;
+    t = kp_mono_usec() + watchdog.usec;
+    until.tv_sec = (time_t)(t / KP_USEC_PER_SEC);
+    until.tv_nsec = (long)(t % KP_USEC_PER_SEC) * 1000;
+    pthread_mutex_lock(&watchdog.mu);
+    while (!watchdog.disarmed && r != ETIMEDOUT)
+        r = pthread_cond_timedwait(&watchdog.cond, &watchdog.mu, &until);
+    if (!watchdog.disarmed) {
+        /* The last resort: something did not stop in time. Writes are fenced already when the
+         * controllers got as far as the Lease; otherwise the Lease expires on its own. */
+        kp_log_error("shutdown did not finish within --shutdown-timeout; exiting now",
+                     KP_LF("timeout_ms", watchdog.usec / KP_USEC_PER_MSEC), KP_LF("code", 1));
+        _exit(1);
+    }
+    pthread_mutex_unlock(&watchdog.mu);
+    return NULL;
+}
+
+/* Arms the watchdog for usec. A watchdog that cannot start is logged: the shutdown goes on. */
+static void watchdog_arm(uint64_t usec)
+{
+    pthread_condattr_t ca;
+    int r;
+
+    watchdog.usec = usec;
+    pthread_condattr_init(&ca);
+    (void)pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* kp_mono_usec's clock */
+    pthread_cond_init(&watchdog.cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if ((r = pthread_create(&watchdog.thread, NULL, watchdog_main, NULL)) != 0) {
+        kp_log_error_errno(-r, "cannot start the shutdown watchdog; shutting down without it");
+        pthread_cond_destroy(&watchdog.cond);
+        return;
+    }
+    watchdog.started = true;
+}
+
+static void watchdog_disarm(void)
+{
+    if (!watchdog.started)
+        return;
+    pthread_mutex_lock(&watchdog.mu);
+    watchdog.disarmed = true;
+    pthread_cond_signal(&watchdog.cond);
+    pthread_mutex_unlock(&watchdog.mu);
+    pthread_join(watchdog.thread, NULL);
+    pthread_cond_destroy(&watchdog.cond);
+    watchdog.started = false;
+}
+
 /* One API round-trip for controllers running without election: GET /version. */
 static bool api_ping(struct kp_client *c)
 {
@@ -358,6 +432,8 @@ struct run {
     struct kp_client *client;
     struct kp_leader *leader; /* NULL when election is disabled */
     struct kp_fence *fence;   /* the write fence every clone of client checks */
+    struct kp_ctx *proc;      /* cancelled by a signal */
+    struct kp_ctx *term;      /* under proc: one leadership term, cancelled by its end */
     const char *lease_ns;
     int sfd;
     int efd; /* eventfd the Lease keeper writes on loss; -1 without election */
@@ -381,6 +457,9 @@ static void stand_down(struct run *run)
 {
     const char *holder;
 
+    /* First of all: no SSH job goes on and no reconcile starts one (the fence is closed
+     * already, so they could not write anyway). */
+    kp_ctx_cancel(run->term);
     (void)kp_leader_keep_stop(run->leader); /* joins; the keeper has ended already */
     holder = kp_leader_observed_holder(run->leader);
     kp_log_error("leader Lease lost; writes fenced, stopping the controllers and standing by",
@@ -449,7 +528,12 @@ static int run_loop(struct run *run)
                         KP_LF("identity", o->leader_election_identity));
             /* The keeper renews from here on, on its own thread, so a start-up that blocks
              * while the informers sync (minutes with a large cluster) keeps the Lease. */
-            if ((r = kp_leader_keep_start(run->leader, run->fence, run->efd)) < 0) {
+            /* A fresh term: nothing runs under the last one's context any more (its stop joined
+             * everything). Made before the keeper starts, so a loss it sees at once is not
+             * forgotten: it cancels the term, which ends even a start-up that blocks in the
+             * informers' sync. */
+            kp_ctx_init(run->term, run->proc, kp_deadline_never());
+            if ((r = kp_leader_keep_start(run->leader, run->fence, run->term, run->efd)) < 0) {
                 (void)kp_log_error_errno(r, "cannot start the Lease keeper");
                 code = KP_EXIT_FAILURE;
                 break;
@@ -457,9 +541,8 @@ static int run_loop(struct run *run)
             leading = true;
             if (start_controllers(run) < 0) {
                 /* A start that failed because the Lease went while it blocked (the API server
-                 * went away during the sync) is a loss like any other, not a failure.
-                 * XXX: a start does not notice the loss while it waits for the informers (up to
-                 * their sync timeout); the fence keeps it from writing meanwhile. */
+                 * went away during the sync: the keeper cancelled the term, which ends the
+                 * sync's wait) is a loss like any other, not a failure. */
                 if (kp_leader_keep_lost(run->leader)) {
                     stand_down(run);
                     leading = false;
@@ -481,8 +564,10 @@ static int run_loop(struct run *run)
 
     if (sig > 0)
         kp_log_info("shutting down", KP_LF("signal", strsignal(sig)));
-    /* Bound the rest of the shutdown: SIGALRM's default action ends the process. */
-    alarm((unsigned)((o->shutdown_timeout + KP_USEC_PER_SEC - 1) / KP_USEC_PER_SEC));
+    /* Every SSH job ends within a poll slice and no reconcile starts another; the rest of the
+     * shutdown is bounded by the watchdog, a last resort. */
+    kp_ctx_cancel(run->proc);
+    watchdog_arm(o->shutdown_timeout);
     /* Controllers stop first, while the keeper still renews: what they finish is written under
      * a Lease we hold. Then the keeper, then the fence, and only then the release. */
     kp_controller_set_stop(run->sh->controllers);
@@ -521,13 +606,21 @@ int main(int argc, char **argv)
     struct api_config api;
     struct shared sh;
     struct kp_fence fence;
-    struct run run = {.o = &o, .sh = &sh, .fence = &fence, .sfd = -1, .efd = -1};
+    struct kp_ctx proc_ctx, term_ctx;
+    struct run run = {.o = &o,
+                      .sh = &sh,
+                      .fence = &fence,
+                      .proc = &proc_ctx,
+                      .term = &term_ctx,
+                      .sfd = -1,
+                      .efd = -1};
     struct kp_client *client = NULL, *lclient = NULL;
     struct kp_leader *leader = NULL;
     struct kp_metrics *metrics = NULL;
     struct kp_health *health = NULL;
     struct kp_http_server *http_a = NULL, *http_b = NULL;
     struct kp_controller_env env;
+    struct kp_registry *informers = NULL;
     enum kp_options_action action = KP_OPTIONS_RUN;
     enum kp_log_level level = KP_LOG_INFO;
     int code = KP_EXIT_FAILURE, r;
@@ -539,6 +632,8 @@ int main(int argc, char **argv)
     atomic_init(&sh.leading, false);
     kp_options_init(&o);
     kp_fence_init(&fence, KP_FENCE_CLOSED);
+    kp_ctx_init(&proc_ctx, NULL, kp_deadline_never());
+    kp_ctx_init(&term_ctx, &proc_ctx, kp_deadline_never());
 
     /* Signals first: every thread created from here on inherits the blocked mask. */
     run.sfd = setup_signals();
@@ -649,8 +744,18 @@ int main(int argc, char **argv)
         (void)kp_log_error_errno(r, "cannot set up metrics");
         goto out;
     }
-    env = (struct kp_controller_env){
-        .client = client, .metrics = metrics, .opts = &o, .identity = o.leader_election_identity};
+    /* The informers are the process's: every controller's setup registers on this one
+     * registry, and the controller set starts and stops it around them. */
+    if ((r = kp_registry_new(client, &informers)) < 0) {
+        (void)kp_log_error_errno(r, "cannot set up the informers");
+        goto out;
+    }
+    env = (struct kp_controller_env){.client = client,
+                                     .metrics = metrics,
+                                     .informers = informers,
+                                     .opts = &o,
+                                     .identity = o.leader_election_identity,
+                                     .ctx = &term_ctx};
     if (kp_controller_set_new(kp_controller_defs, kp_controller_defs_count, &env, &sh.controllers) <
         0)
         goto out; /* logged by the set with the controller's name */
@@ -674,6 +779,7 @@ out:
     http_a = kp_http_server_free(http_a);
     health = kp_health_free(health);
     sh.controllers = kp_controller_set_free(sh.controllers);
+    informers = kp_registry_free(informers); /* after the controllers: handlers point there */
     metrics = kp_metrics_free(metrics);
     leader = kp_leader_free(leader);
     lclient = kp_client_free(lclient);
@@ -686,5 +792,6 @@ out:
         close(run.sfd);
     if (run.efd >= 0)
         close(run.efd);
+    watchdog_disarm();
     return code;
 }

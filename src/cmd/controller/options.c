@@ -27,7 +27,7 @@
 #include "base/secret.h"
 #include "base/str.h"
 #include "base/time.h"
-#include "k8s/duration.h"
+#include "api/duration.h"
 #include "provider/ssh/token.h"
 
 #define KP_OPT_ENV_PREFIX "KPSSH_"
@@ -120,21 +120,38 @@ static const struct kp_option options[] = {
     KP_OPT_STR("pool-namespace", "kpssh-system", pool_namespace, 0,
                "namespace of the SSHHosts and of the controller's own objects"),
     KP_OPT_UINT("workers", "4", 1, 64, workers,
-                "reconcile worker threads of the node class and startup taint gate controllers "
-                "(the host controller has --probe-concurrency)"),
+                "reconcile worker threads of each controller (host, node class, startup taint "
+                "gate); reconciles make API calls only, SSH runs on the job pool "
+                "(--probe-concurrency)"),
     KP_OPT_DURATION_("probe-interval", "2m", USEC_S, 24 * USEC_H, probe_interval,
                      "how often an unclaimed host is probed over SSH"),
     KP_OPT_DURATION_("probe-timeout", "30s", USEC_S, USEC_H, probe_timeout,
                      "deadline of one probe, dial and script together"),
     KP_OPT_UINT("probe-concurrency", "8", 1, 64, probe_concurrency,
-                "probes running at the same time: the host controller's worker threads, each "
-                "running one probe at a time"),
+                "threads of the SSH job pool: probes and zombie leaves running at the same time, "
+                "at most half of them probes of hosts that did not answer last time"),
     KP_OPT_STR("bootstrap-group", KP_TOKEN_GROUP, bootstrap_group, 0,
                "extra group of the bootstrap tokens minted for joins (auth-extra-groups), the "
                "one the bootstrap RBAC binds: system:bootstrappers: then [a-z0-9:-], ending in "
                "[a-z0-9]"),
     KP_OPT_DURATION_("shutdown-timeout", "25s", USEC_S, USEC_H, shutdown_timeout,
-                     "longest wait for controllers to stop on SIGTERM before exiting anyway"),
+                     "last-resort bound on the shutdown after SIGTERM: past it the process logs "
+                     "why and exits 1 (a shutdown takes well under a second)"),
+    KP_OPT_UINT("core-workers", "16", 1, 256, core_workers,
+                "reconcile workers of the NodeClaim lifecycle and Node termination controllers; "
+                "a launch holds one for the whole join over SSH"),
+    KP_OPT_DURATION_("launch-timeout", "5m", USEC_S, 24 * USEC_H, launch_timeout,
+                     "a NodeClaim not Launched this long after its Launched condition last "
+                     "changed is deleted (Karpenter's launch timeout)"),
+    KP_OPT_DURATION_("registration-ttl", "15m", USEC_S, 24 * USEC_H, registration_ttl,
+                     "a launched NodeClaim whose Node has not registered this long after its "
+                     "Registered condition last changed is deleted (Karpenter's registration TTL)"),
+    KP_OPT_DURATION_("gc-interval", "2m", USEC_S, 24 * USEC_H, gc_interval,
+                     "how often NodeClaims whose instance is gone, and Nodes with a providerID "
+                     "of ours and no NodeClaim, are collected"),
+    KP_OPT_DURATION_("orphan-node-grace", "1m", USEC_S, 24 * USEC_H, orphan_node_grace,
+                     "how old a Node with a providerID of ours and no NodeClaim must be before "
+                     "garbage collection deletes it (a NodeClaim may still be on its way)"),
 };
 
 const struct kp_option *kp_options_table(size_t *ret_n)

@@ -53,6 +53,12 @@ struct kp_controller_options {
     uint64_t probe_concurrency; /* the host controller's workers */
     char *bootstrap_group;      /* auth-extra-groups of minted bootstrap tokens */
     uint64_t shutdown_timeout;
+    /* Karpenter's core (core/core.h struct kp_core_timing) */
+    uint64_t core_workers; /* NodeClaim lifecycle and Node termination workers */
+    uint64_t launch_timeout;
+    uint64_t registration_ttl;
+    uint64_t gc_interval;
+    uint64_t orphan_node_grace;
 };
 
 enum kp_option_type {

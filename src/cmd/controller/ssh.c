@@ -3,14 +3,16 @@
  * stale claims, spent tokens, zombie guard), the node-class controller and the startup taint
  * gates, and the metric families they report into.
  *
- * DESIGN: one def owns everything the provider layer shares, so each object is listed and
- * watched once (one Node informer serves the provider's registration wait, the host
- * controller's zombie guard and the taint gates). setup builds, start runs, in this order:
- * informers (started, then waited on until synced, so no controller decides from an empty
- * cache), then the reconcilers. stop runs in reverse: reconcilers first (they stop writing),
- * then informers, then the event recorders are flushed by free. A replica that lost its Lease
- * and leads again runs start after stop: informers relist (they are unsynced once stopped) and
- * the reconcilers start again on their kept queues.
+ * DESIGN: the informers are the process's (k8s/registry.h, made in main.c and started by the
+ * controller set): this def asks the registry for the six it reads, so each object is listed
+ * and watched once however many controllers read it (one Node informer serves the provider's
+ * registration wait, the host controller's zombie guard, the taint gates and, later, the
+ * core's controllers). setup builds the provider and the three controllers on them; start runs
+ * after the set has started the registry and seen every informer synced, so no controller
+ * decides from an empty cache; stop stops the controllers in reverse (they stop writing), and
+ * the set stops the informers after every def has stopped; the event recorders are flushed by
+ * free. A replica that lost its Lease and leads again runs start after stop: the informers
+ * relist (they are unsynced once stopped) and the reconcilers start again on their kept queues.
  *
  * The provider (struct kp_provider) is built here too; the core's controllers, when they join
  * the table, get it from kp_controller_ssh_provider(). */
@@ -18,7 +20,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -31,10 +32,12 @@
 #include "k8s/client.h"
 #include "k8s/events.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
-#include "k8s/obj-pod.h"
+#include "k8s/registry.h"
+#include "api/informers.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
 #include "k8s/store.h"
 #include "provider/ssh/hostctl.h"
 #include "provider/ssh/indexes.h"
@@ -43,27 +46,18 @@
 #include "provider/ssh/provider.h"
 #include "provider/ssh/taintgate.h"
 
-#define KP_SSH_SYNC_TIMEOUT_USEC (120 * KP_USEC_PER_SEC)
-
 enum inf_id { INF_HOSTS, INF_CLASSES, INF_PROFILES, INF_NODES, INF_NODECLAIMS, INF_PODS, INF_N };
-static const char *const inf_names[INF_N] = {"sshhosts", "sshnodeclasses", "sshjoinprofiles",
-                                             "nodes",    "nodeclaims",     "pods"};
-/* The kind label of the informer metrics: the resources' kinds, as the informers log them. */
-static const char *const inf_kinds[INF_N] = {"SSHHost", "SSHNodeClass", "SSHJoinProfile",
-                                             "Node",    "NodeClaim",    "Pod"};
 
 struct ssh_state {
     const struct kp_controller_env *env;
-    struct kp_informer *inf[INF_N];
+    struct kp_informer *inf[INF_N]; /* borrowed from env->informers */
     struct kp_events *ev_hosts, *ev_classes, *ev_nodes;
-    struct kp_metric *m_pool, *m_probe, *m_phase, *m_zombie, *m_gate;
-    struct kp_metric *m_synced, *m_page;
+    struct kp_metric *m_pool, *m_probe, *m_phase, *m_zombie, *m_gate, *m_jobs, *m_jobs_running;
     struct kp_ssh_observer observer;
     struct kp_ssh_provider *provider;
     struct kp_ssh_hostctl *hostctl;
     struct kp_ssh_nodeclassctl *classctl;
     struct kp_ssh_taintgate *gate;
-    atomic_bool informers_started; /* read by the metrics collector on the HTTP thread */
     bool started;
     /* The pool gauge's classes at the last scrape, so a class that vanished stops being
      * reported. Only the HTTP thread's collector touches it. */
@@ -100,6 +94,21 @@ static void observe_zombie(void *ctx, const char *action)
     kp_counter_inc(kp_metric_labels(s->m_zombie, action, (const char *)NULL));
 }
 
+static void observe_job(void *ctx, const char *kind, const char *result, uint64_t usec)
+{
+    struct ssh_state *s = ctx;
+
+    (void)usec; /* the probe and phase histograms have the durations */
+    kp_counter_inc(kp_metric_labels(s->m_jobs, kind, result, (const char *)NULL));
+}
+
+static void observe_jobs_running(void *ctx, int delta)
+{
+    struct ssh_state *s = ctx;
+
+    kp_gauge_add(kp_metric_series(s->m_jobs_running), (double)delta);
+}
+
 static void observe_gate(void *ctx, const char *taint_key, uint64_t usec)
 {
     struct ssh_state *s = ctx;
@@ -123,78 +132,77 @@ static const char *host_class(const struct kp_sshhost_view *h)
     return c && *c ? c : KP_KPSSH_HOST_CLASS_DEFAULT;
 }
 
-/* kpssh_pool_hosts{state,class}: counted from the host cache at each scrape, in one pass over
- * the hosts. Every state of a class is reported (0 included) so a dashboard's sum never loses a
- * series; a class with no host left is hidden. */
+/* The pool gauge's tally: host counts by class (index into classes) and state. */
+struct pool_tally {
+    struct kp_strv classes;
+    size_t (*counts)[KP_ARRAY_SIZE(pool_states)];
+    size_t cap; /* rows of counts */
+};
+
+/* Walk visitor (under the host store's read lock, store.h): counts one host. Classes are few;
+ * a new one grows the rows (an allocation, which the lock rule allows: it does not block on
+ * the store). -ENOMEM stops the walk. */
+static int tally_host(void *ctx, struct kp_entry *e)
+{
+    struct pool_tally *t = ctx;
+    const struct kp_sshhost_view *h = kp_sshhost_view(e);
+    const char *cls = host_class(h);
+    size_t j;
+
+    for (j = 0; j < t->classes.n && strcmp(t->classes.v[j], cls) != 0; j++)
+        ;
+    if (j == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 4;
+        void *v = kp_reallocarray(t->counts, cap, sizeof(*t->counts));
+
+        if (!v)
+            return -ENOMEM;
+        t->counts = v;
+        memset(t->counts + t->cap, 0, (cap - t->cap) * sizeof(*t->counts));
+        t->cap = cap;
+    }
+    if (j == t->classes.n && kp_strv_push(&t->classes, cls) < 0)
+        return -ENOMEM;
+    /* KP_HOST_STATE_UNKNOWN (a newer build's state) is not one of ours to count. */
+    if (h->state < KP_ARRAY_SIZE(pool_states))
+        t->counts[j][h->state]++;
+    return 0;
+}
+
+/* kpssh_pool_hosts{state,class}: counted from the host cache at each scrape, in one walk over
+ * the hosts (no copy of the cache). Every state of a class is reported (0 included) so a
+ * dashboard's sum never loses a series; a class with no host left is hidden. */
 static void collect_pool(struct kp_metrics *m, void *ctx)
 {
     struct ssh_state *s = ctx;
-    struct kp_store_list l = {0};
-    struct kp_strv classes = {0};
-    size_t(*counts)[KP_ARRAY_SIZE(pool_states)] = NULL;
+    struct kp_store *hosts;
+    struct pool_tally t = {0};
     size_t i, j;
 
     (void)m;
-    if (!atomic_load(&s->informers_started) || !kp_informer_synced(s->inf[INF_HOSTS]))
+    if (!kp_registry_started(s->env->informers) || !kp_informer_synced(s->inf[INF_HOSTS]))
         return;
-    if (kp_store_list(kp_informer_store(s->inf[INF_HOSTS]), &l) < 0 ||
-        (l.n && !(counts = kp_calloc(l.n, sizeof(*counts))))) {
+    hosts = kp_informer_store(s->inf[INF_HOSTS]);
+    if (kp_store_walk(hosts, tally_host, &t) < 0) {
         kp_log_error("cannot count pool hosts for kpssh_pool_hosts");
         goto out;
     }
-    for (i = 0; i < l.n; i++) {
-        const struct kp_sshhost_view *h = kp_sshhost_view(l.v[i]);
-        const char *cls = host_class(h);
-
-        for (j = 0; j < classes.n && strcmp(classes.v[j], cls) != 0; j++)
-            ;
-        if (j == classes.n && kp_strv_push(&classes, cls) < 0)
-            goto out;
-        /* KP_HOST_STATE_UNKNOWN (a newer build's state) is not one of ours to count. */
-        if (h->state < KP_ARRAY_SIZE(pool_states))
-            counts[j][h->state]++;
-    }
-    for (i = 0; i < classes.n; i++)
+    for (i = 0; i < t.classes.n; i++)
         for (j = 0; j < KP_ARRAY_SIZE(pool_states); j++)
             kp_gauge_set(kp_metric_labels(s->m_pool, kp_host_state_name(pool_states[j]),
-                                          classes.v[i], (const char *)NULL),
-                         (double)counts[i][j]);
+                                          t.classes.v[i], (const char *)NULL),
+                         (double)t.counts[i][j]);
     for (i = 0; i < s->pool_classes.n; i++)
-        if (!kp_strv_contains(&classes, s->pool_classes.v[i]))
+        if (!kp_strv_contains(&t.classes, s->pool_classes.v[i]))
             for (j = 0; j < KP_ARRAY_SIZE(pool_states); j++)
                 kp_series_hide(kp_metric_labels(s->m_pool, kp_host_state_name(pool_states[j]),
                                                 s->pool_classes.v[i], (const char *)NULL));
     kp_strv_done(&s->pool_classes);
-    s->pool_classes = classes;
-    classes = (struct kp_strv){0};
+    s->pool_classes = t.classes;
+    t.classes = (struct kp_strv){0};
 out:
-    kp_free(counts);
-    kp_strv_done(&classes);
-    kp_store_list_free(&l);
-}
-
-/* kpssh_informer_synced{kind} and kpssh_informer_list_page_size{kind}, read from the informers
- * at each scrape. Informers not running (before start, on a standby replica) report synced 0
- * and no page size; informers_started also orders the reads after set-up's writes of inf[]. */
-static void collect_informers(struct kp_metrics *m, void *ctx)
-{
-    struct ssh_state *s = ctx;
-    bool started = atomic_load(&s->informers_started);
-
-    (void)m;
-    for (size_t i = 0; i < INF_N; i++) {
-        const char *kind = inf_kinds[i];
-        struct kp_informer_stats st;
-
-        if (!started) {
-            kp_gauge_set(kp_metric_labels(s->m_synced, kind, (const char *)NULL), 0.0);
-            continue;
-        }
-        kp_informer_get_stats(s->inf[i], &st);
-        kp_gauge_set(kp_metric_labels(s->m_synced, kind, (const char *)NULL),
-                     kp_informer_synced(s->inf[i]) ? 1.0 : 0.0);
-        kp_gauge_set(kp_metric_labels(s->m_page, kind, (const char *)NULL), (double)st.page_size);
-    }
+    kp_free(t.counts);
+    kp_strv_done(&t.classes);
 }
 
 static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
@@ -203,7 +211,7 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
     static const char *const l_outcome[] = {"outcome", NULL};
     static const char *const l_phase[] = {"phase", "outcome", NULL};
     static const char *const l_action[] = {"action", NULL};
-    static const char *const l_kind[] = {"kind", NULL};
+    static const char *const l_job[] = {"kind", "result", NULL};
     const struct {
         struct kp_metric_opts o;
         struct kp_metric **ret;
@@ -229,16 +237,14 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
           KP_METRIC_HISTOGRAM, NULL, KP_METRICS_DURATION_BUCKETS,
           KP_ARRAY_SIZE(KP_METRICS_DURATION_BUCKETS)},
          &s->m_gate},
-        {{"kpssh_informer_synced",
-          "1 while the informer of a kind holds a complete list kept current by its watch, 0 "
-          "before the first list and while it relists.",
-          KP_METRIC_GAUGE, l_kind, NULL, 0},
-         &s->m_synced},
-        {{"kpssh_informer_list_page_size",
-          "Page size the informer of a kind lists with (halved when a page was over the "
-          "response body ceiling).",
-          KP_METRIC_GAUGE, l_kind, NULL, 0},
-         &s->m_page},
+        {{"kpssh_ssh_jobs_total",
+          "SSH jobs (probe, install, join, leave) that ended, by kind and result (success, "
+          "error, timeout, cancelled).",
+          KP_METRIC_COUNTER, l_job, NULL, 0},
+         &s->m_jobs},
+        {{"kpssh_ssh_jobs_in_flight", "SSH jobs running on the SSH job pool's threads now.",
+          KP_METRIC_GAUGE, NULL, NULL, 0},
+         &s->m_jobs_running},
     };
     int r;
 
@@ -248,19 +254,26 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
     /* Outcome series exist from the start, so rate() over them works before the first probe. */
     (void)kp_metric_labels(s->m_probe, "success", (const char *)NULL);
     (void)kp_metric_labels(s->m_probe, "error", (const char *)NULL);
-    if ((r = kp_metrics_add_collector(m, collect_informers, s)) < 0)
-        return r;
-    return kp_metrics_add_collector(m, collect_pool, s);
+    return 0;
 }
 
 /* --- set-up ------------------------------------------------------------------------------- */
 
-static int new_informer(struct ssh_state *s, enum inf_id id, const struct kp_resource *res,
-                        kp_project_fn project, const char *ns)
+/* The six informers, from the process's registry (typed: api/informers.h, indexes.h). */
+static int get_informers(struct ssh_state *s, const char *pool)
 {
-    struct kp_informer_opts o = {.res = res, .project = project, .ns = ns};
+    struct kp_registry *reg = s->env->informers;
+    int r;
 
-    return kp_informer_new(s->env->client, &o, &s->inf[id]);
+    if ((r = kp_ssh_informer_hosts(reg, pool, &s->inf[INF_HOSTS])) < 0 ||
+        (r = kp_ssh_informer_nodeclasses(reg, &s->inf[INF_CLASSES])) < 0 ||
+        (r = kp_ssh_informer_profiles(reg, &s->inf[INF_PROFILES])) < 0 ||
+        (r = kp_informers_nodes(reg, &s->inf[INF_NODES])) < 0 ||
+        (r = kp_informers_nodeclaims(reg, &s->inf[INF_NODECLAIMS])) < 0 ||
+        (r = kp_informers_pods(reg, &s->inf[INF_PODS])) < 0)
+        return r;
+    /* The provider reads Node indexes through its store alone (no skeleton of its own). */
+    return kp_ssh_index_nodes(s->inf[INF_NODES]);
 }
 
 static int new_events(struct ssh_state *s, const char *component, struct kp_events **ret)
@@ -284,8 +297,6 @@ static void ssh_free(void *state)
     kp_ssh_nodeclassctl_free(s->classctl);
     kp_ssh_hostctl_free(s->hostctl);
     kp_ssh_provider_free(s->provider);
-    for (size_t i = 0; i < INF_N; i++)
-        kp_informer_free(s->inf[i]);
     kp_events_free(s->ev_nodes);
     kp_events_free(s->ev_classes);
     kp_events_free(s->ev_hosts);
@@ -304,24 +315,15 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
     if (!s)
         return -ENOMEM;
     s->env = env;
-    atomic_init(&s->informers_started, false);
-    s->observer = (struct kp_ssh_observer){
-        .probe = observe_probe, .phase = observe_phase, .zombie = observe_zombie, .ctx = s};
+    s->observer = (struct kp_ssh_observer){.probe = observe_probe,
+                                           .phase = observe_phase,
+                                           .zombie = observe_zombie,
+                                           .job = observe_job,
+                                           .jobs_running = observe_jobs_running,
+                                           .ctx = s};
     if ((r = register_metrics(s, env->metrics)) < 0)
         goto fail;
-    if ((r = new_informer(s, INF_HOSTS, &KP_RES_SSHHOST, kp_sshhost_project, pool)) < 0 ||
-        (r = new_informer(s, INF_CLASSES, &KP_RES_SSHNODECLASS, kp_sshnodeclass_project, NULL)) <
-            0 ||
-        (r = new_informer(s, INF_PROFILES, &KP_RES_SSHJOINPROFILE, kp_sshjoinprofile_project,
-                          NULL)) < 0 ||
-        (r = new_informer(s, INF_NODES, &KP_RES_NODE, kp_node_project, NULL)) < 0 ||
-        (r = new_informer(s, INF_NODECLAIMS, &KP_RES_NODECLAIM, kp_nodeclaim_project, NULL)) < 0 ||
-        (r = new_informer(s, INF_PODS, &KP_RES_POD, kp_pod_project, NULL)) < 0)
-        goto fail;
-    if ((r = kp_ssh_index_nodes(s->inf[INF_NODES])) < 0 ||
-        (r = kp_ssh_index_hosts(s->inf[INF_HOSTS])) < 0 ||
-        (r = kp_ssh_index_nodeclaims(s->inf[INF_NODECLAIMS])) < 0 ||
-        (r = kp_ssh_index_pods(s->inf[INF_PODS])) < 0)
+    if ((r = get_informers(s, pool)) < 0)
         goto fail;
     if ((r = new_events(s, KP_HOSTCTL_EVENTS_COMPONENT, &s->ev_hosts)) < 0 ||
         (r = new_events(s, KP_SSH_NODECLASSCTL_COMPONENT, &s->ev_classes)) < 0 ||
@@ -353,9 +355,10 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             .profiles = s->inf[INF_PROFILES],
             .events = s->ev_hosts,
             .observer = &s->observer,
-            /* A host controller worker probes in its own thread, so its worker count is the
-             * probe concurrency; --workers would only blur what bounds the SSH dials. */
-            .workers = (unsigned)o->probe_concurrency,
+            /* Reconciles are API calls only; the SSH job pool's threads bound the dials. */
+            .workers = (unsigned)o->workers,
+            .ssh_workers = (unsigned)o->probe_concurrency,
+            .ctx = env->ctx,
             .probe_interval_usec = o->probe_interval,
             .probe_timeout_usec = o->probe_timeout,
         };
@@ -391,6 +394,9 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
         if ((r = kp_ssh_taintgate_new(&go, &s->gate)) < 0)
             goto fail;
     }
+    /* Last: the metrics cannot take a collector back, and it reads s at every scrape. */
+    if ((r = kp_metrics_add_collector(env->metrics, collect_pool, s)) < 0)
+        goto fail;
     pthread_mutex_lock(&the_state_lock);
     the_state = s;
     pthread_mutex_unlock(&the_state_lock);
@@ -403,13 +409,6 @@ fail:
 
 /* --- run ----------------------------------------------------------------------------------- */
 
-static void stop_informers(struct ssh_state *s)
-{
-    for (size_t i = INF_N; i-- > 0;)
-        kp_informer_stop(s->inf[i]);
-    atomic_store(&s->informers_started, false);
-}
-
 static void ssh_stop(void *state)
 {
     struct ssh_state *s = state;
@@ -420,49 +419,35 @@ static void ssh_stop(void *state)
         kp_ssh_hostctl_stop(s->hostctl);
         s->started = false;
     }
-    stop_informers(s);
 }
 
+/* The set has started the informers and seen them synced (controllers.h). */
 static int ssh_start(void *state)
 {
     struct ssh_state *s = state;
-    size_t i;
     int r;
 
-    for (i = 0; i < INF_N; i++)
-        if ((r = kp_informer_start(s->inf[i])) < 0)
-            goto fail;
-    atomic_store(&s->informers_started, true);
-    for (i = 0; i < INF_N; i++)
-        if ((r = kp_informer_wait_synced(s->inf[i], KP_SSH_SYNC_TIMEOUT_USEC)) < 0) {
-            kp_log_error_errno(r, "informer did not sync", KP_LF("informer", inf_names[i]));
-            goto fail;
-        }
     if ((r = kp_ssh_nodeclassctl_start(s->classctl)) < 0)
-        goto fail;
+        return r;
     if ((r = kp_ssh_hostctl_start(s->hostctl)) < 0) {
         kp_ssh_nodeclassctl_stop(s->classctl);
-        goto fail;
+        return r;
     }
     if ((r = kp_ssh_taintgate_start(s->gate)) < 0) {
         kp_ssh_hostctl_stop(s->hostctl);
         kp_ssh_nodeclassctl_stop(s->classctl);
-        goto fail;
+        return r;
     }
     s->started = true;
     return 0;
-fail:
-    stop_informers(s);
-    return r;
 }
 
+/* Each controller's readiness covers the informers it reads; the provider reads the host,
+ * class, profile and Node informers, which the controllers read too. */
 static bool ssh_ready(void *state)
 {
     struct ssh_state *s = state;
 
-    for (size_t i = 0; i < INF_N; i++)
-        if (!kp_informer_synced(s->inf[i]))
-            return false;
     return kp_ssh_hostctl_ready(s->hostctl) && kp_ssh_nodeclassctl_ready(s->classctl) &&
            kp_ssh_taintgate_ready(s->gate);
 }

@@ -30,7 +30,7 @@
 #include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
-#include "k8s/obj-kpssh.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/status.h"
 #include "provider/ssh/inventory.h"
 

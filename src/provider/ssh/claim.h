@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "base/macro.h"
-#include "k8s/obj-kpssh.h"
+#include "provider/ssh/obj-kpssh.h"
 
 typedef struct json_t json_t;
 struct kp_client;

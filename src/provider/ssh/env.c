@@ -36,7 +36,6 @@
 #define KP_ENV_MAX_VALUE (128u * 1024u)
 /* Ceiling of a join Secret value we pass on (Kubernetes caps a whole Secret at 1 MiB). */
 #define KP_ENV_MAX_SECRET (1024u * 1024u)
-#define KP_ENV_MAX_ERROR 1024u
 
 #define KP_ENV_PREFIX_VAR "KPSSH_VAR_"
 #define KP_ENV_PREFIX_SECRET "KPSSH_SECRET_"
@@ -54,29 +53,17 @@ struct kp_env {
     size_t nredact, redact_cap;
 };
 
-static int env_fail(char **reterr, const char *fmt, ...) KP_PRINTF(2, 3);
+static int env_fail(char **ret_msg, const char *fmt, ...) KP_PRINTF(2, 3);
 
-/* Formats the user-facing message into *reterr (when asked for) and returns -EINVAL. If the
- * message cannot be allocated the error still stands, without its text. */
-static int env_fail(char **reterr, const char *fmt, ...)
+/* Sets the user-facing message (base/err.h) and returns -EINVAL: the verdict stands even when
+ * the text cannot be allocated. */
+static int env_fail(char **ret_msg, const char *fmt, ...)
 {
-    struct kp_buf b = KP_BUF_INIT(KP_ENV_MAX_ERROR);
     va_list ap;
-    char *s;
-    int r;
 
-    if (!reterr)
-        return -EINVAL;
     va_start(ap, fmt);
-    r = kp_buf_vprintf(&b, fmt, ap);
+    kp_msg_setv(ret_msg, fmt, ap);
     va_end(ap);
-    if (r < 0) {
-        kp_buf_done(&b);
-        return -EINVAL;
-    }
-    s = kp_buf_steal(&b, NULL);
-    if (s)
-        *reterr = s;
     return -EINVAL;
 }
 
@@ -275,7 +262,7 @@ static int cmp_pair_ptr(const void *a, const void *b)
 }
 
 /* k=v,... of the settable labels, sorted by key, into *ret. */
-static int build_labels(const struct kp_env_input *in, char **ret, char **reterr)
+static int build_labels(const struct kp_env_input *in, char **ret, char **ret_msg)
 {
     struct kp_buf b = KP_BUF_INIT(KP_ENV_MAX_VALUE);
     const struct kp_env_pair **sorted = NULL;
@@ -294,7 +281,7 @@ static int build_labels(const struct kp_env_input *in, char **ret, char **reterr
         const struct kp_env_pair *l = &in->labels[i];
 
         if (!is_set(l->key) || has_any(l->key, ",= ") || (l->value && has_any(l->value, ",= "))) {
-            r = env_fail(reterr,
+            r = env_fail(ret_msg,
                          "NodeClaim label \"%s\" cannot be passed to kubelet: keys must "
                          "be non-empty, and neither key nor value may hold ',', '=', "
                          "spaces or control characters",
@@ -307,7 +294,7 @@ static int build_labels(const struct kp_env_input *in, char **ret, char **reterr
         qsort(sorted, k, sizeof(*sorted), cmp_pair_ptr);
     for (i = 0; i < k; i++) {
         if (i > 0 && strcmp(sorted[i - 1]->key, sorted[i]->key) == 0) {
-            r = env_fail(reterr, "NodeClaim label \"%s\" is given twice", sorted[i]->key);
+            r = env_fail(ret_msg, "NodeClaim label \"%s\" is given twice", sorted[i]->key);
             goto out;
         }
         if (!kp_env_label_kubelet_settable(sorted[i]->key))
@@ -341,7 +328,7 @@ static bool taint_effect_ok(const char *e)
 /* KP_ENV_TAINT_UNREGISTERED, then each NodeClaim taint in order, into *ret. A NodeClaim that
  * already carries the unregistered taint does not get it twice (kubelet would then refuse to
  * register: taints must be unique by key and effect). */
-static int build_taints(const struct kp_env_input *in, char **ret, char **reterr)
+static int build_taints(const struct kp_env_input *in, char **ret, char **ret_msg)
 {
     struct kp_buf b = KP_BUF_INIT(KP_ENV_MAX_VALUE);
     size_t i, j;
@@ -356,7 +343,7 @@ static int build_taints(const struct kp_env_input *in, char **ret, char **reterr
 
         if (!is_set(t->key) || has_any(t->key, ",=: ") ||
             (has_value && has_any(t->value, ",=: "))) {
-            r = env_fail(reterr,
+            r = env_fail(ret_msg,
                          "NodeClaim taint \"%s\" cannot be passed to kubelet: keys must "
                          "be non-empty, and neither key nor value may hold ',', '=', ':', "
                          "spaces or control characters",
@@ -364,7 +351,7 @@ static int build_taints(const struct kp_env_input *in, char **ret, char **reterr
             goto out;
         }
         if (!taint_effect_ok(t->effect)) {
-            r = env_fail(reterr,
+            r = env_fail(ret_msg,
                          "NodeClaim taint \"%s\" has effect \"%s\"; expected NoSchedule, "
                          "PreferNoSchedule or NoExecute",
                          t->key, t->effect ? t->effect : "");
@@ -373,8 +360,8 @@ static int build_taints(const struct kp_env_input *in, char **ret, char **reterr
         if (strcmp(t->key, "karpenter.sh/unregistered") == 0 &&
             strcmp(t->effect, "NoExecute") == 0) {
             if (has_value) {
-                r = env_fail(reterr, "NodeClaim taint karpenter.sh/unregistered:NoExecute "
-                                     "carries a value; kpssh always registers it without one");
+                r = env_fail(ret_msg, "NodeClaim taint karpenter.sh/unregistered:NoExecute "
+                                      "carries a value; kpssh always registers it without one");
                 goto out;
             }
             continue; /* already leads the list */
@@ -382,7 +369,7 @@ static int build_taints(const struct kp_env_input *in, char **ret, char **reterr
         for (j = 0; j < i; j++) {
             if (strcmp(in->taints[j].key, t->key) == 0 &&
                 strcmp(in->taints[j].effect, t->effect) == 0) {
-                r = env_fail(reterr,
+                r = env_fail(ret_msg,
                              "NodeClaim taint \"%s:%s\" is given twice; kubelet needs "
                              "taints unique by key and effect",
                              t->key, t->effect);
@@ -458,7 +445,7 @@ int kp_env_secret_name(const char *key, char **ret_name)
     return 0;
 }
 
-static int add_vars(struct kp_env *e, const struct kp_env_input *in, char **reterr)
+static int add_vars(struct kp_env *e, const struct kp_env_input *in, char **ret_msg)
 {
     size_t i, j;
     int r;
@@ -467,16 +454,16 @@ static int add_vars(struct kp_env *e, const struct kp_env_input *in, char **rete
         const struct kp_env_pair *v = &in->vars[i];
 
         if (!is_identifier(v->key))
-            return env_fail(reterr,
+            return env_fail(ret_msg,
                             "SSHNodeClass var \"%s\" is not a valid name: use letters, "
                             "digits and '_', not starting with a digit",
                             v->key ? v->key : "");
         if (v->value && strlen(v->value) >= KP_ENV_MAX_VALUE)
-            return env_fail(reterr, "SSHNodeClass var \"%s\" is longer than %u bytes", v->key,
+            return env_fail(ret_msg, "SSHNodeClass var \"%s\" is longer than %u bytes", v->key,
                             KP_ENV_MAX_VALUE - 1);
         for (j = 0; j < i; j++) {
             if (strcmp(in->vars[j].key, v->key) == 0)
-                return env_fail(reterr, "SSHNodeClass var \"%s\" is given twice", v->key);
+                return env_fail(ret_msg, "SSHNodeClass var \"%s\" is given twice", v->key);
         }
         if ((r = env_put(e, KP_ENV_PREFIX_VAR, v->key, v->value)) < 0)
             return r;
@@ -498,7 +485,7 @@ static int cmp_slot(const void *a, const void *b)
     return c ? c : strcmp(x->src->key, y->src->key);
 }
 
-static int add_secrets(struct kp_env *e, const struct kp_env_input *in, char **reterr)
+static int add_secrets(struct kp_env *e, const struct kp_env_input *in, char **ret_msg)
 {
     struct secret_slot *slots = NULL;
     size_t i, nslots = 0;
@@ -514,7 +501,7 @@ static int add_secrets(struct kp_env *e, const struct kp_env_input *in, char **r
 
         r = kp_env_secret_name(s->key ? s->key : "", &slots[nslots].name);
         if (r == -EINVAL) {
-            r = env_fail(reterr,
+            r = env_fail(ret_msg,
                          "join Secret key \"%s\" cannot become an environment name: "
                          "use letters, digits, '-', '.' and '_'",
                          s->key ? s->key : "");
@@ -524,16 +511,16 @@ static int add_secrets(struct kp_env *e, const struct kp_env_input *in, char **r
             goto out;
         slots[nslots++].src = s;
         if (!s->value) {
-            r = env_fail(reterr, "join Secret key \"%s\" has no value", s->key);
+            r = env_fail(ret_msg, "join Secret key \"%s\" has no value", s->key);
             goto out;
         }
         if (kp_secret_len(s->value) > KP_ENV_MAX_SECRET) {
-            r = env_fail(reterr, "join Secret value of \"%s\" is larger than %u bytes", s->key,
+            r = env_fail(ret_msg, "join Secret value of \"%s\" is larger than %u bytes", s->key,
                          KP_ENV_MAX_SECRET);
             goto out;
         }
         if (memchr(kp_secret_reveal(s->value), '\0', kp_secret_len(s->value))) {
-            r = env_fail(reterr,
+            r = env_fail(ret_msg,
                          "join Secret value of \"%s\" holds a NUL byte, which an "
                          "environment variable cannot carry",
                          s->key);
@@ -543,7 +530,7 @@ static int add_secrets(struct kp_env *e, const struct kp_env_input *in, char **r
     qsort(slots, nslots, sizeof(*slots), cmp_slot);
     for (i = 1; i < nslots; i++) {
         if (strcmp(slots[i - 1].name, slots[i].name) == 0) {
-            r = env_fail(reterr,
+            r = env_fail(ret_msg,
                          "join Secret keys \"%s\" and \"%s\" both map to %s; rename one "
                          "of them",
                          slots[i - 1].src->key, slots[i].src->key, slots[i].name);
@@ -586,7 +573,7 @@ static bool token_ok(const struct kp_secret *t)
 }
 
 /* Values for the fixed names in install and join. */
-static int add_node_fixed(struct kp_env *e, const struct kp_env_input *in, char **reterr)
+static int add_node_fixed(struct kp_env *e, const struct kp_env_input *in, char **ret_msg)
 {
     char *ca = NULL, *labels = NULL, *taints = NULL, *pid = NULL, *name = NULL;
     const struct kp_secret *token = NULL;
@@ -594,32 +581,32 @@ static int add_node_fixed(struct kp_env *e, const struct kp_env_input *in, char 
 
     if (!is_set(in->cluster_endpoint) || !kp_startswith(in->cluster_endpoint, "https://") ||
         in->cluster_endpoint[strlen("https://")] == '\0' || has_any(in->cluster_endpoint, " ")) {
-        r = env_fail(reterr, "cluster endpoint \"%s\" must be an https:// URL",
+        r = env_fail(ret_msg, "cluster endpoint \"%s\" must be an https:// URL",
                      in->cluster_endpoint ? in->cluster_endpoint : "");
         goto out;
     }
     if (!in->cluster_ca || in->cluster_ca_len == 0) {
-        r = env_fail(reterr, "no cluster CA: set SSHNodeClass spec.cluster.caBundle or publish "
-                             "kube-public/cluster-info");
+        r = env_fail(ret_msg, "no cluster CA: set SSHNodeClass spec.cluster.caBundle or publish "
+                              "kube-public/cluster-info");
         goto out;
     }
     if (!is_set(in->node_name) || has_any(in->node_name, ",=:/ ")) {
-        r = env_fail(reterr, "node name \"%s\" is missing or malformed",
+        r = env_fail(ret_msg, "node name \"%s\" is missing or malformed",
                      in->node_name ? in->node_name : "");
         goto out;
     }
     if (in->phase == KP_ENV_JOIN) {
         token = in->bootstrap_token;
         if (!token || !token_ok(token)) {
-            r = env_fail(reterr, "join needs a bootstrap token of the form "
-                                 "[a-z0-9]{6}.[a-z0-9]{16}");
+            r = env_fail(ret_msg, "join needs a bootstrap token of the form "
+                                  "[a-z0-9]{6}.[a-z0-9]{16}");
             goto out;
         }
     }
     if (in->provider_id_source == KP_ENV_PROVIDER_ID_STATIC) {
         if (!is_set(in->pool_namespace) || !is_set(in->host_name) ||
             has_any(in->pool_namespace, "/ ") || has_any(in->host_name, "/ ")) {
-            r = env_fail(reterr, "a Static provider id needs the SSHHost's namespace and name");
+            r = env_fail(ret_msg, "a Static provider id needs the SSHHost's namespace and name");
             goto out;
         }
         pid = kp_strjoin("kpssh://", in->pool_namespace, "/", in->host_name, (const char *)NULL);
@@ -630,14 +617,14 @@ static int add_node_fixed(struct kp_env *e, const struct kp_env_input *in, char 
     }
     r = b64_encode(in->cluster_ca, in->cluster_ca_len, &ca);
     if (r == -E2BIG) {
-        r = env_fail(reterr, "cluster CA bundle is too large (%zu bytes)", in->cluster_ca_len);
+        r = env_fail(ret_msg, "cluster CA bundle is too large (%zu bytes)", in->cluster_ca_len);
         goto out;
     }
     if (r < 0)
         goto out;
-    if ((r = build_labels(in, &labels, reterr)) < 0)
+    if ((r = build_labels(in, &labels, ret_msg)) < 0)
         goto out;
-    if ((r = build_taints(in, &taints, reterr)) < 0)
+    if ((r = build_taints(in, &taints, ret_msg)) < 0)
         goto out;
 
     if ((r = env_put(e, "KPSSH_CLUSTER_ENDPOINT", "", in->cluster_endpoint)) < 0 ||
@@ -708,7 +695,7 @@ static void redact_dedupe(struct kp_env *e)
     e->nredact = k;
 }
 
-int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **reterr)
+int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **ret_msg)
 {
     struct kp_env *e = NULL;
     const char *node_address;
@@ -718,12 +705,12 @@ int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **
     if ((unsigned)in->phase > KP_ENV_UNINSTALL)
         return -EINVAL;
     if (!is_set(in->host_address) || has_any(in->host_address, " ")) {
-        r = env_fail(reterr, "SSHHost address is missing or malformed");
+        r = env_fail(ret_msg, "SSHHost address is missing or malformed");
         goto out;
     }
     node_address = is_set(in->node_address) ? in->node_address : in->host_address;
     if (has_any(node_address, " ")) {
-        r = env_fail(reterr, "SSHHost nodeAddress \"%s\" is malformed", node_address);
+        r = env_fail(ret_msg, "SSHHost nodeAddress \"%s\" is malformed", node_address);
         goto out;
     }
     e = kp_calloc(1, sizeof(*e));
@@ -735,8 +722,8 @@ int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **
         (r = env_put(e, "KPSSH_NODE_ADDRESS", "", node_address)) < 0)
         goto out;
     if (in->phase == KP_ENV_INSTALL || in->phase == KP_ENV_JOIN) {
-        if ((r = add_node_fixed(e, in, reterr)) < 0 || (r = add_vars(e, in, reterr)) < 0 ||
-            (r = add_secrets(e, in, reterr)) < 0)
+        if ((r = add_node_fixed(e, in, ret_msg)) < 0 || (r = add_vars(e, in, ret_msg)) < 0 ||
+            (r = add_secrets(e, in, ret_msg)) < 0)
             goto out;
     } else if ((r = add_empty_fixed(e)) < 0) {
         goto out;
@@ -746,7 +733,7 @@ int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **
         /* Prefixes keep the three families apart and each family checked its own keys, so
          * this cannot trigger; kept so the sorted-and-unique invariant is checked, not hoped. */
         if (strcmp(e->vars[i - 1].name, e->vars[i].name) == 0) {
-            r = env_fail(reterr, "environment variable %s would be set twice", e->vars[i].name);
+            r = env_fail(ret_msg, "environment variable %s would be set twice", e->vars[i].name);
             goto out;
         }
     }

@@ -101,10 +101,10 @@ struct kp_env;
 /* Builds the environment for in->phase. 0, -ENOMEM, or -EINVAL when the input breaks the
  * contract (missing required value, a var key that is not an identifier, two Secret keys that
  * map to one name, a Secret value holding a NUL byte, a malformed token, taint or label, ...).
- * On -EINVAL, *reterr (optional) receives a message naming the offending key(s) that a user can
+ * On -EINVAL, *ret_msg (optional) receives a message naming the offending key(s) that a user can
  * act on (never a secret value), owned by the caller (kp_free); it is left untouched otherwise.
  * On success *ret_env holds the new environment. */
-int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **reterr)
+int kp_env_build(const struct kp_env_input *in, struct kp_env **ret_env, char **ret_msg)
     KP_NONNULL(1, 2) KP_WUR;
 
 /* Wipes secret values and frees; accepts and returns NULL. */

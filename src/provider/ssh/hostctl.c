@@ -34,9 +34,20 @@
  * When: a host that answers is probed once per interval; one whose probes fail, after as long as
  * it has been failing (at least an interval, at most KP_HOSTCTL_BACKOFF_MAX_USEC), read from the
  * Ready condition's transition time so a restart keeps the backoff. A probe of a host that did
- * not answer last time may cost the whole timeout, so those run in a lane of at most half the
- * workers (an atomic count; a full lane requeues the key shortly): however many hosts are dead,
- * the other half keeps the live ones on schedule. Pending is probed at once.
+ * not answer last time may cost the whole timeout, so those run in the slow lane of the SSH job
+ * pool (at most half its threads, jobs.h): however many hosts are dead, the other half keeps the
+ * live ones on schedule. Pending is probed at once.
+ *
+ * Where SSH runs: never on a reconcile worker. A reconcile that wants a probe reads the key
+ * Secret (an API call), submits a probe job under the host's key and returns; the zombie guard
+ * writes Leaving and submits a leave job likewise. A job's end enqueues the key; the next
+ * reconcile takes the result and decides on it against the host as it is then (a probe result
+ * for a host claimed meanwhile is dropped; a leave result is finished only on a host still
+ * Leaving). While a host's job runs, its reconciles do nothing, so the reconcile workers stay
+ * free for stale-claim release, InUse marking and maintenance of the other hosts however many
+ * hosts hang. Before the pool, a reconcile worker held each probe for its whole timeout and
+ * stop() waited for them: eight hung hosts stalled the controller for 30 s; the suspect lane
+ * of half the workers that bounded it then is now the pool's slow lane.
  *
  * Why this way: decisions are pure functions of (the host's projection, what the I/O found), so
  * the rules are unit-tested without a server and the I/O functions stay thin. Every write is a
@@ -55,7 +66,8 @@
  * launch its host. Node lookups read the Node informer through the shared indexes (indexes.h).
  *
  * Threads: reconciles run on the reconciler's workers, each with its own client; one key is
- * never reconciled twice at once. Informer handlers only enqueue keys. Everything reached from
+ * never reconciled twice at once. SSH jobs run on the pool's threads with what the reconcile
+ * gave them (a host entry reference, loaded creds): no client, no store access, no write. Informer handlers only enqueue keys. Everything reached from
  * more than one thread (options, stores, recorder, observer) is immutable or thread-safe.
  * Logging: this file is the decision point for host transitions and logs each once. */
 #include "provider/ssh/hostctl.h"
@@ -67,6 +79,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
@@ -74,11 +88,12 @@
 #include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
+#include "k8s/controller.h"
 #include "k8s/events.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
 #include "k8s/reconciler.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
@@ -86,6 +101,7 @@
 #include "provider/ssh/hostio.h"
 #include "provider/ssh/indexes.h"
 #include "provider/ssh/inventory.h"
+#include "provider/ssh/jobs.h"
 #include "provider/ssh/observe.h"
 #include "provider/ssh/probe.h"
 #include "provider/ssh/provider.h"
@@ -160,6 +176,10 @@ enum kp_hostctl_step kp_hostctl_plan(const struct kp_sshhost_view *h, int64_t no
                                                : KP_HOSTCTL_STEP_MAINTENANCE_ENTER;
     if (h->state == KP_HOST_MAINTENANCE)
         return KP_HOSTCTL_STEP_MAINTENANCE_EXIT;
+    /* A spec the controller cannot use is refused before anything dials the host, and looked at
+     * again on every event (the edit that fixes it is one). */
+    if (kp_sshhost_validate(h, NULL) != 0)
+        return KP_HOSTCTL_STEP_INVALID;
     /* Pending (out of maintenance, a released claim) is probed at once, whenever it was probed
      * last; so is a host that was refused for its address (the caller found the older host
      * gone, or it would not have asked). */
@@ -466,25 +486,66 @@ enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h
 
 struct kp_ssh_hostctl {
     char *pool_ns;
-    struct kp_informer *hosts_inf, *nodes_inf;
     struct kp_store *hosts, *nodes, *nodeclaims, *profiles; /* nodeclaims may be NULL */
     struct kp_events *events;
     const struct kp_ssh_observer *obs;
     struct kp_hostctl_timing t;
     uint64_t probe_timeout;
-    struct kp_reconciler *rec;
-    /* The lane of suspect probes (kp_hostctl_suspect): at most suspect_max at once, so the other
-     * workers keep probing the hosts that answer. */
-    atomic_uint suspects;
-    unsigned suspect_max;
-    uint64_t suspect_retry_usec; /* a suspect that finds the lane full looks again this soon */
-    bool started;                /* main thread only */
+    struct kp_controller *base; /* reconciler, handlers, readiness */
+    struct kp_reconciler *rec;  /* base's, for the handlers' and the jobs' enqueues */
+    /* Probes and zombie leaves run here, never on the reconcile workers; a job's end enqueues
+     * its host's key on rec. Probes of suspect hosts (kp_hostctl_suspect) run in the pool's
+     * slow lane, so the other threads keep probing the hosts that answer. */
+    struct kp_ssh_jobs *jobs;
+    const struct kp_ctx *ctx; /* the process's (borrowed), or NULL */
+    uint64_t retry_usec;      /* a host whose job the full queue refused looks again this soon */
+    bool started;             /* main thread only */
 };
 
 static void host_event(struct kp_ssh_hostctl *hc, const struct kp_sshhost_view *h, bool warning,
                        const char *reason, const char *action, const char *note)
 {
     kp_hostio_event(hc->events, h, warning, reason, action, note);
+}
+
+/* Submits an SSH job for key. The pool owns arg whatever the answer (a refused one is freed
+ * here). Queued: the job's end enqueues the key, so *ret_requeue is cleared. A full queue is
+ * no error: the key comes back after retry_usec. A pool that is stopping: nothing to do. */
+static int submit(struct kp_ssh_hostctl *hc, const char *key, enum kp_ssh_job_kind kind, bool slow,
+                  kp_ssh_job_fn fn, kp_ssh_job_free_fn free_arg, void *arg, uint64_t *ret_requeue)
+{
+    struct kp_ssh_job_spec spec = {
+        .key = key,
+        .kind = kind,
+        .flags = slow ? KP_SSH_JOB_SLOW : 0,
+        /* The job's own context deadline: a probe's timeout; a leave is bounded by its
+         * profile's timeout inside the phase. */
+        .timeout_usec = kind == KP_SSH_JOB_PROBE ? hc->probe_timeout : 0,
+        .fn = fn,
+        .free_arg = free_arg,
+        .arg = arg,
+    };
+    int r = kp_ssh_jobs_submit(hc->jobs, &spec);
+
+    if (r == 0) {
+        *ret_requeue = 0;
+        return 0;
+    }
+    free_arg(arg);
+    switch (r) {
+    case -EAGAIN:
+        kp_log_warn_rl("hostctl-jobs-full", "SSH job queue full; host retried shortly",
+                       KP_LF("host", key), KP_LF("job", kp_ssh_job_kind_name(kind)));
+        *ret_requeue = hc->retry_usec;
+        return 0;
+    case -EEXIST: /* cannot happen: the reconcile took this key's job first */
+        *ret_requeue = hc->retry_usec;
+        return 0;
+    case -ESHUTDOWN:
+        return 0;
+    default:
+        return r;
+    }
 }
 
 /* Writes st on host by CAS unless it changes nothing. *ret_host (optional): the host as written
@@ -795,44 +856,51 @@ static int park_foreign(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
     return 0;
 }
 
-/* The zombie guard on host (as just written by the probe): kubelet is active and no claim. */
-static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
-                        uint64_t *ret_requeue)
+/* A zombie leave on a pool thread (leave_job_run): what the guard prepared, and what the
+ * leave said. */
+struct leave_job {
+    struct kp_entry *host; /* the host as written Leaving */
+    struct kp_hostio_leave lv;
+    const struct kp_ssh_observer *obs;
+    int64_t since_usec; /* when the guard took the host out of service */
+    uint64_t t0;        /* monotonic, when the guard started */
+    char *msg;          /* the leave's error text */
+};
+
+static void leave_job_free(void *arg)
 {
-    const struct kp_sshhost_view *h = kp_sshhost_view(host);
-    struct kp_entry *leaving = NULL, *done = NULL;
+    struct leave_job *j = arg;
+
+    if (!j)
+        return;
+    kp_hostio_leave_done(&j->lv);
+    kp_entry_unref(j->host);
+    kp_free(j->msg);
+    kp_free(j);
+}
+
+static int leave_job_run(void *arg, const struct kp_ctx *ctx)
+{
+    struct leave_job *j = arg;
+
+    return kp_hostio_leave_run(&j->lv, kp_sshhost_view(j->host), ctx, j->obs, &j->msg);
+}
+
+/* What comes after a zombie leave that ended with r (msg: its text) on leaving, the host as it
+ * is now (Leaving): park it (no install marker), Unhealthy (the leave failed, or a Node delete
+ * did), or delete our Nodes from before since_usec and Available. */
+static int zombie_left(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *leaving,
+                       int r, const char *msg, int64_t since_usec, uint64_t t0,
+                       uint64_t *ret_requeue)
+{
+    const struct kp_sshhost_view *h = kp_sshhost_view(leaving);
     struct kp_claim_status st = {0};
-    char *node = NULL, *msg = NULL, *why = NULL;
+    struct kp_entry *done = NULL;
     int64_t now = (int64_t)kp_real_usec();
     unsigned deleted = 0;
-    uint64_t t0;
-    int r;
+    char *why = NULL;
 
     *ret_requeue = hc->t.probe_interval_usec;
-    if (h->claim_name) /* claimed meanwhile: the claim holder's host now */
-        return 0;
-    if ((r = node_by_ip(hc, h, true, &node)) < 0)
-        return r;
-    if (kp_hostctl_zombie_verdict(h, node != NULL) == KP_HOSTCTL_ZOMBIE_FOREIGN) {
-        r = park_foreign(hc, c, host, KP_HOSTCTL_FOREIGN_MESSAGE, now);
-        goto out;
-    }
-
-    /* Ours: Leaving by CAS from the version the probe wrote, so a claim that raced us wins. */
-    st.set_state = true;
-    st.state = KP_HOST_LEAVING;
-    kp_hostctl_ready_for(h, KP_HOST_LEAVING, NULL, NULL, now, &st);
-    if ((r = write_status(c, host, &st, &leaving)) < 0 || !leaving)
-        goto out;
-    kp_log_warn("zombie membership detected: kubelet active on an unclaimed host; leaving",
-                KP_LF("host", h->e.name), KP_LF("node", node ? node : ""),
-                KP_LF("installed_profile", h->installed_profile ? h->installed_profile : ""));
-    host_event(hc, h, true, KP_HOSTCTL_EVENT_ZOMBIE, "Leave",
-               node ? "kubelet active on an unclaimed host with a Node of kpssh's; running leave"
-                    : "kubelet active on an unclaimed host kpssh installed; running leave");
-    t0 = kp_mono_usec();
-    r = kp_hostio_leave(hc->profiles, c, kp_sshhost_view(leaving), hc->obs, &msg);
-    memset(&st, 0, sizeof(st));
     st.set_state = true;
     if (r == -ENOENT && !(h->installed_profile && *h->installed_profile)) {
         /* No install marker: kpssh never installed this kubelet and has nothing to leave with,
@@ -853,19 +921,19 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
         kp_ssh_observe_zombie(hc->obs, KP_SSH_ZOMBIE_LEAVE_FAILED);
         st.state = KP_HOST_UNHEALTHY;
         st.last_probe_error = why ? why : "zombie leave failed";
-        kp_hostctl_ready_for(kp_sshhost_view(leaving), KP_HOST_UNHEALTHY,
-                             KP_HOSTCTL_REASON_ZOMBIE_FAILED, st.last_probe_error, now, &st);
+        kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_ZOMBIE_FAILED,
+                             st.last_probe_error, now, &st);
         r = write_status(c, leaving, &st, NULL);
         goto out;
     }
     /* kubelet is stopped now, so our Nodes cannot come back: delete them (the invoice line). */
-    if ((r = delete_our_nodes(hc, c, h, now, &deleted, &why)) < 0)
+    if ((r = delete_our_nodes(hc, c, h, since_usec, &deleted, &why)) < 0)
         goto out;
     if (why) {
         st.state = KP_HOST_UNHEALTHY;
         st.last_probe_error = why;
-        kp_hostctl_ready_for(kp_sshhost_view(leaving), KP_HOST_UNHEALTHY,
-                             KP_HOSTCTL_REASON_LEAVE_UNFINISHED, why, now, &st);
+        kp_hostctl_ready_for(h, KP_HOST_UNHEALTHY, KP_HOSTCTL_REASON_LEAVE_UNFINISHED, why, now,
+                             &st);
         r = write_status(c, leaving, &st, NULL);
         goto out;
     }
@@ -874,7 +942,7 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
                deleted ? "leave ran and the Node was deleted" : "leave ran");
     st.state = KP_HOST_AVAILABLE;
     st.last_probe_error = "";
-    kp_hostctl_ready_for(kp_sshhost_view(leaving), KP_HOST_AVAILABLE, NULL, NULL, now, &st);
+    kp_hostctl_ready_for(h, KP_HOST_AVAILABLE, NULL, NULL, now, &st);
     if ((r = write_status(c, leaving, &st, &done)) < 0)
         goto out;
     kp_log_info("zombie left; host Available", KP_LF("host", h->e.name),
@@ -882,51 +950,127 @@ static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, struct k
                 KP_LF("leave_ms", (kp_mono_usec() - t0) / 1000));
 out:
     kp_entry_unref(done);
-    kp_entry_unref(leaving);
-    kp_free(node);
-    kp_free(msg);
     kp_free(why);
     return r;
 }
 
-/* Dials h and runs the probe command; fills in (strings owned by *ret_msg and fp). */
-static int probe_host(struct kp_ssh_hostctl *hc, struct kp_client *c,
-                      const struct kp_sshhost_view *h, struct kp_probe_result *res,
-                      char fp[KP_SSH_FP_SIZE], char **ret_msg, int *ret_err)
+/* The zombie guard on host (as just written by the probe): kubelet is active and no claim.
+ * Foreign: parked here. Ours: Leaving by CAS, then the leave is a job of the pool; its end
+ * brings the key back, and the reconcile that takes its result finishes (zombie_left). */
+static int zombie_guard(struct kp_ssh_hostctl *hc, struct kp_client *c, const struct kp_ctx *cx,
+                        struct kp_entry *host, uint64_t *ret_requeue)
 {
-    struct kp_hostio_creds cr = {0};
-    struct kp_ssh_capture cap;
-    struct kp_ssh_target t;
-    const char *why = NULL;
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    struct kp_entry *leaving = NULL;
+    struct kp_claim_status st = {0};
+    struct leave_job *job = NULL;
+    char *node = NULL;
+    int64_t now = (int64_t)kp_real_usec();
     uint64_t t0 = kp_mono_usec();
     int r;
 
-    fp[0] = '\0';
-    kp_ssh_capture_init(&cap);
-    r = kp_hostio_load_creds(c, h, &cr, ret_msg);
-    if (r < 0 && r != -EINVAL)
-        goto out; /* reading the Secret failed: not the host's fault, no verdict */
-    if (r == 0) {
-        kp_hostio_target(h, &cr, &t);
-        t.dial_timeout_usec = hc->probe_timeout;
-        /* XXX: a Verified host's ForceCommand shim answers with its own built-in probe; the
-         * shim's probe verb arrives with cmd/shim. Until then the same command is sent. */
-        r = kp_ssh_exec_capture(&t, kp_probe_command(), kp_deadline_in(hc->probe_timeout), &cap,
-                                ret_msg);
-        if (cap.pin == KP_SSH_PIN_NONE && cap.fp[0])
-            memcpy(fp, cap.fp, KP_SSH_FP_SIZE);
-        if (r == 0 && (r = kp_probe_parse(cap.out.data, cap.out.len, res, &why)) < 0) {
-            kp_free(*ret_msg);
-            *ret_msg = kp_strjoin("probe output not understood: ", why ? why : kp_strerror(r),
-                                  (const char *)NULL);
-        }
-        kp_ssh_observe_probe(hc->obs, r == 0, kp_mono_usec() - t0);
+    *ret_requeue = hc->t.probe_interval_usec;
+    if (h->claim_name) /* claimed meanwhile: the claim holder's host now */
+        return 0;
+    if ((r = node_by_ip(hc, h, true, &node)) < 0)
+        return r;
+    if (kp_hostctl_zombie_verdict(h, node != NULL) == KP_HOSTCTL_ZOMBIE_FOREIGN) {
+        r = park_foreign(hc, c, host, KP_HOSTCTL_FOREIGN_MESSAGE, now);
+        goto out;
     }
-    *ret_err = r;
-    r = 0;
+    if (kp_ctx_done(cx)) /* stopping: no leave starts; the next leader's probe finds it again */
+        goto out;
+
+    /* Ours: Leaving by CAS from the version the probe wrote, so a claim that raced us wins. */
+    st.set_state = true;
+    st.state = KP_HOST_LEAVING;
+    kp_hostctl_ready_for(h, KP_HOST_LEAVING, NULL, NULL, now, &st);
+    if ((r = write_status(c, host, &st, &leaving)) < 0 || !leaving)
+        goto out;
+    kp_log_warn("zombie membership detected: kubelet active on an unclaimed host; leaving",
+                KP_LF("host", h->e.name), KP_LF("node", node ? node : ""),
+                KP_LF("installed_profile", h->installed_profile ? h->installed_profile : ""));
+    host_event(hc, h, true, KP_HOSTCTL_EVENT_ZOMBIE, "Leave",
+               node ? "kubelet active on an unclaimed host with a Node of kpssh's; running leave"
+                    : "kubelet active on an unclaimed host kpssh installed; running leave");
+    job = kp_calloc(1, sizeof(*job));
+    if (!job) {
+        r = -ENOMEM;
+        goto out;
+    }
+    job->obs = hc->obs;
+    job->since_usec = now;
+    job->t0 = t0;
+    job->host = kp_entry_ref(leaving);
+    r = kp_hostio_leave_prepare(hc->profiles, c, kp_sshhost_view(leaving), &job->lv, &job->msg);
+    if (r < 0) { /* nothing to leave with (or its Secret): decided without a dial */
+        r = zombie_left(hc, c, leaving, r, job->msg, now, t0, ret_requeue);
+        goto out;
+    }
+    r = submit(hc, h->e.key, KP_SSH_JOB_LEAVE, false, leave_job_run, leave_job_free, job,
+               ret_requeue);
+    job = NULL; /* submit owns it, whatever it answered */
 out:
+    leave_job_free(job);
+    kp_entry_unref(leaving);
+    kp_free(node);
+    return r;
+}
+
+/* A probe on a pool thread: the host as submitted, its creds (loaded by the reconcile), and
+ * what the probe found. */
+struct probe_job {
+    struct kp_entry *host;
+    struct kp_hostio_creds cr;
+    uint64_t timeout_usec;
+    const struct kp_ssh_observer *obs;
+    struct kp_probe_result res;
+    char fp[KP_SSH_FP_SIZE]; /* the host key seen when no pin existed (TOFU) */
+    char *msg;               /* the probe's error text */
+};
+
+static void probe_job_free(void *arg)
+{
+    struct probe_job *j = arg;
+
+    if (!j)
+        return;
+    kp_hostio_creds_done(&j->cr);
+    kp_entry_unref(j->host);
+    kp_free(j->msg);
+    kp_free(j);
+}
+
+/* Dials the host and runs the probe command under ctx (the job's: the probe timeout under the
+ * process's). Returns the probe's verdict (0 or its error, text in j->msg). */
+static int probe_job_run(void *arg, const struct kp_ctx *ctx)
+{
+    struct probe_job *j = arg;
+    const struct kp_sshhost_view *h = kp_sshhost_view(j->host);
+    struct kp_ssh_capture cap;
+    struct kp_ssh_target t;
+    char *why = NULL;
+    uint64_t t0 = kp_mono_usec();
+    int r;
+
+    j->fp[0] = '\0';
+    kp_ssh_capture_init(&cap);
+    j->cr.ctx = ctx;
+    kp_hostio_target(h, &j->cr, &t);
+    t.dial_timeout_usec = j->timeout_usec;
+    /* XXX: a Verified host's ForceCommand shim answers with its own built-in probe; the
+     * shim's probe verb arrives with cmd/shim. Until then the same command is sent. */
+    r = kp_ssh_exec_capture(&t, kp_probe_command(), kp_deadline_in(j->timeout_usec), &cap, &j->msg);
+    if (cap.pin == KP_SSH_PIN_NONE && cap.fp[0])
+        memcpy(j->fp, cap.fp, KP_SSH_FP_SIZE);
+    if (r == 0 && (r = kp_probe_parse(cap.out.data, cap.out.len, &j->res, &why)) < 0) {
+        kp_msg_set(&j->msg, "probe output not understood: %s", why ? why : kp_strerror(r));
+        kp_free(why);
+    }
+    /* A probe cut short by a shutdown or a lost Lease says nothing about the host. */
+    if (r != -ECANCELED && r != -KP_ENOTLEADER)
+        kp_ssh_observe_probe(j->obs, r == 0, kp_mono_usec() - t0);
     kp_ssh_capture_done(&cap);
-    kp_hostio_creds_done(&cr);
     return r;
 }
 
@@ -961,44 +1105,59 @@ static int collect_stale_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
     return 0;
 }
 
-static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
-                           uint64_t *ret_requeue)
+/* Starts a probe of host: its creds are read here (an API call), the dial and the command run
+ * on the pool. A key Secret that is missing or unusable is the probe's verdict without a dial
+ * (*ret_verdict set, with *ret_msg); other read errors are returned (no verdict). */
+static int start_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
+                       uint64_t *ret_requeue, bool *ret_verdict, int *ret_err, char **ret_msg)
+{
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    struct probe_job *job;
+    int r;
+
+    *ret_verdict = false;
+    job = kp_calloc(1, sizeof(*job));
+    if (!job)
+        return -ENOMEM;
+    r = kp_hostio_load_creds(c, h, &job->cr, ret_msg);
+    if (r < 0) {
+        probe_job_free(job);
+        if (r != -EINVAL)
+            return r; /* reading the Secret failed: not the host's fault, no verdict */
+        *ret_verdict = true;
+        *ret_err = r;
+        return 0;
+    }
+    job->host = kp_entry_ref(host);
+    job->timeout_usec = hc->probe_timeout;
+    job->obs = hc->obs;
+    return submit(hc, h->e.key, KP_SSH_JOB_PROBE, kp_hostctl_suspect(h), probe_job_run,
+                  probe_job_free, job, ret_requeue);
+}
+
+/* The probe's verdict on host (the host as it is now): err and msg, and when err is 0 the
+ * result in res and the TOFU fingerprint in fp (or ""). Writes what it found, then runs the
+ * zombie guard when kubelet is active. */
+static int probe_verdict(struct kp_ssh_hostctl *hc, struct kp_client *c, const struct kp_ctx *cx,
+                         struct kp_entry *host, int perr, const char *msg,
+                         const struct kp_probe_result *res, const char *fp, uint64_t *ret_requeue)
 {
     const struct kp_sshhost_view *h = kp_sshhost_view(host);
     struct kp_hostctl_probe_outcome *out = NULL;
     struct kp_hostctl_probe_in in = {0};
-    struct kp_probe_result res = {0};
     struct kp_entry *got = NULL;
-    char fp[KP_SSH_FP_SIZE], *msg = NULL, *why = NULL;
-    bool suspect = kp_hostctl_suspect(h) && hc->suspect_max > 0;
-    int r, perr = 0;
+    char *why = NULL;
+    int r;
 
-    if (suspect) {
-        unsigned n = atomic_load(&hc->suspects);
-
-        do {
-            if (n >= hc->suspect_max) {
-                *ret_requeue = hc->suspect_retry_usec; /* the lane is full: not now */
-                return 0;
-            }
-        } while (!atomic_compare_exchange_weak(&hc->suspects, &n, n + 1));
-    }
     out = kp_calloc(1, sizeof(*out));
     if (!out) {
         r = -ENOMEM;
         goto out;
     }
-    r = probe_host(hc, c, h, &res, fp, &msg, &perr);
-    if (suspect) {
-        atomic_fetch_sub(&hc->suspects, 1);
-        suspect = false;
-    }
-    if (r < 0)
-        goto out;
     in.err = perr;
     in.err_msg = msg;
-    in.res = perr == 0 ? &res : NULL;
-    in.seen_fp = fp[0] ? fp : NULL;
+    in.res = perr == 0 ? res : NULL;
+    in.seen_fp = fp && fp[0] ? fp : NULL;
     in.now_usec = (int64_t)kp_real_usec();
     kp_hostctl_decide_probe(h, &in, &hc->t, out);
     if (out->collect_node && (r = collect_stale_nodes(hc, c, h, in.now_usec, out, &why)) < 0)
@@ -1011,7 +1170,8 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
             kp_log_info("host probe succeeded", KP_LF("host", h->e.name),
                         KP_LF("from", kp_host_state_name(h->state)),
                         KP_LF("to", kp_host_state_name(out->st.state)),
-                        KP_LF("cpus", (uint64_t)res.cpus), KP_LF("arch", out->st.observed_arch));
+                        KP_LF("cpus", (uint64_t)(res ? res->cpus : 0)),
+                        KP_LF("arch", out->st.observed_arch));
             if (h->state == KP_HOST_UNHEALTHY && out->st.state == KP_HOST_AVAILABLE)
                 host_event(hc, h, false, KP_HOSTCTL_EVENT_PROBE_SUCCEEDED, "Probe",
                            "probe succeeded again; host Available");
@@ -1032,14 +1192,32 @@ static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, struc
     }
     *ret_requeue = out->requeue_usec;
     if (out->zombie_check && got)
-        r = zombie_guard(hc, c, got, ret_requeue);
+        r = zombie_guard(hc, c, cx, got, ret_requeue);
 out:
-    if (suspect)
-        atomic_fetch_sub(&hc->suspects, 1);
     kp_entry_unref(got);
-    kp_free(msg);
     kp_free(why);
     kp_free(out);
+    return r;
+}
+
+/* A host due for a probe: the verdict of the probe job that ended (job, its result r), or a
+ * new probe job. Nothing is dialed here. */
+static int reconcile_probe(struct kp_ssh_hostctl *hc, struct kp_client *c, const struct kp_ctx *cx,
+                           struct kp_entry *host, struct probe_job *job, int jr,
+                           uint64_t *ret_requeue)
+{
+    char *msg = NULL;
+    bool verdict = false;
+    int r, perr = 0;
+
+    if (job)
+        return probe_verdict(hc, c, cx, host, jr, job->msg, &job->res, job->fp, ret_requeue);
+    if (kp_ctx_done(cx)) /* stopping: no new probe */
+        return 0;
+    r = start_probe(hc, c, host, ret_requeue, &verdict, &perr, &msg);
+    if (r == 0 && verdict)
+        r = probe_verdict(hc, c, cx, host, perr, msg, NULL, NULL, ret_requeue);
+    kp_free(msg);
     return r;
 }
 
@@ -1105,24 +1283,106 @@ static int refuse_duplicate(struct kp_ssh_hostctl *hc, struct kp_client *c, stru
     return 0;
 }
 
-static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+/* Refuses host, whose spec fails kp_sshhost_validate: Unhealthy / InvalidSpec with the
+ * validator's lines as message, and one event per change. It is never probed nor claimed until
+ * the spec is fixed. */
+static int refuse_invalid(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp_entry *host,
+                          int64_t now)
+{
+    const struct kp_sshhost_view *h = kp_sshhost_view(host);
+    struct kp_buf lines = KP_BUF_INIT(KP_HOSTCTL_INVALID_MESSAGE_MAX);
+    char msg[KP_HOSTCTL_INVALID_MESSAGE_MAX];
+    bool written;
+    int r, n;
+
+    /* The validator cuts its report at the buffer's ceiling; what fits is enough to act on. */
+    n = kp_sshhost_validate(h, &lines);
+    if (n == -ENOMEM) {
+        r = n;
+        goto out;
+    }
+    (void)snprintf(msg, sizeof(msg),
+                   "the spec holds values kpssh cannot use, so the host is "
+                   "never probed or claimed until they are fixed: %s",
+                   kp_buf_str(&lines));
+    /* One line per problem in the report; a condition message reads better on one line. */
+    for (char *p = msg; *p; p++)
+        if (*p == '\n')
+            *p = p[1] ? ';' : '\0';
+    if ((r = write_unhealthy(c, host, KP_HOSTCTL_REASON_INVALID, msg, now, &written)) < 0 ||
+        !written)
+        goto out;
+    kp_log_warn("SSHHost refused: its spec holds values kpssh cannot use", KP_LF("host", h->e.name),
+                KP_LF("problems", kp_buf_str(&lines)));
+    host_event(hc, h, true, KP_HOSTCTL_EVENT_INVALID, "Refuse", msg);
+out:
+    kp_buf_done(&lines);
+    return r;
+}
+
+static void job_free(enum kp_ssh_job_kind kind, void *job)
+{
+    if (kind == KP_SSH_JOB_LEAVE)
+        leave_job_free(job);
+    else
+        probe_job_free(job);
+}
+
+static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                     uint64_t *ret_requeue)
 {
     struct kp_ssh_hostctl *hc = ctx;
     struct kp_claim_status st = {0};
     struct kp_entry *host = NULL;
     const struct kp_sshhost_view *h;
     enum kp_hostctl_step step;
+    enum kp_ssh_job_kind kind = KP_SSH_JOB_PROBE;
+    void *job = NULL;
     uint64_t wait = 0;
     int64_t now = (int64_t)kp_real_usec();
-    int r;
+    bool in_flight;
+    int r, jr = 0;
 
-    if (kp_store_get(hc->hosts, key, &host) < 0)
-        return 0; /* deleted: nothing to look after */
+    if (kp_store_get(hc->hosts, key, &host) < 0) {
+        kp_ssh_jobs_forget(hc->jobs, key); /* deleted: a job for it is moot */
+        return 0;
+    }
     h = kp_sshhost_view(host);
     r = 0;
     if (!kp_streq(h->e.ns, hc->pool_ns))
         goto out;
+    /* A job for this host that has ended is decided on below, against the host as it is now;
+     * one that has not ended brings the key back when it does. */
+    r = kp_ssh_jobs_take(hc->jobs, key, &kind, &job, &jr);
+    in_flight = r == -EINPROGRESS;
+    r = 0;
+    if (job && (jr == -ECANCELED || jr == -KP_ENOTLEADER)) {
+        /* Cut short by a shutdown or a lost Lease: it says nothing about the host. */
+        job_free(kind, job);
+        job = NULL;
+    }
+    if (job && kind == KP_SSH_JOB_LEAVE) {
+        struct leave_job *lj = job;
+
+        /* The leave ran on the host as written Leaving; finish it unless the host has moved on
+         * since (a claim, an operator's edit): then it is decided afresh. */
+        if (h->state == KP_HOST_LEAVING && !h->claim_name) {
+            r = zombie_left(hc, c, host, jr, lj->msg, lj->since_usec, lj->t0, ret_requeue);
+            goto out;
+        }
+        leave_job_free(job);
+        job = NULL;
+    }
     step = kp_hostctl_plan(h, now, &hc->t, &wait);
+    if (in_flight) {
+        /* The job goes on while the host still wants it: a probe while a probe is due, a leave
+         * while Leaving (never cut short here: kubelet may be half stopped). A host claimed
+         * or parked meanwhile is decided now, and its probe is moot: cancelled. */
+        if (step == KP_HOSTCTL_STEP_PROBE || step == KP_HOSTCTL_STEP_FRESH ||
+            h->state == KP_HOST_LEAVING)
+            goto out;
+        kp_ssh_jobs_forget(hc->jobs, key);
+    }
     switch (step) {
     case KP_HOSTCTL_STEP_MAINTENANCE_ENTER:
         st.set_state = true;
@@ -1146,6 +1406,9 @@ static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *
     case KP_HOSTCTL_STEP_CLAIMED:
         r = reconcile_claimed(hc, c, host, ret_requeue);
         break;
+    case KP_HOSTCTL_STEP_INVALID:
+        r = refuse_invalid(hc, c, host, now);
+        break;
     case KP_HOSTCTL_STEP_FRESH:
     case KP_HOSTCTL_STEP_PROBE: {
         struct kp_entry *first = NULL;
@@ -1159,41 +1422,53 @@ static int reconcile(void *ctx, struct kp_client *c, const char *key, uint64_t *
         else if (step == KP_HOSTCTL_STEP_FRESH)
             *ret_requeue = wait;
         else
-            r = reconcile_probe(hc, c, host, ret_requeue);
+            r = reconcile_probe(hc, c, cx, host, job, jr, ret_requeue);
         kp_entry_unref(first);
         break;
     }
     }
 out:
+    /* A probe's result the host no longer wants (claimed, parked, probed meanwhile) goes. */
+    if (job)
+        job_free(kind, job);
     kp_entry_unref(host);
     return r;
+}
+
+/* Walk visitor: enqueue one host. Under the host store's read lock (store.h): the work queue's
+ * lock never waits on a store. */
+static int enqueue_host(void *ctx, struct kp_entry *e)
+{
+    (void)kp_reconciler_enqueue(ctx, e->key); /* -ESHUTDOWN: stopping */
+    return 0;
+}
+
+/* A job ended (on a pool thread): its host is reconciled with the result. */
+static void job_done(void *owner, const char *key)
+{
+    struct kp_ssh_hostctl *hc = owner;
+    int r = kp_reconciler_enqueue(hc->rec, key);
+
+    if (r < 0 && r != -ESHUTDOWN)
+        kp_log_error_errno(r, "an SSH job ended but its host cannot be enqueued",
+                           KP_LF("host", key));
 }
 
 /* NodeClaim and Node events wake the hosts claimed under that name (Node name = NodeClaim name):
  * a deleted NodeClaim releases its host at once, a registered Node marks it InUse. */
 static void wake_claimed(struct kp_ssh_hostctl *hc, const char *name)
 {
-    struct kp_store_list l = {0};
-
-    if (kp_store_by_index(hc->hosts, KP_SSH_INDEX_HOST_CLAIM, name, &l) < 0)
-        return;
-    for (size_t i = 0; i < l.n; i++)
-        (void)kp_reconciler_enqueue(hc->rec, l.v[i]->key); /* -ESHUTDOWN: stopping */
-    kp_store_list_free(&l);
+    (void)kp_store_walk_index(hc->hosts, KP_SSH_INDEX_HOST_CLAIM, name, enqueue_host, hc->rec);
 }
 
 /* A host deleted: the hosts refused for its address look again (spec.address is immutable). */
 static void wake_address(struct kp_ssh_hostctl *hc, const struct kp_entry *e)
 {
     char key[KP_INVENTORY_ADDRESS_KEY_MAX];
-    struct kp_store_list l = {0};
 
     kp_inventory_address_key(kp_sshhost_view(e), key, sizeof(key));
-    if (!key[0] || kp_store_by_index(hc->hosts, KP_SSH_INDEX_HOST_ADDRESS, key, &l) < 0)
-        return;
-    for (size_t i = 0; i < l.n; i++)
-        (void)kp_reconciler_enqueue(hc->rec, l.v[i]->key); /* -ESHUTDOWN: stopping */
-    kp_store_list_free(&l);
+    if (key[0])
+        (void)kp_store_walk_index(hc->hosts, KP_SSH_INDEX_HOST_ADDRESS, key, enqueue_host, hc->rec);
 }
 
 static void on_host_delete(void *ctx, const struct kp_entry *e)
@@ -1214,11 +1489,10 @@ static void on_claim_update(void *ctx, const struct kp_entry *old_e, const struc
 
 int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostctl **ret)
 {
-    struct kp_reconciler_opts ro = {0};
+    struct kp_controller_opts co = {0};
     struct kp_informer_handler wake = {
         .on_add = on_claim_add, .on_update = on_claim_update, .on_delete = on_claim_add};
     struct kp_informer_handler addr = {.on_delete = on_host_delete};
-    struct kp_informer_handler hh;
     struct kp_ssh_hostctl *hc;
     int r;
 
@@ -1233,8 +1507,6 @@ int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostct
         r = -ENOMEM;
         goto fail;
     }
-    hc->hosts_inf = o->hosts;
-    hc->nodes_inf = o->nodes;
     hc->hosts = kp_informer_store(o->hosts);
     hc->nodes = kp_informer_store(o->nodes);
     hc->profiles = kp_informer_store(o->profiles);
@@ -1249,57 +1521,69 @@ int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostct
         o->token_recheck_usec ? o->token_recheck_usec : KP_HOSTCTL_TOKEN_RECHECK_USEC;
     hc->probe_timeout =
         o->probe_timeout_usec ? o->probe_timeout_usec : KP_HOSTCTL_PROBE_TIMEOUT_USEC;
-    if ((r = kp_ssh_index_nodes(o->nodes)) < 0 || (r = kp_ssh_index_hosts(o->hosts)) < 0)
+    co.name = "sshhost";
+    co.group = "karpenter.kpssh.dev";
+    co.kind = "SSHHost";
+    co.workers = o->workers ? o->workers : KP_HOSTCTL_WORKERS;
+    hc->retry_usec = hc->probe_timeout / 4;
+    if (hc->retry_usec < KP_HOSTCTL_SOON_USEC)
+        hc->retry_usec = KP_HOSTCTL_SOON_USEC;
+    hc->ctx = o->ctx;
+    {
+        struct kp_ssh_jobs_opts jo = {
+            .name = "sshhost",
+            .threads = o->ssh_workers ? o->ssh_workers : KP_HOSTCTL_SSH_WORKERS,
+            .done = job_done,
+            .owner = hc,
+            .observer = o->observer,
+        };
+
+        if ((r = kp_ssh_jobs_new(&jo, &hc->jobs)) < 0)
+            goto fail;
+    }
+    co.parent = o->ctx;
+    co.reconcile = reconcile;
+    co.ctx = hc;
+    co.client = o->client;
+    co.events = o->events; /* the caller's recorder or none: this controller makes none */
+    if ((r = kp_controller_new(&co, &hc->base)) < 0)
         goto fail;
-    ro.name = "sshhost";
-    ro.workers = o->workers ? o->workers : KP_HOSTCTL_WORKERS;
-    /* Half the workers for suspects (one worker: no lanes, it does everything). */
-    hc->suspect_max = ro.workers > 1 ? ro.workers / 2 : 0;
-    hc->suspect_retry_usec = hc->probe_timeout / 4;
-    if (hc->suspect_retry_usec < KP_HOSTCTL_SOON_USEC)
-        hc->suspect_retry_usec = KP_HOSTCTL_SOON_USEC;
-    atomic_init(&hc->suspects, 0);
-    ro.reconcile = reconcile;
-    ro.ctx = hc;
-    ro.client = o->client;
-    if ((r = kp_reconciler_new(&ro, &hc->rec)) < 0)
+    hc->rec = kp_controller_reconciler(hc->base);
+    if ((r = kp_controller_add_index(hc->base, o->nodes, KP_INDEX_NODE_IP, kp_index_node_ip)) < 0 ||
+        (r = kp_controller_add_index(hc->base, o->nodes, KP_INDEX_NODE_PROVIDER_ID,
+                                     kp_index_node_provider_id)) < 0 ||
+        (r = kp_controller_add_index(hc->base, o->hosts, KP_SSH_INDEX_HOST_CLAIM,
+                                     kp_ssh_index_host_claim)) < 0 ||
+        (r = kp_controller_add_index(hc->base, o->hosts, KP_SSH_INDEX_HOST_ADDRESS,
+                                     kp_ssh_index_host_address)) < 0)
         goto fail;
-    hh = kp_reconciler_handler(hc->rec);
     wake.ctx = hc;
     addr.ctx = hc;
-    if ((r = kp_informer_add_handler(o->hosts, &hh)) < 0 ||
-        (r = kp_informer_add_handler(o->hosts, &addr)) < 0 ||
-        (r = kp_informer_add_handler(o->nodes, &wake)) < 0 ||
-        (o->nodeclaims && (r = kp_informer_add_handler(o->nodeclaims, &wake)) < 0))
+    if ((r = kp_controller_watch_keys(hc->base, o->hosts)) < 0 ||
+        (r = kp_controller_watch(hc->base, o->hosts, &addr)) < 0 ||
+        (r = kp_controller_watch(hc->base, o->nodes, &wake)) < 0 ||
+        (o->nodeclaims && (r = kp_controller_watch(hc->base, o->nodeclaims, &wake)) < 0))
         goto fail;
     *ret = hc;
     return 0;
 fail:
-    /* Take back the handlers added so far: they point at what is freed next. */
-    if (hc->rec)
-        (void)kp_informer_remove_handlers(o->hosts, hc->rec);
-    (void)kp_informer_remove_handlers(o->hosts, hc);
-    (void)kp_informer_remove_handlers(o->nodes, hc);
-    if (o->nodeclaims)
-        (void)kp_informer_remove_handlers(o->nodeclaims, hc);
-    kp_ssh_hostctl_free(hc);
+    kp_ssh_hostctl_free(hc); /* the skeleton takes back the handlers it added */
     return r;
 }
 
 int kp_ssh_hostctl_start(struct kp_ssh_hostctl *hc)
 {
-    struct kp_store_list l = {0};
     int r;
 
-    if ((r = kp_reconciler_start(hc->rec)) < 0)
+    if ((r = kp_ssh_jobs_start(hc->jobs, hc->ctx)) < 0)
         return r;
+    if ((r = kp_controller_start(hc->base)) < 0) {
+        kp_ssh_jobs_stop(hc->jobs);
+        return r;
+    }
     hc->started = true;
     /* Hosts cached before our handler saw them (an informer started early) are not missed. */
-    if (kp_store_list(hc->hosts, &l) == 0) {
-        for (size_t i = 0; i < l.n; i++)
-            (void)kp_reconciler_enqueue(hc->rec, l.v[i]->key);
-        kp_store_list_free(&l);
-    }
+    (void)kp_store_walk(hc->hosts, enqueue_host, hc->rec); /* the visitor never stops it */
     return 0;
 }
 
@@ -1307,21 +1591,25 @@ void kp_ssh_hostctl_stop(struct kp_ssh_hostctl *hc)
 {
     if (!hc)
         return;
-    kp_reconciler_stop(hc->rec);
+    /* The jobs first: cancelled, they end within a poll slice, and the reconciles that take
+     * their keys meanwhile find nothing to decide on (and start nothing: the pool refuses). */
+    kp_ssh_jobs_stop(hc->jobs);
+    kp_controller_stop(hc->base);
     hc->started = false;
 }
 
 bool kp_ssh_hostctl_ready(struct kp_ssh_hostctl *hc)
 {
-    return hc && kp_reconciler_running(hc->rec) && kp_informer_synced(hc->hosts_inf) &&
-           kp_informer_synced(hc->nodes_inf);
+    return hc && kp_controller_ready(hc->base);
 }
 
 struct kp_ssh_hostctl *kp_ssh_hostctl_free(struct kp_ssh_hostctl *hc)
 {
     if (!hc)
         return NULL;
-    kp_reconciler_free(hc->rec);
+    kp_ssh_jobs_stop(hc->jobs);
+    hc->base = kp_controller_free(hc->base);
+    kp_ssh_jobs_free(hc->jobs);
     kp_free(hc->pool_ns);
     kp_free(hc);
     return NULL;

@@ -18,8 +18,10 @@
  * probe, zombie guard") describes the behaviour for operators.
  *
  * Threads: kp_ssh_hostctl_new/start/stop/free on the controller's main thread; reconciles run on
- * the controller's own workers (k8s/reconciler.h), each with its own client; the informer
- * handlers it installs only enqueue keys. The pure functions: any thread. */
+ * the controller's own workers (k8s/reconciler.h), each with its own client, and never wait on
+ * SSH: probes and zombie leaves are jobs of the controller's SSH job pool (jobs.h, ssh_workers
+ * threads), whose end enqueues the host's key; the reconcile that takes the result decides on
+ * it. The informer handlers it installs only enqueue keys. The pure functions: any thread. */
 #ifndef KP_PROVIDER_SSH_HOSTCTL_H
 #define KP_PROVIDER_SSH_HOSTCTL_H
 
@@ -31,6 +33,7 @@
 #include "provider/ssh/claim.h"
 
 struct kp_client;
+struct kp_ctx;
 struct kp_events;
 struct kp_informer;
 struct kp_probe_result;
@@ -38,7 +41,8 @@ struct kp_ssh_observer;
 struct kp_sshhost_view;
 
 /* Defaults of the options left 0. */
-#define KP_HOSTCTL_WORKERS 8
+#define KP_HOSTCTL_WORKERS 4
+#define KP_HOSTCTL_SSH_WORKERS 8
 #define KP_HOSTCTL_PROBE_INTERVAL_USEC (120 * 1000000ULL)
 #define KP_HOSTCTL_PROBE_TIMEOUT_USEC (30 * 1000000ULL)
 #define KP_HOSTCTL_CLAIMED_RECHECK_USEC (300 * 1000000ULL)
@@ -65,6 +69,9 @@ struct kp_sshhost_view;
 /* False: a zombie leave started (Leaving) or ran, and deleting its Node is not confirmed yet. */
 #define KP_HOSTCTL_REASON_LEAVE_UNFINISHED "LeaveUnfinished"
 #define KP_HOSTCTL_REASON_DUPLICATE "DuplicateAddress" /* False: an older SSHHost has the address */
+/* False: the spec holds a value kpssh cannot use (kp_sshhost_validate), e.g. a capacity beyond
+ * 64-bit milli-units saved before the CRD bounded it; the message lists each field. */
+#define KP_HOSTCTL_REASON_INVALID "InvalidSpec"
 
 /* Event reasons on SSHHosts. */
 #define KP_HOSTCTL_EVENT_CAPACITY_DRIFT "CapacityDrift"
@@ -74,6 +81,7 @@ struct kp_sshhost_view;
 #define KP_HOSTCTL_EVENT_FOREIGN "ForeignKubelet"
 #define KP_HOSTCTL_EVENT_STALE_CLAIM "StaleClaimReleased"
 #define KP_HOSTCTL_EVENT_DUPLICATE "DuplicateAddress"
+#define KP_HOSTCTL_EVENT_INVALID KP_HOSTCTL_REASON_INVALID
 /* On each change of a probed host's state: into Unhealthy (Warning, reason = the Ready reason:
  * ProbeFailed or HostKeyMismatch) and back to Available (Normal). The recorder rate-limits. */
 #define KP_HOSTCTL_EVENT_PROBE_FAILED KP_HOSTCTL_REASON_FAILED
@@ -91,28 +99,35 @@ struct kp_ssh_hostctl_opts {
     struct kp_informer *hosts, *nodes, *nodeclaims, *nodeclasses, *profiles;
     struct kp_events *events;               /* optional; reporting KP_HOSTCTL_EVENTS_COMPONENT */
     const struct kp_ssh_observer *observer; /* optional: probe, phase and zombie reports */
-    unsigned workers;                       /* 0: KP_HOSTCTL_WORKERS */
-    uint64_t probe_interval_usec;           /* 0: KP_HOSTCTL_PROBE_INTERVAL_USEC */
-    uint64_t probe_timeout_usec;            /* 0: KP_HOSTCTL_PROBE_TIMEOUT_USEC (dial + command) */
-    uint64_t claimed_recheck_usec;          /* 0: KP_HOSTCTL_CLAIMED_RECHECK_USEC */
-    uint64_t token_recheck_usec;            /* 0: KP_HOSTCTL_TOKEN_RECHECK_USEC */
+    unsigned workers;                       /* reconcile workers; 0: KP_HOSTCTL_WORKERS */
+    unsigned ssh_workers; /* SSH job pool threads (probes, leaves); 0: KP_HOSTCTL_SSH_WORKERS */
+    /* The process's context (borrowed; NULL: none): once it is cancelled (SIGTERM, a lost
+     * Lease) no reconcile starts a job and the running jobs end within a poll slice. */
+    const struct kp_ctx *ctx;
+    uint64_t probe_interval_usec;  /* 0: KP_HOSTCTL_PROBE_INTERVAL_USEC */
+    uint64_t probe_timeout_usec;   /* 0: KP_HOSTCTL_PROBE_TIMEOUT_USEC (dial + command) */
+    uint64_t claimed_recheck_usec; /* 0: KP_HOSTCTL_CLAIMED_RECHECK_USEC */
+    uint64_t token_recheck_usec;   /* 0: KP_HOSTCTL_TOKEN_RECHECK_USEC */
 };
 
 struct kp_ssh_hostctl;
 
-/* A stopped controller. opts is copied (the pointers in it are borrowed: the informers, events
- * and observer must outlive the controller). 0, -EINVAL (a required option missing), -ENOMEM, or
- * an informer error (too many handlers or indexes; -EBUSY when an informer already started). */
+/* A stopped controller (on the skeleton of k8s/controller.h). opts is copied (the pointers in
+ * it are borrowed: the informers, events and observer must outlive the controller). On an error
+ * nothing stays registered. 0, -EINVAL (a required option missing), -ENOMEM, or an informer
+ * error (-EBUSY when an informer already started). */
 int kp_ssh_hostctl_new(const struct kp_ssh_hostctl_opts *o, struct kp_ssh_hostctl **ret) KP_WUR;
 /* Starts the workers; every host already cached is enqueued. 0 or -errno. */
 int kp_ssh_hostctl_start(struct kp_ssh_hostctl *h) KP_WUR;
-/* Lets each worker finish the host in hand (a probe ends within its timeout; a zombie leave
- * within the profile's leave timeout) and joins them. Idempotent. */
+/* Cancels the SSH jobs (a session on a host that never answers ends within a poll slice;
+ * their results are dropped), then lets each reconcile worker finish the host in hand (API
+ * calls only) and joins them. Idempotent. */
 void kp_ssh_hostctl_stop(struct kp_ssh_hostctl *h);
-/* True while started and the host and Node informers have synced. Any thread. */
+/* True while started and the informers it watches (hosts, Nodes, NodeClaims when given) have
+ * synced. Any thread. */
 bool kp_ssh_hostctl_ready(struct kp_ssh_hostctl *h);
-/* Stops and frees; accepts and returns NULL. Stop the informers first: their handlers point
- * here. */
+/* Stops, takes its handlers back out of the informers and frees; accepts and returns NULL.
+ * Stop the informers first (their handlers point here), free them after. */
 struct kp_ssh_hostctl *kp_ssh_hostctl_free(struct kp_ssh_hostctl *h);
 
 /* --- decisions (pure: no I/O, any thread; views borrowed) ------------------------------------ */
@@ -129,8 +144,8 @@ uint64_t kp_hostctl_probe_period(const struct kp_sshhost_view *h, const struct k
     KP_NONNULL(1, 2);
 
 /* True when h's last probe did not succeed (Pending, Unhealthy, never probed): its probe may
- * cost a whole probe timeout, so it runs in the bounded lane of suspect probes (at most half
- * the workers), and hosts that answer keep their schedule however many do not. */
+ * cost a whole probe timeout, so it runs in the SSH job pool's slow lane (at most half its
+ * threads), and hosts that answer keep their schedule however many do not. */
 bool kp_hostctl_suspect(const struct kp_sshhost_view *h) KP_NONNULL(1);
 
 /* Step one: what a reconcile of h does at wall-clock time now_usec. */
@@ -139,6 +154,7 @@ enum kp_hostctl_step {
     KP_HOSTCTL_STEP_MAINTENANCE_EXIT,  /* Maintenance, annotation gone: write Pending */
     KP_HOSTCTL_STEP_PARKED,            /* Maintenance and annotated: nothing, no requeue */
     KP_HOSTCTL_STEP_CLAIMED,           /* claimRef set (or a claimed state): check the claim */
+    KP_HOSTCTL_STEP_INVALID,           /* unclaimed, spec fails kp_sshhost_validate: refuse */
     KP_HOSTCTL_STEP_FRESH,             /* probed this generation within the interval: wait */
     KP_HOSTCTL_STEP_PROBE,             /* probe over SSH */
 };
@@ -231,5 +247,7 @@ enum kp_hostctl_zombie kp_hostctl_zombie_verdict(const struct kp_sshhost_view *h
 /* The lastProbeError of a host refused because an older SSHHost has its address (written with
  * that host's name into a buffer of this size). */
 #define KP_HOSTCTL_DUPLICATE_MESSAGE_MAX 640
+/* The InvalidSpec message: the validator's lines, cut to fit a condition message. */
+#define KP_HOSTCTL_INVALID_MESSAGE_MAX 1024
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/secret.h"
 #include "base/str.h"
@@ -28,8 +29,8 @@
 #include "k8s/client.h"
 #include "k8s/events.h"
 #include "k8s/kubeconfig.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
 #include "provider/ssh/observe.h"
@@ -104,11 +105,6 @@ static bool blank(const char *p, size_t n)
 }
 
 /* "<what> <ns>/<name><tail>" as a new string (NULL: no memory). */
-static char *secret_msg(const char *what, const char *ns, const char *name, const char *tail)
-{
-    return kp_strjoin(what, " ", ns, "/", name, tail, (const char *)NULL);
-}
-
 /* The message for a failed GET of Secret ns/name, which the field ref names: -EINVAL with
  * *ret_msg for what the user can fix (the Secret does not exist, or the controller may not read
  * it), r itself for anything else (a transient API error: no verdict, no message). */
@@ -123,8 +119,8 @@ static int secret_get_error(int r, const char *what, const char *ns, const char 
         tail = " cannot be read (forbidden): let the controller get Secrets here, or fix ";
     else
         return r;
-    *ret_msg = kp_strjoin(what, " ", ns, "/", name, tail, ref, (const char *)NULL);
-    return *ret_msg ? -EINVAL : -ENOMEM;
+    kp_msg_set(ret_msg, "%s %s/%s%s%s", what, ns, name, tail, ref);
+    return -EINVAL;
 }
 
 /* --- the pieces a phase needs ----------------------------------------------------------------- */
@@ -182,8 +178,8 @@ done:
     got = (struct kp_hostio_creds){0}; /* the caller owns them now */
 out:
     if (tail) {
-        *ret_msg = secret_msg("SSH key Secret", ns, name, tail);
-        r = *ret_msg ? -EINVAL : -ENOMEM;
+        kp_msg_set(ret_msg, "SSH key Secret %s/%s%s", ns, name, tail);
+        r = -EINVAL;
     }
     kp_hostio_creds_done(&got);
     return r;
@@ -198,8 +194,7 @@ int kp_hostio_load_creds(struct kp_client *c, const struct kp_sshhost_view *h,
     int r;
 
     if (!h->key_secret || !*h->key_secret) {
-        *ret_msg =
-            kp_strjoin("SSHHost ", h->e.name, " has no spec.sshKeySecretRef", (const char *)NULL);
+        kp_msg_set(ret_msg, "SSHHost %s has no spec.sshKeySecretRef", h->e.name);
         return -EINVAL;
     }
     r = get_secret(c, h->e.ns, h->key_secret, &obj, &e);
@@ -242,8 +237,8 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
         return secret_get_error(r, "join Secret", ns, ncl->join_secret ? ncl->join_secret : "",
                                 "spec.joinSecretRef", ret_msg);
     if (r == -EINVAL) {
-        *ret_msg = kp_strjoin("join Secret ", ns, "/", ncl->join_secret ? ncl->join_secret : "",
-                              " (spec.joinSecretRef): ", kp_strerror(r), (const char *)NULL);
+        kp_msg_set(ret_msg, "join Secret %s/%s (spec.joinSecretRef): %s", ns,
+                   ncl->join_secret ? ncl->join_secret : "", kp_strerror(r));
         return -EINVAL;
     }
     if (r < 0)
@@ -254,11 +249,11 @@ int kp_hostio_load_join_secret(struct kp_client *c, const char *ns,
         const char *b64;
 
         if (js->n == KP_MAX_JOIN_SECRETS) {
-            *ret_msg = kp_strdup("join Secret has more than 64 keys");
+            kp_msg_set(ret_msg, "join Secret has more than %d keys", KP_MAX_JOIN_SECRETS);
             return -EINVAL;
         }
         if (kp_json_as_str(v, &b64) < 0 || kp_hostio_b64_secret(b64, &js->vals[js->n]) < 0) {
-            *ret_msg = kp_strjoin("join Secret key ", k, " is not base64", (const char *)NULL);
+            kp_msg_set(ret_msg, "join Secret key %s is not base64", k);
             return -EINVAL;
         }
         js->pairs[js->n].key = k;
@@ -306,18 +301,19 @@ static int cluster_info(struct kp_client *c, char **ret_server, char **ret_ca, s
     r = kp_client_get(c, &KP_RES_CONFIGMAP, KP_HOSTIO_CLUSTER_INFO_NS, KP_HOSTIO_CLUSTER_INFO, &cm,
                       &e);
     if (r == -ENOENT || r == -KP_EFORBIDDEN) {
-        *ret_msg = kp_strjoin("SSHNodeClass spec.cluster is not set and the ConfigMap "
-                              "kube-public/cluster-info cannot be read (",
-                              r == -ENOENT ? "not found" : "forbidden", "): set spec.cluster",
-                              (const char *)NULL);
+        kp_msg_set(ret_msg,
+                   "SSHNodeClass spec.cluster is not set and the ConfigMap "
+                   "kube-public/cluster-info cannot be read (%s): set spec.cluster",
+                   r == -ENOENT ? "not found" : "forbidden");
         r = -EINVAL;
         goto out;
     }
     if (r < 0)
         goto out; /* transient: the caller retries */
     if (kp_json_pathv_str(cm, KP_JSON_PATH("data", "kubeconfig"), &doc) < 0 || !doc) {
-        *ret_msg = kp_strdup("kube-public/cluster-info has no data.kubeconfig: set "
-                             "SSHNodeClass spec.cluster");
+        kp_msg_set(ret_msg, "%s",
+                   "kube-public/cluster-info has no data.kubeconfig: set "
+                   "SSHNodeClass spec.cluster");
         r = -EINVAL;
         goto out;
     }
@@ -329,11 +325,11 @@ static int cluster_info(struct kp_client *c, char **ret_server, char **ret_ca, s
     if (r == -ENOMEM)
         goto out;
     if (r < 0 || !rest->ca_pem || !kp_startswith(rest->server, "https://")) {
-        *ret_msg = kp_strjoin("kube-public/cluster-info is not usable (",
-                              r < 0           ? ye.text
-                              : !rest->ca_pem ? "no certificate-authority-data"
-                                              : "server is not https://",
-                              "): set SSHNodeClass spec.cluster", (const char *)NULL);
+        kp_msg_set(ret_msg,
+                   "kube-public/cluster-info is not usable (%s): set SSHNodeClass spec.cluster",
+                   r < 0           ? ye.text
+                   : !rest->ca_pem ? "no certificate-authority-data"
+                                   : "server is not https://");
         r = -EINVAL;
         goto out;
     }
@@ -360,7 +356,7 @@ int kp_hostio_load_cluster(struct kp_client *c, const struct kp_sshnodeclass_vie
     int r;
 
     if (have_ca && kp_hostio_b64_secret(ncl->cluster_ca_bundle, ret_ca) < 0) {
-        *ret_msg = kp_strdup("SSHNodeClass spec.cluster.caBundle is not base64");
+        kp_msg_set(ret_msg, "%s", "SSHNodeClass spec.cluster.caBundle is not base64");
         return -EINVAL;
     }
     if (have_ep && have_ca)
@@ -468,13 +464,14 @@ void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_cr
         .known_host = cr->known_host ? kp_secret_reveal(cr->known_host) : NULL,
         .tofu_fingerprint = h->host_key_fingerprint,
         .fence = cr->fence,
+        .ctx = cr->ctx,
     };
 }
 
-int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
-                        const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
-                        const struct kp_env *env, const struct kp_ssh_observer *obs, char **ret_msg,
-                        char *ret_fp)
+int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *h,
+                        const struct kp_hostio_creds *cr, const struct kp_sshjoinprofile_view *pr,
+                        enum kp_profile_phase phase, const struct kp_env *env,
+                        const struct kp_ssh_observer *obs, char **ret_msg, char *ret_fp)
 {
     struct kp_profile_spec spec;
     struct kp_ssh_capture cap;
@@ -492,7 +489,7 @@ int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_
 
     kp_profile_spec_from_view(pr, &spec);
     if ((r = kp_profile_timeout(&spec, phase, &secs)) < 0) {
-        *ret_msg = kp_strdup("profile timeout does not parse");
+        kp_msg_set(ret_msg, "%s", "profile timeout does not parse");
         return r;
     }
     vars = kp_calloc(n ? n : 1, sizeof(*vars));
@@ -510,8 +507,12 @@ int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_
     ph.nvars = n;
     ph.secrets = kp_env_redact_array(env);
     ph.nsecrets = kp_env_redact_size(env);
-    ph.deadline = kp_deadline_in((uint64_t)secs * KP_USEC_PER_SEC);
-    kp_hostio_target(h, cr, &t);
+    /* The profile's timeout, or the caller's deadline when that comes first. */
+    ph.deadline = kp_deadline_min(kp_deadline_in((uint64_t)secs * KP_USEC_PER_SEC),
+                                  kp_ctx_deadline(ctx ? ctx : cr->ctx));
+    kp_hostio_target(h, cr, &t); /* t.ctx = cr->ctx, which ctx replaces when given */
+    if (ctx)
+        t.ctx = ctx;
     kp_ssh_capture_init(&cap);
     t0 = kp_mono_usec();
     r = kp_ssh_run_phase(&t, &ph, &cap, ret_msg);
@@ -524,35 +525,59 @@ int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_
     return r;
 }
 
-int kp_hostio_leave(struct kp_store *profiles, struct kp_client *c, const struct kp_sshhost_view *h,
-                    const struct kp_ssh_observer *obs, char **ret_msg)
+int kp_hostio_leave_prepare(struct kp_store *profiles, struct kp_client *c,
+                            const struct kp_sshhost_view *h, struct kp_hostio_leave *lv,
+                            char **ret_msg)
 {
     const char *marker = h->installed_profile, *at;
-    struct kp_entry *pr = NULL;
-    struct kp_env *env = NULL;
-    struct kp_hostio_creds cr = {0};
+    struct kp_hostio_leave got = {0};
     char *name = NULL;
     int r;
 
     at = marker ? strrchr(marker, '@') : NULL;
     name = at ? kp_strndup(marker, (size_t)(at - marker)) : NULL;
     if (!name) {
-        *ret_msg = kp_strdup("no install marker: nothing to leave with");
+        kp_msg_set(ret_msg, "%s", "no install marker: nothing to leave with");
         return -ENOENT;
     }
-    if ((r = kp_store_get(profiles, name, &pr)) < 0) {
-        *ret_msg = kp_strjoin("SSHJoinProfile ", name, " not found", (const char *)NULL);
+    if ((r = kp_store_get(profiles, name, &got.profile)) < 0) {
+        kp_msg_set(ret_msg, "SSHJoinProfile %s not found", name);
         goto out;
     }
-    if ((r = kp_hostio_load_creds(c, h, &cr, ret_msg)) < 0 ||
-        (r = kp_hostio_build_env(h, KP_ENV_LEAVE, NULL, &env, ret_msg)) < 0)
+    if ((r = kp_hostio_load_creds(c, h, &got.cr, ret_msg)) < 0 ||
+        (r = kp_hostio_build_env(h, KP_ENV_LEAVE, NULL, &got.env, ret_msg)) < 0)
         goto out;
-    r = kp_hostio_run_phase(h, &cr, kp_sshjoinprofile_view(pr), KP_PROFILE_LEAVE, env, obs, ret_msg,
-                            NULL);
+    *lv = got;
+    memset(&got, 0, sizeof(got)); /* the caller's now */
 out:
-    kp_env_free(env);
-    kp_hostio_creds_done(&cr);
-    kp_entry_unref(pr);
+    kp_hostio_leave_done(&got);
     kp_free(name);
+    return r;
+}
+
+int kp_hostio_leave_run(struct kp_hostio_leave *lv, const struct kp_sshhost_view *h,
+                        const struct kp_ctx *ctx, const struct kp_ssh_observer *obs, char **ret_msg)
+{
+    return kp_hostio_run_phase(ctx, h, &lv->cr, kp_sshjoinprofile_view(lv->profile),
+                               KP_PROFILE_LEAVE, lv->env, obs, ret_msg, NULL);
+}
+
+void kp_hostio_leave_done(struct kp_hostio_leave *lv)
+{
+    lv->env = kp_env_free(lv->env);
+    kp_hostio_creds_done(&lv->cr);
+    lv->profile = kp_entry_unref(lv->profile);
+}
+
+int kp_hostio_leave(const struct kp_ctx *ctx, struct kp_store *profiles, struct kp_client *c,
+                    const struct kp_sshhost_view *h, const struct kp_ssh_observer *obs,
+                    char **ret_msg)
+{
+    struct kp_hostio_leave lv = {0};
+    int r;
+
+    if ((r = kp_hostio_leave_prepare(profiles, c, h, &lv, ret_msg)) == 0)
+        r = kp_hostio_leave_run(&lv, h, ctx, obs, ret_msg);
+    kp_hostio_leave_done(&lv);
     return r;
 }

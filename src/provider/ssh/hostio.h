@@ -21,6 +21,8 @@
 
 typedef struct json_t json_t;
 struct kp_client;
+struct kp_ctx;
+struct kp_entry;
 struct kp_events;
 struct kp_instance_type;
 struct kp_nodeclaim_view;
@@ -44,6 +46,9 @@ struct kp_hostio_creds {
     struct kp_secret *key;
     struct kp_secret *known_host; /* optional */
     const struct kp_fence *fence; /* the loading client's write fence (borrowed), or NULL */
+    /* The context every dial and phase with these creds runs under (borrowed, set by the
+     * caller after loading; NULL: none): cancelling it ends them (session.h). */
+    const struct kp_ctx *ctx;
 };
 void kp_hostio_creds_done(struct kp_hostio_creds *cr);
 
@@ -114,19 +119,41 @@ int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase
 void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
                       struct kp_ssh_target *ret);
 
-/* Runs one phase of profile pr on h with env, under the profile's timeout, and reports its
- * wall time to obs (optional) as install, join or leave. 0, or the runner's errors with *ret_msg
+/* Runs one phase of profile pr on h with env, under the profile's timeout or ctx's deadline
+ * (ctx NULL: cr->ctx, which may be NULL too), whichever comes first, and reports its wall time to obs (optional) as
+ * install, join or leave. Cancelling ctx closes the connection within a poll slice (-ECANCELED;
+ * the watchdog ends the remote script). 0, or the runner's errors with *ret_msg
  * (redacted). ret_fp (optional, KP_SSH_FP_SIZE bytes): the host key's fingerprint when no pin
  * existed yet (TOFU), else left alone. */
-int kp_hostio_run_phase(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
-                        const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
-                        const struct kp_env *env, const struct kp_ssh_observer *obs, char **ret_msg,
-                        char *ret_fp) KP_WUR;
+int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *h,
+                        const struct kp_hostio_creds *cr, const struct kp_sshjoinprofile_view *pr,
+                        enum kp_profile_phase phase, const struct kp_env *env,
+                        const struct kp_ssh_observer *obs, char **ret_msg, char *ret_fp) KP_WUR;
 
 /* Runs leave on h with the profile its install marker names (from profiles): loads the key,
  * builds the leave environment, runs and reports the phase. 0, -ENOENT (no marker, or the
  * profile is gone) or the errors above, always with *ret_msg on failure. */
-int kp_hostio_leave(struct kp_store *profiles, struct kp_client *c, const struct kp_sshhost_view *h,
-                    const struct kp_ssh_observer *obs, char **ret_msg) KP_WUR;
+int kp_hostio_leave(const struct kp_ctx *ctx, struct kp_store *profiles, struct kp_client *c,
+                    const struct kp_sshhost_view *h, const struct kp_ssh_observer *obs,
+                    char **ret_msg) KP_WUR;
+
+/* A leave in two halves, for a caller that runs the SSH half on another thread (jobs.h): the
+ * API half (profile, key Secret, environment) on a reconcile worker, then the phase. */
+struct kp_hostio_leave {
+    struct kp_entry *profile; /* a reference on the SSHJoinProfile entry */
+    struct kp_hostio_creds cr;
+    struct kp_env *env;
+};
+/* What kp_hostio_leave does before it dials: 0 with lv filled (release with _done), or
+ * -ENOENT (no marker, or the profile is gone) or the errors of the loads, with *ret_msg. */
+int kp_hostio_leave_prepare(struct kp_store *profiles, struct kp_client *c,
+                            const struct kp_sshhost_view *h, struct kp_hostio_leave *lv,
+                            char **ret_msg) KP_WUR;
+/* Runs the leave phase prepared in lv on h under ctx (NULL: none; session.h) and reports it to
+ * obs. Any thread. Errors of kp_hostio_run_phase. */
+int kp_hostio_leave_run(struct kp_hostio_leave *lv, const struct kp_sshhost_view *h,
+                        const struct kp_ctx *ctx, const struct kp_ssh_observer *obs,
+                        char **ret_msg) KP_WUR;
+void kp_hostio_leave_done(struct kp_hostio_leave *lv);
 
 #endif

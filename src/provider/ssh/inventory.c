@@ -20,8 +20,9 @@
 #include "base/alloc.h"
 #include "base/str.h"
 #include "core/provider.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
+#include "api/obj-karpenter.h"
+#include "api/requirements.h"
+#include "provider/ssh/obj-kpssh.h"
 
 bool kp_inventory_member(const struct kp_sshnodeclass_view *nc, const char *pool_ns,
                          const struct kp_sshhost_view *h)
@@ -219,14 +220,28 @@ static int build_type(const struct kp_sshnodeclass_view *nc, const char *pool_ns
         (r = kp_provider_kv_add(&it->labels, &it->n_labels, KP_LABEL_CAPACITY_TYPE,
                                 KP_CAPACITY_TYPE_ON_DEMAND)) < 0)
         return r;
-    it->offerings = kp_calloc(1, sizeof(*it->offerings));
-    if (!it->offerings)
-        return -ENOMEM;
-    it->n_offerings = 1;
-    it->offerings[0].zone = kp_strdup(KP_INVENTORY_ZONE);
-    it->offerings[0].capacity_type = kp_strdup(KP_CAPACITY_TYPE_ON_DEMAND);
-    if (!it->offerings[0].zone || !it->offerings[0].capacity_type)
-        return -ENOMEM;
+    {
+        const char *name = k->name, *arch = k->arch, *os = KP_INVENTORY_OS;
+        const char *zone = KP_INVENTORY_ZONE, *ct = KP_CAPACITY_TYPE_ON_DEMAND;
+
+        /* One zone and one capacity type per class today, so the type's sets and its
+         * offering's are single values; the sets are what the scheduler intersects. */
+        if ((r = kp_reqset_add(&it->reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, &name, 1, 0)) < 0 ||
+            (r = kp_reqset_add(&it->reqs, KP_LABEL_ARCH, KP_SEL_IN, &arch, 1, 0)) < 0 ||
+            (r = kp_reqset_add(&it->reqs, KP_LABEL_OS, KP_SEL_IN, &os, 1, 0)) < 0 ||
+            (r = kp_reqset_add(&it->reqs, KP_LABEL_ZONE, KP_SEL_IN, &zone, 1, 0)) < 0 ||
+            (r = kp_reqset_add(&it->reqs, KP_LABEL_CAPACITY_TYPE, KP_SEL_IN, &ct, 1, 0)) < 0)
+            return r;
+        it->offerings = kp_calloc(1, sizeof(*it->offerings));
+        if (!it->offerings)
+            return -ENOMEM;
+        it->n_offerings = 1;
+        if ((r = kp_reqset_add(&it->offerings[0].reqs, KP_LABEL_ZONE, KP_SEL_IN, &zone, 1, 0)) <
+                0 ||
+            (r = kp_reqset_add(&it->offerings[0].reqs, KP_LABEL_CAPACITY_TYPE, KP_SEL_IN, &ct, 1,
+                               0)) < 0)
+            return r;
+    }
     /* micro-USD per vCPU-hour x milli-vCPU / 1000; cpu and price are small (the CRD bounds the
      * price's text to 32 characters, a host's cpu to what a machine has). */
     it->offerings[0].price_micro_usd = nc->price_micro_usd * cpu / 1000;
@@ -325,21 +340,23 @@ out:
 
 bool kp_inventory_fits(const struct kp_instance_type *it, const struct kp_nodeclaim_view *nc)
 {
-    const struct kp_reqs *reqs = &nc->spec.requirements;
+    struct kp_reqset want;
+    bool ok = false;
 
-    if (nc->spec.reqs_error)
+    /* An amount too large to hold is kept aside in requests.bad, not in v: it fits nothing. */
+    if (nc->requests.n_bad > 0)
         return false;
-    for (size_t i = 0; i < reqs->n; i++) {
-        const char *v = kp_provider_kv_get(it->labels, it->n_labels, reqs->v[i].key);
-        struct kp_label l;
-
-        if (!v)
-            continue; /* a label the core owns (karpenter.sh/nodepool, ...) */
-        l.key = reqs->v[i].key;
-        l.value = v;
-        if (!kp_requirements_match(&reqs->v[i], 1, &l, 1))
-            return false;
-    }
+    if (kp_reqset_from_nodeclaim(nc, &want) < 0)
+        return false; /* refused by the projection, or out of memory: not a fit to claim on */
+    /* The type's set must meet the claim's, and so must one available offering's. Keys the
+     * type does not define (karpenter.sh/nodepool, ...) are the core's and constrain nothing. */
+    if (kp_reqset_intersects(&want, &it->reqs, NULL, 0))
+        for (size_t i = 0; i < it->n_offerings && !ok; i++)
+            ok = it->offerings[i].available &&
+                 kp_reqset_intersects(&want, &it->offerings[i].reqs, NULL, 0);
+    kp_reqset_done(&want);
+    if (!ok)
+        return false;
     for (size_t i = 0; i < nc->requests.n; i++) {
         const struct kp_res *rq = &nc->requests.v[i];
 

@@ -79,9 +79,9 @@ int kp_inventory_instance_types(const struct kp_sshnodeclass_view *nc, const cha
                                 struct kp_instance_types *ret, struct kp_strv *ret_skipped)
     KP_NONNULL(1, 2, 5) KP_WUR;
 
-/* True when it can back the NodeClaim: every NodeClaim requirement on a label the instance type
- * defines holds for its value (requirements on labels it does not define are the core's, such
- * as karpenter.sh/nodepool, and are left alone), and every resource request fits its
+/* True when it can back the NodeClaim: the NodeClaim's requirement set intersects the instance
+ * type's and an available offering's (api/requirements.h; keys the type does not define, such as
+ * karpenter.sh/nodepool, are the core's and are left alone), and every resource request fits its
  * allocatable. */
 bool kp_inventory_fits(const struct kp_instance_type *it, const struct kp_nodeclaim_view *nc)
     KP_NONNULL(1, 2);

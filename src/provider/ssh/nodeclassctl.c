@@ -46,10 +46,11 @@
 #include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
+#include "k8s/controller.h"
 #include "k8s/events.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "k8s/rfc3339.h"
 #include "k8s/reconciler.h"
 #include "k8s/status.h"
@@ -261,11 +262,8 @@ bool kp_nodeclass_host_labels_changed(const struct kp_labels *a, const struct kp
 struct kp_ssh_nodeclassctl {
     char *pool_ns;
     struct kp_informer *nodeclasses, *profiles, *hosts, *nodeclaims;
-    struct kp_events *events;
-    struct kp_events *own_events; /* made by start() when the options gave none */
-    struct kp_client *client;
-    struct kp_reconciler *rec;
-    atomic_bool started; /* read by _ready() on any thread */
+    struct kp_controller *base; /* reconciler, handlers, readiness, recorder */
+    struct kp_reconciler *rec;  /* base's, for the handlers' enqueues */
 };
 
 static void enqueue(struct kp_ssh_nodeclassctl *ctl, const char *name)
@@ -276,31 +274,51 @@ static void enqueue(struct kp_ssh_nodeclassctl *ctl, const char *name)
         kp_log_warn_errno(r, "nodeclass enqueue failed", KP_LF("nodeclass", name));
 }
 
-static void enqueue_all(struct kp_ssh_nodeclassctl *ctl)
-{
-    struct kp_store_list l = {0};
+/* A fan-out walk's failures, counted under the store's read lock and logged after it. */
+struct fanout {
+    struct kp_ssh_nodeclassctl *ctl;
+    unsigned failed;
+    int err;
+};
 
-    if (kp_store_list(kp_informer_store(ctl->nodeclasses), &l) < 0) {
-        kp_log_warn("nodeclass fan-out failed: out of memory");
-        return;
+/* Walk visitor: enqueue one class. Runs under the class store's read lock (store.h): no I/O,
+ * so no log line here. */
+static int enqueue_visit(void *ctx, struct kp_entry *e)
+{
+    struct fanout *f = ctx;
+    int r = kp_reconciler_enqueue(f->ctl->rec, e->name);
+
+    if (r < 0 && r != -ESHUTDOWN) {
+        f->failed++;
+        f->err = r;
     }
-    for (size_t i = 0; i < l.n; i++)
-        enqueue(ctl, l.v[i]->name);
-    kp_store_list_free(&l);
+    return 0;
+}
+
+static void fanout_done(const struct fanout *f, int walk, const char *key, const char *value)
+{
+    if (walk < 0)
+        kp_log_warn_errno(walk, "nodeclass fan-out failed", KP_LF(key, value));
+    else if (f->failed > 0)
+        kp_log_warn_errno(f->err, "nodeclass enqueue failed", KP_LF(key, value),
+                          KP_LF("failed", f->failed));
+}
+
+static void enqueue_all(struct kp_ssh_nodeclassctl *ctl, const char *host)
+{
+    struct fanout f = {.ctl = ctl};
+    int r = kp_store_walk(kp_informer_store(ctl->nodeclasses), enqueue_visit, &f);
+
+    fanout_done(&f, r, "sshhost", host);
 }
 
 static void profile_event(struct kp_ssh_nodeclassctl *ctl, const struct kp_entry *e)
 {
-    struct kp_store_list l = {0};
+    struct fanout f = {.ctl = ctl};
+    int r = kp_store_walk_index(kp_informer_store(ctl->nodeclasses), INDEX_NODECLASS_PROFILE,
+                                e->name, enqueue_visit, &f);
 
-    if (kp_store_by_index(kp_informer_store(ctl->nodeclasses), INDEX_NODECLASS_PROFILE, e->name,
-                          &l) < 0) {
-        kp_log_warn("nodeclass fan-out failed", KP_LF("profile", e->name));
-        return;
-    }
-    for (size_t i = 0; i < l.n; i++)
-        enqueue(ctl, l.v[i]->name);
-    kp_store_list_free(&l);
+    fanout_done(&f, r, "profile", e->name);
 }
 
 static void on_profile_add(void *ctx, const struct kp_entry *e)
@@ -319,7 +337,7 @@ static void on_host_add(void *ctx, const struct kp_entry *e)
     struct kp_ssh_nodeclassctl *ctl = ctx;
 
     if (kp_streq(e->ns, ctl->pool_ns))
-        enqueue_all(ctl);
+        enqueue_all(ctl, e->name);
 }
 
 static void on_host_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
@@ -330,7 +348,7 @@ static void on_host_update(void *ctx, const struct kp_entry *old_e, const struct
     if (kp_streq(new_e->ns, ctl->pool_ns) &&
         kp_nodeclass_host_labels_changed(&kp_sshhost_view(old_e)->meta.labels,
                                          &kp_sshhost_view(new_e)->meta.labels))
-        enqueue_all(ctl);
+        enqueue_all(ctl, new_e->name);
 }
 
 static const char *claim_class(const struct kp_entry *e)
@@ -369,8 +387,10 @@ static void index_profile(const struct kp_entry *e, kp_index_emit_fn emit, void 
         emit(p, ctx);
 }
 
-static int reconcile_fn(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+static int reconcile_fn(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                        uint64_t *ret_requeue)
 {
+    (void)cx; /* a reconcile here is API calls only, each bounded by the client's timeout */
     return kp_ssh_nodeclassctl_reconcile(ctx, c, key, ret_requeue);
 }
 
@@ -378,8 +398,7 @@ int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
                             struct kp_ssh_nodeclassctl **ret)
 {
     struct kp_ssh_nodeclassctl *ctl = NULL;
-    struct kp_reconciler_opts ro = {0};
-    struct kp_informer_handler h;
+    struct kp_controller_opts co = {0};
     int r;
 
     if (!o || !o->pool_namespace || !*o->pool_namespace || !o->client || !o->nodeclasses ||
@@ -388,7 +407,6 @@ int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
     ctl = kp_calloc(1, sizeof(*ctl));
     if (!ctl)
         return -ENOMEM;
-    atomic_init(&ctl->started, false);
     ctl->nodeclasses = o->nodeclasses;
     ctl->profiles = o->profiles;
     ctl->hosts = o->hosts;
@@ -398,100 +416,68 @@ int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
         r = -ENOMEM;
         goto out;
     }
-    ctl->events = o->events;
-    ctl->client = o->client;
-    ro.name = "sshnodeclass";
-    ro.workers = o->workers ? o->workers : 1;
-    ro.reconcile = reconcile_fn;
-    ro.ctx = ctl;
-    ro.client = o->client;
-    if ((r = kp_reconciler_new(&ro, &ctl->rec)) < 0)
+    co.name = "sshnodeclass";
+    co.group = "karpenter.kpssh.dev";
+    co.kind = "SSHNodeClass";
+    co.client = o->client;
+    co.reconcile = reconcile_fn;
+    co.ctx = ctl;
+    co.workers = o->workers;
+    co.events = o->events;
+    co.events_component = KP_SSH_NODECLASSCTL_COMPONENT;
+    if ((r = kp_controller_new(&co, &ctl->base)) < 0)
         goto out;
-
-    r = kp_informer_add_index(ctl->nodeclasses, INDEX_NODECLASS_PROFILE, index_profile);
-    if (r < 0 && r != -EEXIST)
+    ctl->rec = kp_controller_reconciler(ctl->base);
+    if ((r = kp_controller_add_index(ctl->base, ctl->nodeclasses, INDEX_NODECLASS_PROFILE,
+                                     index_profile)) < 0 ||
+        (r = kp_controller_add_index(ctl->base, ctl->nodeclaims, KP_SSH_INDEX_NODECLAIM_CLASS,
+                                     kp_ssh_index_nodeclaim_class)) < 0)
         goto out;
-    if ((r = kp_ssh_index_nodeclaims(ctl->nodeclaims)) < 0)
-        goto out;
-
-    h = kp_reconciler_handler(ctl->rec);
-    if ((r = kp_informer_add_handler(ctl->nodeclasses, &h)) < 0)
-        goto out;
-    h = (struct kp_informer_handler){.on_add = on_profile_add,
-                                     .on_update = on_profile_update,
-                                     .on_delete = on_profile_add,
-                                     .ctx = ctl};
-    if ((r = kp_informer_add_handler(ctl->profiles, &h)) < 0)
-        goto out;
-    h = (struct kp_informer_handler){
-        .on_add = on_host_add, .on_update = on_host_update, .on_delete = on_host_add, .ctx = ctl};
-    if ((r = kp_informer_add_handler(ctl->hosts, &h)) < 0)
-        goto out;
-    h = (struct kp_informer_handler){
-        .on_update = on_nodeclaim_update, .on_delete = on_nodeclaim_delete, .ctx = ctl};
-    if ((r = kp_informer_add_handler(ctl->nodeclaims, &h)) < 0)
+    if ((r = kp_controller_watch_keys(ctl->base, ctl->nodeclasses)) < 0 ||
+        (r = kp_controller_watch(ctl->base, ctl->profiles,
+                                 &(struct kp_informer_handler){.on_add = on_profile_add,
+                                                               .on_update = on_profile_update,
+                                                               .on_delete = on_profile_add,
+                                                               .ctx = ctl})) < 0 ||
+        (r = kp_controller_watch(ctl->base, ctl->hosts,
+                                 &(struct kp_informer_handler){.on_add = on_host_add,
+                                                               .on_update = on_host_update,
+                                                               .on_delete = on_host_add,
+                                                               .ctx = ctl})) < 0 ||
+        (r = kp_controller_watch(ctl->base, ctl->nodeclaims,
+                                 &(struct kp_informer_handler){.on_update = on_nodeclaim_update,
+                                                               .on_delete = on_nodeclaim_delete,
+                                                               .ctx = ctl})) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;
     r = 0;
 out:
-    if (ctl) { /* failed: take back the handlers added so far before freeing what they use */
-        if (ctl->rec)
-            (void)kp_informer_remove_handlers(ctl->nodeclasses, ctl->rec);
-        (void)kp_informer_remove_handlers(ctl->profiles, ctl);
-        (void)kp_informer_remove_handlers(ctl->hosts, ctl);
-        (void)kp_informer_remove_handlers(ctl->nodeclaims, ctl);
-    }
-    kp_ssh_nodeclassctl_free(ctl);
+    kp_ssh_nodeclassctl_free(ctl); /* the skeleton takes back the handlers it added */
     return r;
 }
 
 int kp_ssh_nodeclassctl_start(struct kp_ssh_nodeclassctl *ctl)
 {
-    int r;
-
-    if (atomic_load(&ctl->started))
-        return 0;
-    if (!ctl->events) {
-        /* reportingInstance: the pod name, which is the hostname in a pod. */
-        char host[256] = "kpssh-controller";
-        struct kp_events_opts eo = {.controller = KP_SSH_NODECLASSCTL_COMPONENT, .instance = host};
-
-        if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
-            memcpy(host, "kpssh-controller", sizeof("kpssh-controller"));
-        host[sizeof(host) - 1] = '\0';
-
-        if ((r = kp_events_new(ctl->client, &eo, &ctl->own_events)) < 0)
-            return r;
-        ctl->events = ctl->own_events;
-    }
-    if ((r = kp_reconciler_start(ctl->rec)) < 0)
-        return r;
-    atomic_store(&ctl->started, true);
-    return 0;
+    return kp_controller_start(ctl->base);
 }
 
 void kp_ssh_nodeclassctl_stop(struct kp_ssh_nodeclassctl *ctl)
 {
-    if (!ctl)
-        return;
-    kp_reconciler_stop(ctl->rec);
-    atomic_store(&ctl->started, false); /* startable again (a replica that leads again) */
+    if (ctl)
+        kp_controller_stop(ctl->base);
 }
 
 bool kp_ssh_nodeclassctl_ready(struct kp_ssh_nodeclassctl *ctl)
 {
-    return ctl && atomic_load(&ctl->started) && kp_reconciler_running(ctl->rec) &&
-           kp_informer_synced(ctl->nodeclasses) && kp_informer_synced(ctl->profiles) &&
-           kp_informer_synced(ctl->hosts) && kp_informer_synced(ctl->nodeclaims);
+    return ctl && kp_controller_ready(ctl->base);
 }
 
 struct kp_ssh_nodeclassctl *kp_ssh_nodeclassctl_free(struct kp_ssh_nodeclassctl *ctl)
 {
     if (!ctl)
         return NULL;
-    ctl->rec = kp_reconciler_free(ctl->rec);
-    ctl->own_events = kp_events_free(ctl->own_events);
+    ctl->base = kp_controller_free(ctl->base);
     kp_free(ctl->pool_ns);
     kp_free(ctl);
     return NULL;
@@ -507,8 +493,10 @@ static void emit_transition(struct kp_ssh_nodeclassctl *ctl, const struct kp_ssh
                                .name = nc->e.name,
                                .uid = nc->e.uid};
     struct kp_buf note = KP_BUF_INIT(KP_EVENTS_NOTE_MAX);
+    /* Made by the skeleton's start before the workers: never NULL on a worker. */
+    struct kp_events *events = kp_controller_events(ctl->base);
 
-    if (!ctl->events)
+    if (!events)
         return;
     /* The message is cut well below the note limit; the condition holds all of it. */
     if (kp_buf_printf(&note, "Ready=%s (%s)%s%.768s", kp_cond_status_name(want->status),
@@ -517,7 +505,7 @@ static void emit_transition(struct kp_ssh_nodeclassctl *ctl, const struct kp_ssh
         return;
     }
     /* Dropped events are counted by the recorder; the condition is the record that matters. */
-    (void)kp_events_emit(ctl->events, &ref,
+    (void)kp_events_emit(events, &ref,
                          want->status == KP_COND_TRUE ? KP_EVENT_NORMAL : KP_EVENT_WARNING,
                          want->reason, "StatusChange", kp_buf_str(&note));
     kp_buf_done(&note);

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "base/macro.h"
-#include "k8s/obj.h"
+#include "api/obj.h"
 
 struct kp_buf;
 struct kp_client;
@@ -118,10 +118,11 @@ struct kp_ssh_nodeclassctl_opts {
 
 struct kp_ssh_nodeclassctl;
 
-/* A stopped controller. Adds its handlers to the four informers and the NodeClaim class index
- * (provider/ssh/indexes.h) plus a profile index to the node-class informer; the informers must
- * not have started and must outlive the controller. Call on the main thread.
- * 0, -EINVAL (missing option), -E2BIG (an informer has no handler slot left), -ENOMEM. */
+/* A stopped controller (on the skeleton of k8s/controller.h). Adds its handlers to the four
+ * informers and the NodeClaim class index (provider/ssh/indexes.h) plus a profile index to the
+ * node-class informer; the informers must not have started and must outlive the controller. On
+ * an error nothing stays registered. Call on the main thread.
+ * 0, -EINVAL (missing option), -EBUSY (an informer started), -ENOMEM. */
 int kp_ssh_nodeclassctl_new(const struct kp_ssh_nodeclassctl_opts *o,
                             struct kp_ssh_nodeclassctl **ret) KP_WUR;
 /* Starts the workers (after or before the informers; keys queue up until they sync). 0 or
@@ -131,8 +132,8 @@ int kp_ssh_nodeclassctl_start(struct kp_ssh_nodeclassctl *ctl) KP_WUR;
 void kp_ssh_nodeclassctl_stop(struct kp_ssh_nodeclassctl *ctl);
 /* True once started and its four informers have synced (a /readyz check). Any thread. */
 bool kp_ssh_nodeclassctl_ready(struct kp_ssh_nodeclassctl *ctl);
-/* Stops and frees; accepts and returns NULL. The informers keep handlers that point at the
- * controller: free it only after the informers have stopped. */
+/* Stops, takes its handlers back out of the informers and frees; accepts and returns NULL.
+ * Free it only after the informers have stopped (and before they are freed). */
 struct kp_ssh_nodeclassctl *kp_ssh_nodeclassctl_free(struct kp_ssh_nodeclassctl *ctl);
 
 /* The reconcile step for one class (the reconciler calls it; tests may too). */

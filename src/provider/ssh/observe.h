@@ -3,7 +3,8 @@
  * The provider layer does not depend on http/ (scripts/check-layers.sh); it reports through
  * this small set of callbacks instead, and kpssh-controller adapts them to its metric
  * families (kpssh_host_probe_duration_seconds, kpssh_instance_phase_duration_seconds,
- * kpssh_host_zombie_actions_total). Tests pass their own or none.
+ * kpssh_host_zombie_actions_total, kpssh_ssh_jobs_total, kpssh_ssh_jobs_in_flight). Tests pass
+ * their own or none.
  *
  * Callbacks run on the reporting worker's thread, several at once: they must be thread-safe
  * and must not block. Every callback may be NULL, and so may the observer itself. */
@@ -29,6 +30,11 @@ struct kp_ssh_observer {
     void (*phase)(void *ctx, const char *phase, bool success, uint64_t usec);
     /* The zombie guard acted. */
     void (*zombie)(void *ctx, const char *action);
+    /* An SSH job of the pool (jobs.h) ended: kind "probe", "install", "join" or "leave";
+     * result "success", "error", "timeout" or "cancelled"; usec it ran. */
+    void (*job)(void *ctx, const char *kind, const char *result, uint64_t usec);
+    /* An SSH job started (+1) or ended (-1) running on a pool thread. */
+    void (*jobs_running)(void *ctx, int delta);
     void *ctx;
 };
 

@@ -51,14 +51,13 @@ static bool machine_ok(const char *s)
     return true;
 }
 
-static int fail(const char **ret_why, const char *why)
+static int fail(char **ret_msg, const char *why)
 {
-    if (ret_why)
-        *ret_why = why;
+    kp_msg_set(ret_msg, "%s", why);
     return -KP_EPARSE;
 }
 
-int kp_probe_parse(const char *p, size_t n, struct kp_probe_result *ret, const char **ret_why)
+int kp_probe_parse(const char *p, size_t n, struct kp_probe_result *ret, char **ret_msg)
 {
     char f[PROBE_FIELDS][KP_PROBE_FIELD_MAX];
     struct kp_probe_result res;
@@ -67,12 +66,11 @@ int kp_probe_parse(const char *p, size_t n, struct kp_probe_result *ret, const c
     uint64_t kb;
 
     if (n > KP_MAX_PROBE_OUTPUT) {
-        if (ret_why)
-            *ret_why = "probe output is too long";
+        kp_msg_set(ret_msg, "probe output is too long");
         return -KP_ELIMIT;
     }
     if (n && !p)
-        return fail(ret_why, "probe output missing");
+        return fail(ret_msg, "probe output missing");
     while (i < n) {
         size_t start, len;
 
@@ -85,23 +83,23 @@ int kp_probe_parse(const char *p, size_t n, struct kp_probe_result *ret, const c
             i++;
         len = i - start;
         if (nf == PROBE_FIELDS)
-            return fail(ret_why, "probe printed more than four fields");
+            return fail(ret_msg, "probe printed more than four fields");
         if (len >= KP_PROBE_FIELD_MAX)
-            return fail(ret_why, "probe printed an overlong field");
+            return fail(ret_msg, "probe printed an overlong field");
         if (memchr(p + start, '\0', len))
-            return fail(ret_why, "probe output holds a NUL byte");
+            return fail(ret_msg, "probe output holds a NUL byte");
         memcpy(f[nf], p + start, len);
         f[nf][len] = '\0';
         nf++;
     }
     if (nf < 3)
-        return fail(ret_why, "probe printed fewer than three fields (nproc, MemTotal, uname -m)");
+        return fail(ret_msg, "probe printed fewer than three fields (nproc, MemTotal, uname -m)");
     if (kp_safe_atou32(f[0], &cpus) < 0 || cpus == 0 || cpus > KP_PROBE_MAX_CPUS)
-        return fail(ret_why, "nproc did not print a CPU count");
+        return fail(ret_msg, "nproc did not print a CPU count");
     if (kp_safe_atou64(f[1], &kb) < 0 || kb == 0 || kb > KP_PROBE_MAX_MEM_KB)
-        return fail(ret_why, "MemTotal is not a size in kB");
+        return fail(ret_msg, "MemTotal is not a size in kB");
     if (!machine_ok(f[2]))
-        return fail(ret_why, "uname -m printed an unexpected machine name");
+        return fail(ret_msg, "uname -m printed an unexpected machine name");
     memset(&res, 0, sizeof(res));
     res.cpus = cpus;
     res.mem_bytes = kb * 1024;

@@ -39,10 +39,10 @@ struct kp_probe_result {
     bool kubelet_active;              /* the fourth field is exactly "active" */
 };
 
-/* Parses probe output p[n] (need not be NUL-terminated). 0 with *ret filled, or -KP_EPARSE with
- * *ret_why (optional) set to a static explanation, or -KP_ELIMIT when n > KP_MAX_PROBE_OUTPUT.
- * *ret is written only on success. */
-int kp_probe_parse(const char *p, size_t n, struct kp_probe_result *ret, const char **ret_why)
+/* Parses probe output p[n] (need not be NUL-terminated). 0 with *ret filled, or -KP_EPARSE, or
+ * -KP_ELIMIT when n > KP_MAX_PROBE_OUTPUT, each with *ret_msg (optional; base/err.h) saying
+ * what is wrong. *ret is written only on success. */
+int kp_probe_parse(const char *p, size_t n, struct kp_probe_result *ret, char **ret_msg)
     KP_NONNULL(3) KP_WUR;
 
 /* The Kubernetes-style architecture of a machine name: x86_64/amd64 -> "amd64", aarch64/arm64 ->

@@ -23,11 +23,11 @@
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/err.h"
 #include "base/str.h"
-#include "k8s/obj-kpssh.h"
+#include "provider/ssh/obj-kpssh.h"
 #include "provider/ssh/profile.h"
 
-#define KP_PROFILE_MAX_ERROR 1024u
 /* How much of an offending identifier a message quotes. */
 #define KP_PROFILE_QUOTE_MAX 64u
 
@@ -38,27 +38,17 @@ const char *kp_profile_phase_name(enum kp_profile_phase phase)
     return (unsigned)phase < KP_PROFILE_PHASES ? phase_names[phase] : NULL;
 }
 
-static int profile_fail(char **reterr, const char *fmt, ...) KP_PRINTF(2, 3);
+static int profile_fail(char **ret_msg, const char *fmt, ...) KP_PRINTF(2, 3);
 
-static int profile_fail(char **reterr, const char *fmt, ...)
+/* Sets the ProfileInvalid message (base/err.h) and returns -EINVAL: the verdict stands even
+ * when the text cannot be allocated. */
+static int profile_fail(char **ret_msg, const char *fmt, ...)
 {
-    struct kp_buf b = KP_BUF_INIT(KP_PROFILE_MAX_ERROR);
     va_list ap;
-    char *s;
-    int r;
 
-    if (!reterr)
-        return -EINVAL;
     va_start(ap, fmt);
-    r = kp_buf_vprintf(&b, fmt, ap);
+    kp_msg_setv(ret_msg, fmt, ap);
     va_end(ap);
-    if (r < 0) {
-        kp_buf_done(&b);
-        return -EINVAL; /* the message is lost; the verdict stands */
-    }
-    s = kp_buf_steal(&b, NULL);
-    if (s)
-        *reterr = s;
     return -EINVAL;
 }
 
@@ -260,7 +250,7 @@ static bool version_ok(const char *v)
     return true;
 }
 
-static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase ph, char **reterr)
+static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase ph, char **ret_msg)
 {
     const struct kp_profile_text *s = &p->scripts[ph];
     const char *name = phase_names[ph];
@@ -271,26 +261,26 @@ static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase p
     if (!s->data) {
         if (ph == KP_PROFILE_UNINSTALL)
             return 0;
-        return profile_fail(reterr,
+        return profile_fail(ret_msg,
                             "spec.scripts.%s is missing: every profile needs install, "
                             "join and leave scripts (an install with nothing to do can "
                             "be `exit 0`)",
                             name);
     }
     if (s->len == 0)
-        return profile_fail(reterr,
+        return profile_fail(ret_msg,
                             "spec.scripts.%s is empty: write the script, or `exit 0` "
                             "when the phase has nothing to do",
                             name);
     if (s->len > KP_MAX_PROFILE_SCRIPT)
-        return profile_fail(reterr,
+        return profile_fail(ret_msg,
                             "spec.scripts.%s is %zu bytes, more than the limit of %u "
                             "(256 KiB): move large payloads to the host or a download",
                             name, s->len, KP_MAX_PROFILE_SCRIPT);
     nul = memchr(s->data, '\0', s->len);
     if (nul) {
         line_col(s->data, (size_t)(nul - s->data), &line, &col);
-        return profile_fail(reterr,
+        return profile_fail(ret_msg,
                             "spec.scripts.%s:%zu:%zu: the script holds a NUL byte, "
                             "which bash cannot run",
                             name, line, col);
@@ -298,7 +288,7 @@ static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase p
     t = find_template(s->data, s->len, &off);
     if (t >= 0) {
         line_col(s->data, off, &line, &col);
-        return profile_fail(reterr,
+        return profile_fail(ret_msg,
                             "spec.scripts.%s:%zu:%zu: {{ .%s }} is a template, but "
                             "kpssh profiles are plain scripts: read \"$%s\" from the "
                             "environment instead",
@@ -310,7 +300,7 @@ static int check_script(const struct kp_profile_spec *p, enum kp_profile_phase p
 /* The leave contract: leave runs with no node class in hand (a release, the zombie guard), so a
  * leave script may not use KPSSH_VAR_* or KPSSH_SECRET_*, and one that mentions either makes the
  * profile invalid (docs/join-profiles.md). */
-static int check_leave(const struct kp_profile_spec *p, char **reterr)
+static int check_leave(const struct kp_profile_spec *p, char **ret_msg)
 {
     static const char *const banned[] = {"KPSSH_VAR_", "KPSSH_SECRET_"};
     const struct kp_profile_text *s = &p->scripts[KP_PROFILE_LEAVE];
@@ -328,7 +318,7 @@ static int check_leave(const struct kp_profile_spec *p, char **reterr)
     while (end < s->len && is_ident(s->data[end]) && end - best < KP_PROFILE_QUOTE_MAX)
         end++;
     line_col(s->data, best, &line, &col);
-    return profile_fail(reterr,
+    return profile_fail(ret_msg,
                         "spec.scripts.leave:%zu:%zu: leave mentions %.*s, but leave runs "
                         "without a node class (on release and from the zombie guard), "
                         "so no KPSSH_VAR_* or KPSSH_SECRET_* is ever set there; only "
@@ -338,20 +328,20 @@ static int check_leave(const struct kp_profile_spec *p, char **reterr)
                         line, col, (int)(end - best), s->data + best);
 }
 
-int kp_profile_validate(const struct kp_profile_spec *p, char **reterr)
+int kp_profile_validate(const struct kp_profile_spec *p, char **ret_msg)
 {
     enum kp_profile_phase ph;
     uint32_t secs;
     int r;
 
     for (ph = KP_PROFILE_INSTALL; ph < KP_PROFILE_PHASES; ph++) {
-        if ((r = check_script(p, ph, reterr)) < 0)
+        if ((r = check_script(p, ph, ret_msg)) < 0)
             return r;
     }
-    if ((r = check_leave(p, reterr)) < 0)
+    if ((r = check_leave(p, ret_msg)) < 0)
         return r;
     if (p->version && p->version[0] != '\0' && !version_ok(p->version))
-        return profile_fail(reterr,
+        return profile_fail(ret_msg,
                             "spec.version \"%.*s\" is invalid: use 1 to 63 of "
                             "A-Z a-z 0-9 . _ - (for example \"1\" or \"2024.06-rc1\")",
                             (int)KP_MIN(strlen(p->version), (size_t)KP_PROFILE_QUOTE_MAX),
@@ -363,10 +353,10 @@ int kp_profile_validate(const struct kp_profile_spec *p, char **reterr)
             continue;
         r = kp_profile_parse_duration(t->data, t->len, &secs);
         if (r == -ERANGE)
-            return profile_fail(reterr, "spec.timeouts.%s is too long: stay below 136 years",
+            return profile_fail(ret_msg, "spec.timeouts.%s is too long: stay below 136 years",
                                 phase_names[ph]);
         if (r < 0)
-            return profile_fail(reterr,
+            return profile_fail(ret_msg,
                                 "spec.timeouts.%s \"%.*s\" is not a duration: write "
                                 "whole numbers with s, m or h, such as 90s, 10m or "
                                 "1h30m (no fractions, no ms, no bare numbers)",
@@ -375,7 +365,7 @@ int kp_profile_validate(const struct kp_profile_spec *p, char **reterr)
     }
     for (ph = KP_PROFILE_INSTALL; ph < KP_PROFILE_PHASES; ph++) {
         if (p->signatures[ph].data && p->signatures[ph].len > KP_MAX_PROFILE_SIGNATURE)
-            return profile_fail(reterr,
+            return profile_fail(ret_msg,
                                 "spec.signatures.%s is %zu bytes, more than the limit of "
                                 "%u: it should be one armored SSH SIGNATURE block",
                                 phase_names[ph], p->signatures[ph].len, KP_MAX_PROFILE_SIGNATURE);
@@ -403,7 +393,7 @@ int kp_profile_marker(const struct kp_profile_spec *p, char **ret_marker)
 _Static_assert((int)KP_SJP_INSTALL == (int)KP_PROFILE_INSTALL &&
                    (int)KP_SJP_UNINSTALL == (int)KP_PROFILE_UNINSTALL &&
                    (int)KP_SJP_PHASES == (int)KP_PROFILE_PHASES,
-               "SSHJoinProfile phases differ between k8s/obj-kpssh.h and profile.h");
+               "SSHJoinProfile phases differ between provider/ssh/obj-kpssh.h and profile.h");
 
 void kp_profile_spec_from_view(const struct kp_sshjoinprofile_view *v, struct kp_profile_spec *ret)
 {

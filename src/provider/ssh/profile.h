@@ -62,7 +62,7 @@ struct kp_profile_spec {
 /* "install", "join", "leave", "uninstall"; NULL for anything else. */
 const char *kp_profile_phase_name(enum kp_profile_phase phase);
 
-/* Checks the whole spec. 0, -ENOMEM, or -EINVAL when the profile is invalid; then *reterr
+/* Checks the whole spec. 0, -ENOMEM, or -EINVAL when the profile is invalid; then *ret_msg
  * (optional) receives a message for the ProfileInvalid condition, owned by the caller (kp_free),
  * naming the field, and for script problems the line and column, and saying what to do. Checks:
  * install, join and leave present and non-empty; every script at most KP_MAX_PROFILE_SCRIPT
@@ -71,7 +71,7 @@ const char *kp_profile_phase_name(enum kp_profile_phase phase);
  * KPSSH_SECRET_; version matches ^[A-Za-z0-9._-]{1,63}$; each timeout matches
  * ^([0-9]+(s|m|h))+$ without overflow; each signature at most KP_MAX_PROFILE_SIGNATURE bytes.
  * The first problem found is reported. */
-int kp_profile_validate(const struct kp_profile_spec *p, char **reterr) KP_NONNULL(1) KP_WUR;
+int kp_profile_validate(const struct kp_profile_spec *p, char **ret_msg) KP_NONNULL(1) KP_WUR;
 
 /* Parses a duration of the profile timeout grammar ^([0-9]+(s|m|h))+$ from (s, n), e.g. "90s",
  * "10m", "1h30m". 0 with *ret_seconds set, -EINVAL for text outside the grammar, -ERANGE when the
@@ -83,7 +83,7 @@ int kp_profile_parse_duration(const char *s, size_t n, uint32_t *ret_seconds) KP
 int kp_profile_timeout(const struct kp_profile_spec *p, enum kp_profile_phase phase,
                        uint32_t *ret_seconds) KP_NONNULL(1, 3) KP_WUR;
 
-/* --- the cached SSHJoinProfile (k8s/obj-kpssh.h) --------------------------------------------
+/* --- the cached SSHJoinProfile (provider/ssh/obj-kpssh.h) --------------------------------------------
  * The profile checks live here, not in k8s/, because this module owns the contract and k8s/ may
  * not include provider/ (STYLE.md section 2); the projection is adapted at this boundary. */
 struct kp_sshjoinprofile_view;
@@ -96,7 +96,7 @@ void kp_profile_spec_from_view(const struct kp_sshjoinprofile_view *v, struct kp
 
 /* kp_profile_validate() over a projection plus the CRD's remaining syntax rules (signatures are
  * SSHSIG armour, no uninstall signature without an uninstall script, timeouts of at most 32
- * characters), reported like the CRD validators of k8s/obj-karpenter.h: appends one line
+ * characters), reported like the CRD validators of api/obj-karpenter.h: appends one line
  * "<field>: <problem>" per problem to msg (NULL: only count; kp_profile_validate contributes its
  * first problem only) and returns the number of problems, -ENOMEM, or -KP_ELIMIT when msg's
  * ceiling is crossed. */

@@ -12,7 +12,9 @@
  *   Available --claim--> Claimed{claimRef=name,uid}                          (Create)
  *   Claimed   --install ok--> Claimed{installedProfile=<p>@<v>}              (cold host only)
  *   Claimed   --token minted--> Claimed{bootstrapTokenID}                    (before join)
- *   Claimed   --Node registered--> InUse{providerID, bootstrapTokenID=null}  (not at join exit)
+ *   Claimed   --join exit 0--> Claimed{providerID}       (Static: Create returns, Launched)
+ *   Claimed   --Node registered--> InUse{providerID}     (host controller; then token collected)
+ *   Claimed   --adopting Node registered--> InUse{providerID, adoptedProviderID}  (Adopt: Create)
  *   Claimed   --config error--> Available (claim cleared; NodeClaim gets ConfigurationError)
  *   Claimed   --script/registration failure--> Unhealthy{lastProbeError}     (claim cleared)
  *   InUse|Claimed --Delete, fence ok--> Leaving{claimRef kept}                (Delete)
@@ -27,31 +29,53 @@
  * proceeds only while the claim is this NodeClaim's (name and uid), moving to Leaving by CAS so
  * the check and the state change are one atomic step; a late Delete for a dead NodeClaim answers
  * NotFound and touches nothing, not even a successor's node. The token id is recorded before
- * join so a crash never loses track of a live token; it is deleted once the Node exists.
+ * join so a crash never loses track of a live token; it is deleted once the Node exists (by the
+ * host controller, hostctl.c, for Static).
+ *
+ * Create ends at launch, as Karpenter's CloudProvider.Create does: a Static join's providerID is
+ * ours (kpssh://<ns>/<host>), so it is written when the join script exits 0 and Create returns;
+ * registration is the core's to wait for, and the host controller marks the host InUse when the
+ * Node appears. A Node that never comes is Karpenter's registration timeout: the core deletes
+ * the NodeClaim and Delete runs leave. Only Adopt, whose providerID is the registering Node's
+ * own, waits inside Create (bounded by the registration timeout and the caller's ctx).
+ *
+ * Cancellation: every op checks its ctx between steps, and the install and join phases run
+ * under it (hostio.c hands it to the SSH session, which looks at it every poll slice). A phase
+ * ended by the ctx leaves the claim in place and answers RETRYABLE: the next Create resumes.
+ *
+ * Catalog: instance types are built per SSHNodeClass from the SSHHost store (inventory.c) and
+ * published as a refcounted, immutable kp_instance_catalog. A get whose stores have not changed
+ * since the last build (their generations) hands out another reference to the same catalog; a
+ * changed store rebuilds, and the result is republished under a new version only when it
+ * differs, so a status write that moves nothing (a probe's timestamp) costs one build and no
+ * version bump. Create, Get and List use the same catalog.
  *
  * Reads come from the informer stores (possibly stale: a stale read only costs a Conflict);
  * the Delete fence and every retry after a Conflict read the host fresh from the API server.
- * Registration is a read of the Node informer's store through the shared indexes (indexes.h:
- * providerID for Static, InternalIP for Adopt), so waiting for it costs no API request; without
- * a Node store it falls back to asking the API server.
+ * Adopt's registration wait is a read of the Node informer's store through the shared indexes
+ * (indexes.h: InternalIP), so waiting costs no API request; without a Node store it falls back
+ * to asking the API server.
  *
  * Reaching a host (Secrets, the KPSSH_* environment, running and timing a phase, leave by
  * marker) lives in hostio.c, shared with the host controller (hostctl.c), whose zombie guard
  * must leave exactly as Delete does. Every phase's wall time goes to the observer (observe.h).
  *
  * Threads: each op runs on the calling worker's thread with that worker's client; SSH sessions
- * are per phase and per call. Nothing here is mutable after kp_ssh_provider_new().
+ * are per phase and per call. The published catalogs are the only mutable state, under a mutex
+ * held for lookups and swaps, never for a build.
  * Logging: this file is the decision point for host transitions and logs them once. */
 #include "provider/ssh/provider.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
@@ -60,9 +84,9 @@
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/events.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
 #include "provider/ssh/claim.h"
@@ -75,14 +99,29 @@
 #include "provider/ssh/session.h"
 #include "provider/ssh/token.h"
 
+/* How often an Adopt registration wait looks at its context (a cancel ends it this fast). */
+#define KP_SSH_REGISTRATION_CTX_RECHECK_USEC (200 * 1000ULL)
+
+/* One node class's published catalog and the store generations it was built from. */
+struct published {
+    char *nodeclass;
+    uint64_t hosts_gen, classes_gen;
+    struct kp_instance_catalog *cat;
+};
+
 struct kp_ssh_provider {
     char *pool_ns;
     char *bootstrap_group; /* auth-extra-groups of the tokens it mints */
     struct kp_store *hosts, *nodeclasses, *profiles;
-    struct kp_store *nodes; /* optional: registration reads it instead of the API */
+    struct kp_store *nodes; /* optional: Adopt's registration reads it instead of the API */
     struct kp_events *events;
     const struct kp_ssh_observer *observer;
     uint64_t reg_timeout, reg_poll;
+    /* The catalogs, the only mutable state: under mu, held briefly (never across a build). */
+    pthread_mutex_t mu;
+    struct published *pub;
+    size_t n_pub;
+    uint64_t version; /* the last version published */
 };
 
 int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_provider **ret)
@@ -95,6 +134,7 @@ int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_p
     p = kp_calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
+    pthread_mutex_init(&p->mu, NULL);
     p->pool_ns = kp_strdup(opts->pool_namespace);
     p->bootstrap_group = kp_strdup(opts->bootstrap_group ? opts->bootstrap_group : KP_TOKEN_GROUP);
     if (!p->pool_ns || !p->bootstrap_group) {
@@ -119,6 +159,12 @@ struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
 {
     if (!p)
         return NULL;
+    for (size_t i = 0; i < p->n_pub; i++) {
+        kp_free(p->pub[i].nodeclass);
+        kp_instance_catalog_unref(p->pub[i].cat);
+    }
+    kp_free(p->pub);
+    pthread_mutex_destroy(&p->mu);
     kp_free(p->pool_ns);
     kp_free(p->bootstrap_group);
     kp_free(p);
@@ -222,6 +268,111 @@ static int types_for(struct kp_ssh_provider *p, const struct kp_sshnodeclass_vie
     return r;
 }
 
+/* The published entry of the node class called name, or NULL. Under p->mu. */
+static struct published *published_find(struct kp_ssh_provider *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_pub; i++)
+        if (kp_streq(p->pub[i].nodeclass, name))
+            return &p->pub[i];
+    return NULL;
+}
+
+/* The published entry of the node class called name in *ret, added empty (no catalog) when there
+ * is none. Under p->mu. */
+static int published_get(struct kp_ssh_provider *p, const char *name, struct published **ret)
+{
+    struct published *nv;
+    char *dup;
+
+    if ((*ret = published_find(p, name)))
+        return 0;
+    if (!(nv = kp_reallocarray(p->pub, p->n_pub + 1, sizeof(*nv))))
+        return -ENOMEM;
+    p->pub = nv;
+    if (!(dup = kp_strdup(name)))
+        return -ENOMEM;
+    *ret = &p->pub[p->n_pub++];
+    **ret = (struct published){.nodeclass = dup};
+    return 0;
+}
+
+/* The published catalog of the node class called name (a new reference in *ret): the one
+ * published last when neither store changed since it was built; otherwise built afresh from the
+ * stores and republished under a new version, unless it came out equal to the published one,
+ * which then stays (with its version) and is marked current. A missing node class is the empty
+ * catalog, version 0, and its published entry is dropped (a class created again publishes under
+ * a new version, never the one served before the 0). Builds run outside the lock: two callers
+ * that both see a change may both build; the second to publish finds the first's equal catalog
+ * and keeps it, and a build from generations older than the published one's is not published
+ * (the caller gets the newer one). */
+static int catalog_for(struct kp_ssh_provider *p, const char *name,
+                       struct kp_instance_catalog **ret)
+{
+    uint64_t hg = kp_store_generation(p->hosts), cg = kp_store_generation(p->nodeclasses);
+    struct kp_instance_types types = {0};
+    struct kp_entry *e = NULL;
+    struct published *pb = NULL;
+    int r;
+
+    pthread_mutex_lock(&p->mu);
+    pb = published_find(p, name);
+    if (pb && pb->hosts_gen == hg && pb->classes_gen == cg) {
+        *ret = kp_instance_catalog_ref(pb->cat);
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+
+    r = kp_store_get(p->nodeclasses, name, &e);
+    if (r == -ENOENT) {
+        pthread_mutex_lock(&p->mu);
+        if ((pb = published_find(p, name))) {
+            kp_free(pb->nodeclass);
+            kp_instance_catalog_unref(pb->cat);
+            *pb = p->pub[--p->n_pub];
+        }
+        pthread_mutex_unlock(&p->mu);
+        return kp_instance_catalog_new(&types, 0, ret);
+    }
+    if (r < 0)
+        return r;
+    r = types_for(p, kp_sshnodeclass_view(e), &types);
+    kp_entry_unref(e);
+    if (r < 0)
+        return r;
+
+    pthread_mutex_lock(&p->mu);
+    if ((r = published_get(p, name, &pb)) < 0)
+        goto out;
+    if (pb->cat && (pb->hosts_gen > hg || pb->classes_gen > cg)) {
+        /* Another caller published a build from newer snapshots while we built: keep it. */
+        *ret = kp_instance_catalog_ref(pb->cat);
+        r = 0;
+        goto out;
+    }
+    if (!pb->cat || !kp_instance_types_equal(&pb->cat->own_, &types)) {
+        struct kp_instance_catalog *cat = NULL;
+
+        if ((r = kp_instance_catalog_new(&types, p->version + 1, &cat)) < 0)
+            goto out;
+        p->version++;
+        /* Readers still holding the old catalog keep it alive until they let go. */
+        kp_instance_catalog_unref(pb->cat);
+        pb->cat = cat;
+        kp_log_debug("instance types published", KP_LF("nodeclass", name),
+                     KP_LF("version", p->version), KP_LF("types", (uint64_t)cat->n));
+    }
+    /* Only the generations read before the build: a change during it rebuilds next time. */
+    pb->hosts_gen = hg;
+    pb->classes_gen = cg;
+    *ret = kp_instance_catalog_ref(pb->cat);
+    r = 0;
+out:
+    pthread_mutex_unlock(&p->mu);
+    kp_instance_types_done(&types);
+    return r;
+}
+
 /* Fills ret from the host and its instance type (it may be NULL: the host's own capacity). */
 static int instance_fill(const struct kp_sshhost_view *h, const char *nodeclaim,
                          const char *provider_id, const struct kp_instance_type *it,
@@ -269,6 +420,29 @@ static int instance_fill(const struct kp_sshhost_view *h, const char *nodeclaim,
     r = 0;
 out:
     kp_provider_instance_done(&in);
+    return r;
+}
+
+/* A NodeClaim requesting an amount kpssh cannot hold fits no host (kp_inventory_fits): that is
+ * the user's to fix, said with the validator's text, not a lack of capacity. */
+static int requests_check(const struct kp_nodeclaim_view *nc, struct kp_provider_err *err)
+{
+    struct kp_buf lines = KP_BUF_INIT(KP_MSG_MAX);
+    int r;
+
+    if (nc->requests.n_bad == 0)
+        return 0;
+    r = kp_nodeclaim_validate(nc, &lines);
+    if (r == -ENOMEM)
+        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+    else
+        r = kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG,
+                                "NodeClaim %s: %s", nc->e.name, kp_buf_str(&lines));
+    /* One line per problem in the report; a condition message reads better on one line. */
+    for (char *q = err ? err->message : NULL; q && *q; q++)
+        if (*q == '\n')
+            *q = q[1] ? ';' : '\0';
+    kp_buf_done(&lines);
     return r;
 }
 
@@ -402,7 +576,7 @@ static int type_cmp(const void *a, const void *b)
 /* Claims a host of the cheapest fitting class. -ENOSPC when none. *ret_type: index in types. */
 static int claim_new(struct kp_ssh_provider *p, struct kp_client *c,
                      const struct kp_nodeclaim_view *nc, const struct kp_sshnodeclass_view *ncl,
-                     const struct kp_instance_types *types, struct kp_entry **ret_host,
+                     const struct kp_instance_catalog *types, struct kp_entry **ret_host,
                      size_t *ret_lost, struct kp_error *e)
 {
     const struct kp_instance_type **fit = NULL;
@@ -441,15 +615,12 @@ out:
     return r;
 }
 
-/* The Node that registered for this join, from the Node informer's store (indexes.h): Static,
- * the Node carrying our providerID (named after the NodeClaim); Adopt, a Node whose InternalIP
- * is the host's node address and that has a providerID, which we adopt. *ret_pid: that
- * providerID. 0, -ENOENT (not yet), -ENOMEM. A store without the indexes is scanned whole. */
-static bool node_matches(const struct kp_node_view *nv, const char *node_name,
-                         const char *static_pid, const char *ip, bool adopt)
+/* The Node an Adopt join registered, from the Node informer's store (indexes.h): one whose
+ * InternalIP (or any address) is the host's node address and that has a providerID, which we
+ * adopt. *ret_pid: that providerID. 0, -ENOENT (not yet), -ENOMEM. A store without the indexes
+ * is scanned whole. */
+static bool node_adoptable(const struct kp_node_view *nv, const char *ip)
 {
-    if (!adopt)
-        return kp_streq(nv->provider_id, static_pid) && kp_streq(nv->e.name, node_name);
     if (!nv->provider_id || !*nv->provider_id)
         return false;
     for (size_t j = 0; j < nv->n_addresses; j++)
@@ -458,14 +629,12 @@ static bool node_matches(const struct kp_node_view *nv, const char *node_name,
     return kp_streq(nv->internal_ip, ip);
 }
 
-static int registered_in_store(struct kp_store *nodes, const char *node_name,
-                               const char *static_pid, const char *ip, bool adopt, char **ret_pid)
+static int adopted_in_store(struct kp_store *nodes, const char *ip, char **ret_pid)
 {
     struct kp_store_list l = {0};
     int r;
 
-    r = adopt ? kp_store_by_index(nodes, KP_SSH_INDEX_NODE_IP, ip, &l)
-              : kp_store_by_index(nodes, KP_SSH_INDEX_NODE_PROVIDER_ID, static_pid, &l);
+    r = kp_store_by_index(nodes, KP_SSH_INDEX_NODE_IP, ip, &l);
     if (r == -ENOENT) /* no such index: a store set up without indexes.h */
         r = kp_store_list(nodes, &l);
     if (r < 0)
@@ -474,7 +643,7 @@ static int registered_in_store(struct kp_store *nodes, const char *node_name,
     for (size_t i = 0; i < l.n && r == -ENOENT; i++) {
         const struct kp_node_view *nv = kp_node_view(l.v[i]);
 
-        if (node_matches(nv, node_name, static_pid, ip, adopt)) {
+        if (node_adoptable(nv, ip)) {
             *ret_pid = kp_strdup(nv->provider_id);
             r = *ret_pid ? 0 : -ENOMEM;
         }
@@ -485,8 +654,7 @@ static int registered_in_store(struct kp_store *nodes, const char *node_name,
 
 /* The same over the API, for a provider built without a Node store (tools, older tests). */
 struct adopt_scan {
-    const char *ip, *node_name, *static_pid;
-    bool adopt;
+    const char *ip;
     char *pid;
 };
 
@@ -499,7 +667,7 @@ static int adopt_page(const struct kp_list_page *page, void *userdata)
 
         if (kp_node_project(kp_json_array_at(page->items, i), &e) < 0)
             continue;
-        if (node_matches(kp_node_view(e), s->node_name, s->static_pid, s->ip, s->adopt)) {
+        if (node_adoptable(kp_node_view(e), s->ip)) {
             s->pid = kp_strdup(kp_node_view(e)->provider_id);
             if (!s->pid) {
                 kp_entry_unref(e);
@@ -511,70 +679,59 @@ static int adopt_page(const struct kp_list_page *page, void *userdata)
     return 0;
 }
 
-static int registered_in_api(struct kp_client *c, const char *node_name, const char *static_pid,
-                             const char *ip, bool adopt, char **ret_pid)
+static int adopted_in_api(struct kp_client *c, const char *ip, char **ret_pid)
 {
     struct kp_error e = KP_ERROR_INIT;
+    struct adopt_scan s = {.ip = ip};
     int r;
 
-    if (adopt) {
-        struct adopt_scan s = {
-            .ip = ip, .node_name = node_name, .static_pid = static_pid, .adopt = true};
-
-        r = kp_client_list(c, &KP_RES_NODE, NULL, NULL, adopt_page, &s, NULL, &e);
-        if (r == 0 && !s.pid)
-            r = -ENOENT;
-        if (r == 0)
-            *ret_pid = s.pid;
-        else
-            kp_free(s.pid);
-    } else {
-        json_t *obj = NULL;
-        struct kp_entry *ne = NULL;
-
-        r = kp_client_get(c, &KP_RES_NODE, NULL, node_name, &obj, &e);
-        if (r == 0 && (r = kp_node_project(obj, &ne)) == 0) {
-            if (node_matches(kp_node_view(ne), node_name, static_pid, ip, false)) {
-                *ret_pid = kp_strdup(static_pid);
-                r = *ret_pid ? 0 : -ENOMEM;
-            } else
-                r = -ENOENT;
-        }
-        kp_entry_unref(ne);
-        kp_json_unref(obj);
-    }
+    r = kp_client_list(c, &KP_RES_NODE, NULL, NULL, adopt_page, &s, NULL, &e);
+    if (r == 0 && !s.pid)
+        r = -ENOENT;
+    if (r == 0)
+        *ret_pid = s.pid;
+    else
+        kp_free(s.pid);
     kp_error_done(&e);
     return r;
 }
 
-/* Waits for the Node that registers for this join. With a Node store this reads memory the
- * Node informer keeps current and sleeps until the store changes, so a check costs no API
- * request and the wait ends as soon as the watch event is applied; without one it asks the API
- * server every reg_poll. -ETIMEDOUT. */
-static int wait_registered(struct kp_ssh_provider *p, struct kp_client *c,
-                           const struct kp_sshhost_view *h, const char *node_name,
-                           const char *static_pid, bool adopt, char **ret_pid)
+/* Waits for the Node an Adopt join registers, until the registration timeout or ctx ends it.
+ * With a Node store this reads memory the Node informer keeps current and sleeps until the
+ * store changes (waking every KP_SSH_REGISTRATION_CTX_RECHECK_USEC to look at ctx), so a check
+ * costs no API request; without one it asks the API server every reg_poll. -ETIMEDOUT, or ctx's
+ * error. */
+static int wait_adopted(struct kp_ssh_provider *p, const struct kp_ctx *ctx, struct kp_client *c,
+                        const struct kp_sshhost_view *h, char **ret_pid)
 {
-    struct kp_deadline dl = kp_deadline_in(p->reg_timeout);
+    struct kp_deadline dl = kp_deadline_min(kp_deadline_in(p->reg_timeout), kp_ctx_deadline(ctx));
     const char *ip = kp_sshhost_node_ip(h);
+    uint64_t next_ask = 0;
 
     for (;;) {
         /* Read before the check: a change between the check and the wait ends the wait. */
         uint64_t gen = p->nodes ? kp_store_generation(p->nodes) : 0;
-        int r = p->nodes ? registered_in_store(p->nodes, node_name, static_pid, ip, adopt, ret_pid)
-                         : registered_in_api(c, node_name, static_pid, ip, adopt, ret_pid);
+        int r = -ENOENT;
 
+        if (p->nodes)
+            r = adopted_in_store(p->nodes, ip, ret_pid);
+        else if (kp_mono_usec() >= next_ask) {
+            r = adopted_in_api(c, ip, ret_pid);
+            next_ask = kp_mono_usec() + p->reg_poll;
+        }
         if (r == 0 || r == -ENOMEM)
             return r;
         /* Other errors are not a verdict: the API server may be restarting. */
+        if ((r = kp_ctx_err(ctx)) < 0)
+            return r;
         if (kp_deadline_expired(dl))
             return -ETIMEDOUT;
         if (p->nodes)
             (void)kp_store_wait(
                 p->nodes, gen,
-                kp_deadline_min(dl, kp_deadline_in(KP_SSH_REGISTRATION_STORE_RECHECK_USEC)), NULL);
+                kp_deadline_min(dl, kp_deadline_in(KP_SSH_REGISTRATION_CTX_RECHECK_USEC)), NULL);
         else
-            kp_sleep_usec(p->reg_poll);
+            kp_sleep_usec(KP_MIN(p->reg_poll, KP_SSH_REGISTRATION_CTX_RECHECK_USEC));
     }
 }
 
@@ -630,13 +787,27 @@ static int holder_write(struct kp_client *c, const struct kp_nodeclaim_view *nc,
     return r;
 }
 
-int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
+/* A phase that failed because the caller's context ended is not the host's fault: the claim
+ * stays (the next Create resumes it), and the error is RETRYABLE. */
+static int phase_failed(const struct kp_ctx *ctx, int r, const char *msg,
+                        struct kp_provider_err *err)
+{
+    int cr = kp_ctx_err(ctx);
+
+    if (cr == 0)
+        return 0;
+    return kp_provider_err_set(err, cr, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s: %s",
+                               cr == -ECANCELED ? "cancelled" : "deadline passed",
+                               msg ? msg : kp_strerror(r));
+}
+
+int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, struct kp_client *c,
                            const struct kp_nodeclaim_view *nc, struct kp_provider_instance *ret,
                            struct kp_ssh_create_report *report, struct kp_provider_err *err)
 {
     struct kp_ssh_create_report rep = {0};
     struct kp_entry *ncl_e = NULL, *pr_e = NULL, *host = NULL;
-    struct kp_instance_types types = {0};
+    struct kp_instance_catalog *types = NULL;
     const struct kp_instance_type *it = NULL;
     const struct kp_sshnodeclass_view *ncl;
     struct kp_hostio_creds cr = {0};
@@ -652,6 +823,10 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     bool adopt;
     int r;
 
+    if ((r = kp_provider_ctx_check(ctx, err, "claiming a host")) < 0)
+        goto out;
+    if ((r = requests_check(nc, err)) < 0)
+        goto out;
     r = nodeclass_for(p, nc, &ncl_e, err);
     if (r >= 0 && !ncl_e)
         r = -EINVAL; /* every success sets it; said here for the analyzer */
@@ -661,7 +836,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     adopt = ncl->provider_id_source == KP_PROVIDER_ID_ADOPT;
     if ((r = profile_for(p, ncl, &pr_e, &marker, err)) < 0)
         goto out;
-    if ((r = kp_ssh_nodeclass_hash(ncl, hash)) < 0 || (r = types_for(p, ncl, &types)) < 0) {
+    if ((r = kp_ssh_nodeclass_hash(ncl, hash)) < 0 ||
+        (r = catalog_for(p, ncl->e.name, &types)) < 0) {
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "instance types");
         goto out;
     }
@@ -671,7 +847,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     if (r == 0)
         rep.resumed = true;
     else if (r == -ENOENT) {
-        r = claim_new(p, c, nc, ncl, &types, &host, &rep.races_lost, &e);
+        r = claim_new(p, c, nc, ncl, types, &host, &rep.races_lost, &e);
         if (r == -ENOSPC) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY, NULL,
                                 "no Available SSHHost for NodeClaim %s", nc->e.name);
@@ -688,9 +864,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
 
         if (kp_strscpy(rep.host, sizeof(rep.host), h->e.name) < 0) /* names are <= 253 */
             rep.host[0] = '\0';
-        for (size_t i = 0; i < types.n; i++)
-            if (kp_streq(types.v[i].name, kp_sshhost_class(h)))
-                it = &types.v[i];
+        it = kp_instance_catalog_find(types, kp_sshhost_class(h));
         if (!rep.resumed) {
             kp_log_info("host claimed", KP_LF("host", h->e.name), KP_LF("nodeclaim", nc->e.name),
                         KP_LF("class", kp_sshhost_class(h)),
@@ -702,8 +876,10 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
             r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
             goto out;
         }
-        /* A resumed Create whose Node already registered is done. */
-        if (rep.resumed && h->state == KP_HOST_IN_USE && h->provider_id && *h->provider_id) {
+        /* A resumed Create whose join already finished (the providerID is written at join exit,
+         * or by registration for Adopt) is done, whether or not its Node registered since. */
+        if (rep.resumed && (h->state == KP_HOST_IN_USE || h->state == KP_HOST_CLAIMED) &&
+            h->provider_id && *h->provider_id) {
             rep.claim_usec = kp_mono_usec() - t0;
             r = instance_fill(h, nc->e.name, h->provider_id, it, hash, ret);
             if (r < 0)
@@ -712,6 +888,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
         }
     }
     rep.claim_usec = kp_mono_usec() - t0;
+    if ((r = kp_provider_ctx_check(ctx, err, "reading the host's Secrets")) < 0)
+        goto out;
 
     /* Configuration: errors here are the user's to fix and release the host Available. */
     if ((r = kp_hostio_load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
@@ -740,9 +918,13 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
             release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
             goto out;
         }
-        r = kp_hostio_run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
+        r = kp_hostio_run_phase(ctx, kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
                                 KP_PROFILE_INSTALL, env, p->observer, &msg, fp);
         env = kp_env_free(env);
+        if (r < 0 && phase_failed(ctx, r, msg, err) < 0) {
+            r = kp_ctx_err(ctx);
+            goto out;
+        }
         if (r < 0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED,
                                 "%s", msg ? msg : kp_strerror(r));
@@ -757,6 +939,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
         rep.install_usec = kp_mono_usec() - t;
     }
 
+    if ((r = kp_provider_ctx_check(ctx, err, "minting the bootstrap token")) < 0)
+        goto out;
     /* Token: collect an earlier attempt's, then record the new id on the host BEFORE its
      * Secret exists. A crash between the two leaves an id that names nothing (deleting it later
      * is a no-op), never a live token that no host points at. An id collision (-EEXIST on
@@ -809,9 +993,15 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
             goto out;
         }
     }
-    r = kp_hostio_run_phase(kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
+    r = kp_hostio_run_phase(ctx, kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
                             KP_PROFILE_JOIN, env, p->observer, &msg, NULL);
     env = kp_env_free(env);
+    if (r < 0 && phase_failed(ctx, r, msg, err) < 0) {
+        r = kp_ctx_err(ctx);
+        kp_log_info("join cancelled; the claim stays for the next Create", KP_LF("host", rep.host),
+                    KP_LF("nodeclaim", nc->e.name));
+        goto out;
+    }
     if (r < 0) {
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED, "%s",
                             msg ? msg : kp_strerror(r));
@@ -822,35 +1012,54 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
     }
     rep.join_usec = kp_mono_usec() - t;
 
-    /* Registration. InUse means registered: the Node with our providerID exists, not merely a
-     * join script that exited 0. */
-    t = kp_mono_usec();
-    r = wait_registered(p, c, kp_sshhost_view(host), nc->e.name, static_pid, adopt, &pid);
-    if (r < 0) {
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE,
-                            adopt ? KP_PROVIDER_REASON_ADOPT_FAILED
-                                  : KP_PROVIDER_REASON_JOIN_FAILED,
-                            "%s: no Node registered within %llus",
-                            adopt ? "providerID adoption failed" : "registration failed",
-                            (unsigned long long)(p->reg_timeout / KP_USEC_PER_SEC));
-        release_after(p, c, nc, host, false, err ? err->message : "registration failed");
-        goto out;
-    }
-    /* The Node exists, so the token has done its work. */
-    if (kp_token_delete(c, tok_id, &e) < 0)
-        kp_log_warn("bootstrap token not deleted; the probe collects it", KP_LF("host", rep.host));
-    kp_error_done(&e);
-    {
-        struct kp_claim_status st = {.state = KP_HOST_IN_USE,
-                                     .set_state = true,
-                                     .provider_id = pid,
-                                     .adopted_provider_id = adopt ? pid : NULL,
-                                     .clear_bootstrap_token_id = true};
+    /* Launched. Static: the providerID is ours to say, so it is written now and Create returns;
+     * the host stays Claimed until its Node registers, when the host controller marks it InUse
+     * and collects the token (hostctl.c), and waiting for the Node is the core's (Karpenter's
+     * registration timeout deletes a NodeClaim whose Node never comes, and Delete then runs
+     * leave). Adopt: the providerID is the registering Node's own, so Create must wait for it. */
+    if (!adopt) {
+        struct kp_claim_status st = {.provider_id = static_pid};
 
         if ((r = holder_write(c, nc, &host, &st, err)) < 0)
             goto out;
+        pid = kp_strdup(static_pid);
+        if (!pid) {
+            r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+            goto out;
+        }
+    } else {
+        t = kp_mono_usec();
+        r = wait_adopted(p, ctx, c, kp_sshhost_view(host), &pid);
+        if (r == -ECANCELED || (r == -ETIMEDOUT && kp_ctx_err(ctx) < 0)) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                "%s while waiting for the adopting Node to register",
+                                r == -ECANCELED ? "cancelled" : "deadline passed");
+            goto out;
+        }
+        if (r < 0) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_ADOPT_FAILED,
+                                "providerID adoption failed: no Node registered within %llus",
+                                (unsigned long long)(p->reg_timeout / KP_USEC_PER_SEC));
+            release_after(p, c, nc, host, false, err ? err->message : "adoption failed");
+            goto out;
+        }
+        /* The Node exists, so the token has done its work. */
+        if (kp_token_delete(c, tok_id, &e) < 0)
+            kp_log_warn("bootstrap token not deleted; the probe collects it",
+                        KP_LF("host", rep.host));
+        kp_error_done(&e);
+        {
+            struct kp_claim_status st = {.state = KP_HOST_IN_USE,
+                                         .set_state = true,
+                                         .provider_id = pid,
+                                         .adopted_provider_id = pid,
+                                         .clear_bootstrap_token_id = true};
+
+            if ((r = holder_write(c, nc, &host, &st, err)) < 0)
+                goto out;
+        }
+        rep.registration_usec = kp_mono_usec() - t;
     }
-    rep.registration_usec = kp_mono_usec() - t;
     kp_log_info("host joined", KP_LF("host", rep.host), KP_LF("nodeclaim", nc->e.name),
                 KP_LF("provider_id", pid), KP_LF("install_ms", rep.install_usec / 1000),
                 KP_LF("join_ms", rep.join_usec / 1000),
@@ -876,7 +1085,7 @@ out:
     kp_free(msg);
     kp_free(static_pid);
     kp_free(pid);
-    kp_instance_types_done(&types);
+    kp_instance_catalog_unref(types);
     kp_entry_unref(host);
     kp_entry_unref(pr_e);
     kp_entry_unref(ncl_e);
@@ -921,8 +1130,11 @@ static int resolve_host(struct kp_ssh_provider *p, struct kp_client *c, const ch
 
         if (!kp_streq(h->e.ns, p->pool_ns))
             continue;
-        if (provider_id && *provider_id ? kp_streq(h->provider_id, provider_id)
-                                        : kp_claim_held_by(h, claim_name, claim_uid))
+        /* By the providerID, or by the claim: the claim is written first, so a cache that has
+         * not seen the providerID yet (a Delete right after an Adopt-mode Create) still finds
+         * the host. What the API holds decides; the Delete's CAS fences by the claim. */
+        if ((provider_id && *provider_id && kp_streq(h->provider_id, provider_id)) ||
+            (claim_name && kp_claim_held_by(h, claim_name, claim_uid)))
             r = kp_claim_read_api(c, h->e.ns, h->e.name, ret, &e);
     }
     kp_error_done(&e);
@@ -930,10 +1142,10 @@ static int resolve_host(struct kp_ssh_provider *p, struct kp_client *c, const ch
     return r;
 }
 
-static int op_delete(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
-                     struct kp_provider_err *err)
+static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                     const struct kp_nodeclaim_view *nc, struct kp_provider_err *err)
 {
-    struct kp_ssh_provider *p = ctx;
+    struct kp_ssh_provider *p = self;
     struct kp_claim_io io = kp_claim_io_api(c);
     struct kp_claim_status st = {.state = KP_HOST_LEAVING, .set_state = true};
     struct kp_error e = KP_ERROR_INIT;
@@ -942,6 +1154,8 @@ static int op_delete(void *ctx, struct kp_client *c, const struct kp_nodeclaim_v
     bool healthy;
     int r;
 
+    if ((r = kp_provider_ctx_check(ctx, err, "resolving the host")) < 0)
+        return r;
     r = resolve_host(p, c, nc->provider_id, nc->e.name, nc->e.uid, &host);
     if (r == -ENOENT) {
         r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
@@ -973,7 +1187,16 @@ static int op_delete(void *ctx, struct kp_client *c, const struct kp_nodeclaim_v
     host = got;
     got = NULL;
 
-    r = kp_hostio_leave(p->profiles, c, kp_sshhost_view(host), p->observer, &msg);
+    /* Leaving is entered: from here a cancel still ends the leave phase promptly. A leave ended
+     * by our context is not a failed one: the host stays Leaving and claimed, and the next Delete
+     * resumes it (RETRYABLE, as the contract says); any other failure releases it Unhealthy. */
+    r = kp_hostio_leave(ctx, p->profiles, c, kp_sshhost_view(host), p->observer, &msg);
+    if (r < 0 && kp_ctx_err(ctx) < 0) {
+        r = kp_provider_ctx_check(ctx, err, "the leave phase finished");
+        kp_log_info("leave interrupted; the next Delete resumes it", KP_LF("host", host->name),
+                    KP_LF("nodeclaim", nc->e.name));
+        goto out;
+    }
     healthy = r == 0;
     if (!healthy) {
         kp_log_warn_errno(r, "leave failed; releasing host Unhealthy", KP_LF("host", host->name),
@@ -1026,18 +1249,15 @@ static int instance_of(struct kp_ssh_provider *p, const struct kp_sshhost_view *
     r = -ENOENT;
     for (size_t i = 0; i < l.n && r == -ENOENT; i++) {
         const struct kp_sshnodeclass_view *ncl = kp_sshnodeclass_view(l.v[i]);
-        struct kp_instance_types types = {0};
-        const struct kp_instance_type *it = NULL;
+        struct kp_instance_catalog *cat = NULL;
 
         if (!kp_inventory_member(ncl, p->pool_ns, h))
             continue;
-        if ((r = types_for(p, ncl, &types)) < 0)
+        if ((r = catalog_for(p, ncl->e.name, &cat)) < 0)
             break;
-        for (size_t j = 0; j < types.n; j++)
-            if (kp_streq(types.v[j].name, kp_sshhost_class(h)))
-                it = &types.v[j];
-        r = instance_fill(h, h->claim_name, h->provider_id, it, NULL, ret);
-        kp_instance_types_done(&types);
+        r = instance_fill(h, h->claim_name, h->provider_id,
+                          kp_instance_catalog_find(cat, kp_sshhost_class(h)), NULL, ret);
+        kp_instance_catalog_unref(cat);
     }
     if (r == -ENOENT)
         r = instance_fill(h, h->claim_name, h->provider_id, NULL, NULL, ret);
@@ -1045,13 +1265,16 @@ static int instance_of(struct kp_ssh_provider *p, const struct kp_sshhost_view *
     return r;
 }
 
-static int op_get(void *ctx, struct kp_client *c, const char *provider_id,
-                  struct kp_provider_instance *ret, struct kp_provider_err *err)
+static int op_get(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                  const char *provider_id, struct kp_provider_instance *ret,
+                  struct kp_provider_err *err)
 {
-    struct kp_ssh_provider *p = ctx;
+    struct kp_ssh_provider *p = self;
     struct kp_entry *host = NULL;
     int r;
 
+    if ((r = kp_provider_ctx_check(ctx, err, "reading the host")) < 0)
+        return r;
     if (!provider_id || !*provider_id)
         return kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_RETRYABLE, NULL,
                                    "empty providerID");
@@ -1067,15 +1290,17 @@ static int op_get(void *ctx, struct kp_client *c, const char *provider_id,
     return r;
 }
 
-static int op_list(void *ctx, struct kp_client *c, struct kp_provider_instances *ret,
-                   struct kp_provider_err *err)
+static int op_list(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                   struct kp_provider_instances *ret, struct kp_provider_err *err)
 {
-    struct kp_ssh_provider *p = ctx;
+    struct kp_ssh_provider *p = self;
     struct kp_provider_instances out = {0};
     struct kp_store_list l = {0};
     int r;
 
     (void)c;
+    if ((r = kp_provider_ctx_check(ctx, err, "listing hosts")) < 0)
+        return r;
     if ((r = kp_store_list(p->hosts, &l)) < 0)
         return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "listing hosts");
     out.v = kp_calloc(l.n ? l.n : 1, sizeof(*out.v));
@@ -1103,38 +1328,32 @@ out:
     return r;
 }
 
-static int op_instance_types(void *ctx, struct kp_client *c, const struct kp_nodepool_view *np,
-                             struct kp_instance_types *ret, struct kp_provider_err *err)
+static int op_get_instance_types(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                                 const struct kp_nodepool_view *np,
+                                 struct kp_instance_catalog **ret, struct kp_provider_err *err)
 {
-    struct kp_ssh_provider *p = ctx;
-    struct kp_entry *e = NULL;
+    struct kp_ssh_provider *p = self;
+    struct kp_instance_types none = {0};
     int r;
 
     (void)c;
-    if (!kp_nodepool_is_ours(np)) {
-        *ret = (struct kp_instance_types){0};
-        return 0;
-    }
-    r = kp_store_get(p->nodeclasses,
-                     np->tmpl.node_class_ref.name ? np->tmpl.node_class_ref.name : "", &e);
-    if (r == -ENOENT) {
-        *ret = (struct kp_instance_types){0};
-        return 0;
-    }
-    if (r < 0)
-        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "node class lookup");
-    r = types_for(p, kp_sshnodeclass_view(e), ret);
+    if ((r = kp_provider_ctx_check(ctx, err, "reading instance types")) < 0)
+        return r;
+    if (!kp_nodepool_is_ours(np))
+        r = kp_instance_catalog_new(&none, 0, ret);
+    else
+        r = catalog_for(p, np->tmpl.node_class_ref.name ? np->tmpl.node_class_ref.name : "", ret);
     if (r < 0)
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "instance types: %s",
                             kp_strerror(r));
-    kp_entry_unref(e);
     return r;
 }
 
-static int op_is_drifted(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
-                         const char **ret_reason, struct kp_provider_err *err)
+static int op_is_drifted(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                         const struct kp_nodeclaim_view *nc, const char **ret_reason,
+                         struct kp_provider_err *err)
 {
-    struct kp_ssh_provider *p = ctx;
+    struct kp_ssh_provider *p = self;
     struct kp_entry *host = NULL, *ncl_e = NULL, *pr_e = NULL;
     const char *stamped, *version;
     char *marker = NULL, hash[17];
@@ -1142,6 +1361,8 @@ static int op_is_drifted(void *ctx, struct kp_client *c, const struct kp_nodecla
     int r;
 
     *ret_reason = NULL;
+    if ((r = kp_provider_ctx_check(ctx, err, "reading the host")) < 0)
+        return r;
     if (!nc->provider_id || !*nc->provider_id)
         return 0;
     r = resolve_host(p, c, nc->provider_id, NULL, NULL, &host);
@@ -1183,31 +1404,96 @@ out:
     return r;
 }
 
-static const char *op_name(void *ctx)
+static const char *op_name(void *self)
 {
-    (void)ctx;
+    (void)self;
     return KP_SSH_PROVIDER_NAME;
 }
 
-static int op_create(void *ctx, struct kp_client *c, const struct kp_nodeclaim_view *nc,
-                     struct kp_provider_instance *ret, struct kp_provider_err *err)
+static size_t op_supported_node_classes(void *self, const struct kp_node_class_kind **ret)
 {
-    return kp_ssh_provider_create(ctx, c, nc, ret, NULL, err);
+    static const struct kp_node_class_kind kinds[] = {{KP_KPSSH_GROUP, KP_KPSSH_NODECLASS_KIND}};
+
+    (void)self;
+    *ret = kinds;
+    return KP_ARRAY_SIZE(kinds);
+}
+
+/* What node repair may act on for SSH hosts: the Node's Ready condition False or Unknown for
+ * KP_SSH_REPAIR_TOLERATION_USEC, the toleration Karpenter's own providers use. Replacing means
+ * Delete (leave, the host back to the pool, or Unhealthy when leave fails) and a new launch on
+ * whichever host fits; a machine that keeps failing is parked Unhealthy by the host
+ * controller's probe instead of being rejoined in a loop. */
+static size_t op_repair_policies(void *self, const struct kp_repair_policy **ret)
+{
+    static const struct kp_repair_policy policies[] = {
+        {"Ready", "False", KP_SSH_REPAIR_TOLERATION_USEC},
+        {"Ready", "Unknown", KP_SSH_REPAIR_TOLERATION_USEC},
+    };
+
+    (void)self;
+    *ret = policies;
+    return KP_ARRAY_SIZE(policies);
+}
+
+static int op_create(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                     const struct kp_nodeclaim_view *nc, struct kp_provider_instance *ret,
+                     struct kp_provider_err *err)
+{
+    return kp_ssh_provider_create(self, ctx, c, nc, ret, NULL, err);
+}
+
+/* The SSHNodeClass's Ready condition from the store, for the core's NodePool conditions (the
+ * class's own controller, nodeclassctl.c, decides it). Only SSHNodeClass refs are found. */
+static int op_node_class_status(void *self, const struct kp_nodeclass_ref *ref,
+                                struct kp_node_class_status *ret)
+{
+    struct kp_ssh_provider *p = self;
+    const struct kp_sshnodeclass_view *ncl;
+    const struct kp_condition *ready;
+    struct kp_entry *e = NULL;
+    int r;
+
+    *ret = (struct kp_node_class_status){0};
+    if (!kp_nodeclass_ref_is(ref, KP_KPSSH_GROUP, KP_KPSSH_NODECLASS_KIND) || !ref->name)
+        return 0;
+    r = kp_store_get(p->nodeclasses, ref->name, &e);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return r;
+    ncl = kp_sshnodeclass_view(e);
+    ready = kp_conditions_get(&ncl->conditions, "Ready");
+    ret->found = true;
+    ret->deleting = ncl->meta.deletion_usec != 0;
+    ret->generation = ncl->generation;
+    ret->ready = ready ? ready->status : KP_COND_UNKNOWN;
+    if (ready && ready->reason && !(ret->reason = kp_strdup(ready->reason)))
+        r = -ENOMEM;
+    if (ready && ncl->ready_message && !(ret->message = kp_strdup(ncl->ready_message)))
+        r = -ENOMEM;
+    if (r < 0)
+        kp_node_class_status_done(ret);
+    kp_entry_unref(e);
+    return r;
 }
 
 static const struct kp_provider_ops ssh_ops = {
     .name = op_name,
+    .supported_node_classes = op_supported_node_classes,
+    .repair_policies = op_repair_policies,
     .create = op_create,
     .delete = op_delete,
     .get = op_get,
     .list = op_list,
-    .instance_types = op_instance_types,
+    .get_instance_types = op_get_instance_types,
     .is_drifted = op_is_drifted,
+    .node_class_status = op_node_class_status,
 };
 
 struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p)
 {
-    return (struct kp_provider){.ops = &ssh_ops, .ctx = p};
+    return (struct kp_provider){.ops = &ssh_ops, .self = p};
 }
 
 int kp_ssh_provider_delete_node(struct kp_client *c, const char *name)

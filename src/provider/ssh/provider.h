@@ -1,8 +1,12 @@
 /* provider/ssh/provider.h: the SSH provider behind core/provider.h: Create claims a host of
  * the cheapest fitting class, installs (once per <profile>@<version>), mints a bootstrap token,
- * joins over SSH and waits for the Node to register; Delete (fenced by claimRef name and uid)
- * runs leave, collects the token and returns the host to the warm pool. Get, List, instance
- * types and drift complete the vtable. The state machine is in provider.c's DESIGN block.
+ * joins over SSH and returns when the join script has exited 0 (the NodeClaim is Launched; the
+ * host controller marks the host InUse when its Node registers, and the core waits for that);
+ * Delete (fenced by claimRef name and uid) runs leave, collects the token and returns the host to
+ * the warm pool. Get, List, the instance-type catalog (one instance type per host class of an
+ * SSHNodeClass, republished when the SSHHosts or SSHNodeClasses change), drift, the supported
+ * node class (karpenter.kpssh.dev/SSHNodeClass) and repair policies complete the vtable. The
+ * state machine is in provider.c's DESIGN block.
  *
  * The provider reads SSHHosts, SSHNodeClasses, SSHJoinProfiles and (optionally) Nodes from
  * informer stores (the caller runs the informers) and writes through the calling worker's client: SSHHost status
@@ -10,7 +14,8 @@
  * join Secrets at use time (no Secret informer, so RBAC can stay a namespaced `get`).
  *
  * Threads: any number of workers may call the ops at once, each with its own client; the
- * provider's own state is immutable after kp_ssh_provider_new(). */
+ * provider's own state is immutable after kp_ssh_provider_new() but for the published catalogs,
+ * which a mutex guards. */
 #ifndef KP_PROVIDER_SSH_PROVIDER_H
 #define KP_PROVIDER_SSH_PROVIDER_H
 
@@ -22,6 +27,7 @@
 #include "core/provider.h"
 
 struct kp_client;
+struct kp_ctx;
 struct kp_events;
 struct kp_nodeclaim_view;
 struct kp_ssh_observer;
@@ -33,12 +39,11 @@ struct kp_store;
 #define KP_SSH_ANNOTATION_NODECLASS_HASH "karpenter.kpssh.dev/nodeclass-hash"
 #define KP_SSH_ANNOTATION_NODECLASS_HASH_VERSION "karpenter.kpssh.dev/nodeclass-hash-version"
 #define KP_SSH_NODECLASS_HASH_VERSION "v1"
-/* Registration wait when the options leave it 0, and how often it asks the API server when it
- * has no Node store. With a store it wakes on the store's change notification; the recheck
- * interval is only a safety net. */
+/* Adopt mode only (Static Create returns at join exit): the wait for the adopting Node when the
+ * options leave it 0, and how often it asks the API server when it has no Node store. With a
+ * store it wakes on the store's change notification (and every 200 ms to look at its ctx). */
 #define KP_SSH_REGISTRATION_TIMEOUT_USEC (5 * 60 * 1000000ULL)
 #define KP_SSH_REGISTRATION_POLL_USEC (1000000ULL)
-#define KP_SSH_REGISTRATION_STORE_RECHECK_USEC (5 * 1000000ULL)
 
 struct kp_ssh_provider_opts {
     const char *pool_namespace; /* SSHHosts and their Secrets live here */
@@ -53,9 +58,13 @@ struct kp_ssh_provider_opts {
      * (indexes.h). Registration reads it; without it, registration asks the API server. */
     struct kp_store *nodes;
     const struct kp_ssh_observer *observer; /* optional: phase timings (observe.h) */
-    uint64_t registration_timeout_usec;
+    uint64_t registration_timeout_usec;     /* Adopt only */
     uint64_t registration_poll_usec;
 };
+
+/* Node repair (core/provider.h repair_policies): a Node whose Ready condition has been False or
+ * Unknown this long is replaced, the toleration Karpenter's own providers use. */
+#define KP_SSH_REPAIR_TOLERATION_USEC (30 * 60 * 1000000ULL)
 
 struct kp_ssh_provider;
 
@@ -72,15 +81,15 @@ struct kp_ssh_create_report {
     uint64_t install_usec;      /* 0 when the marker matched (warm host) */
     uint64_t token_usec;        /* mint + record the id on the host */
     uint64_t join_usec;         /* the join script over SSH */
-    uint64_t registration_usec; /* join exit -> Node with our providerID; token collected, InUse */
+    uint64_t registration_usec; /* Adopt only: join exit -> the adopting Node; 0 for Static */
     bool resumed;               /* an earlier Create's claim was found by claimRef */
     bool installed;             /* install ran */
     size_t races_lost;          /* claim CAS conflicts on the way */
     char host[254];             /* the SSHHost name */
 };
 
-/* Create with a report (optional). Same contract as kp_provider_ops.create. */
-int kp_ssh_provider_create(struct kp_ssh_provider *p, struct kp_client *c,
+/* Create with a report (optional). Same contract as kp_provider_ops.create (ctx may be NULL). */
+int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, struct kp_client *c,
                            const struct kp_nodeclaim_view *nc, struct kp_provider_instance *ret,
                            struct kp_ssh_create_report *report, struct kp_provider_err *err) KP_WUR;
 

@@ -66,23 +66,6 @@ static const char kp_preamble_watchdog[] =
     "    sleep 1\n"
     "  done ) & )\n";
 
-static void kp_runner_errtext(char **reterr, const char *fmt, ...) KP_PRINTF(2, 3);
-static void kp_runner_errtext(char **reterr, const char *fmt, ...)
-{
-    struct kp_buf b = KP_BUF_INIT(KP_RUNNER_ERRTEXT_MAX);
-    va_list ap;
-    int r;
-
-    if (!reterr)
-        return;
-    va_start(ap, fmt);
-    r = kp_buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    kp_free(*reterr);
-    *reterr = r < 0 ? NULL : kp_buf_steal(&b, NULL);
-    kp_buf_done(&b);
-}
-
 bool kp_ssh_env_name_ok(const char *name)
 {
     size_t n;
@@ -134,7 +117,7 @@ static int kp_var_cmp(const void *a, const void *b)
 
 /* Validates vars and returns them sorted by name in a new array (kp_free it). */
 static int kp_vars_sorted(const struct kp_ssh_var *vars, size_t n,
-                          const struct kp_ssh_var ***ret_sorted, char **reterr)
+                          const struct kp_ssh_var ***ret_sorted, char **ret_msg)
 {
     const struct kp_ssh_var **sorted = NULL;
     char safe[68];
@@ -152,22 +135,21 @@ static int kp_vars_sorted(const struct kp_ssh_var *vars, size_t n,
 
         if (!kp_ssh_env_name_ok(v->name)) {
             kp_runner_safe_name(v->name, safe);
-            kp_runner_errtext(reterr,
-                              "environment variable name \"%s\" is not allowed (names must "
-                              "match ^KPSSH_[A-Za-z0-9_]+$)",
-                              safe);
+            kp_msg_set(ret_msg,
+                       "environment variable name \"%s\" is not allowed (names must "
+                       "match ^KPSSH_[A-Za-z0-9_]+$)",
+                       safe);
             r = -EINVAL;
             goto out;
         }
         if (!v->value == !v->secret) {
-            kp_runner_errtext(reterr, "environment variable %s needs exactly one value", v->name);
+            kp_msg_set(ret_msg, "environment variable %s needs exactly one value", v->name);
             r = -EINVAL;
             goto out;
         }
         val = kp_var_value(v, &len);
         if (memchr(val, '\0', len)) {
-            kp_runner_errtext(reterr, "environment variable %s has a NUL byte in its value",
-                              v->name);
+            kp_msg_set(ret_msg, "environment variable %s has a NUL byte in its value", v->name);
             r = -EINVAL;
             goto out;
         }
@@ -177,7 +159,7 @@ static int kp_vars_sorted(const struct kp_ssh_var *vars, size_t n,
         qsort(sorted, n, sizeof(*sorted), kp_var_cmp);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) {
-            kp_runner_errtext(reterr, "environment variable %s is given twice", sorted[i]->name);
+            kp_msg_set(ret_msg, "environment variable %s is given twice", sorted[i]->name);
             r = -EINVAL;
             goto out;
         }
@@ -190,7 +172,7 @@ out:
     return r;
 }
 
-int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **reterr)
+int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **ret_msg)
 {
     const struct kp_ssh_var **sorted = NULL;
     char *why = NULL;
@@ -198,23 +180,23 @@ int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **reterr)
     int r;
 
     if (!ph->name || !*ph->name || !ph->script || ph->script_len == 0) {
-        kp_runner_errtext(reterr, "%s phase: no script to run", name);
+        kp_msg_set(ret_msg, "%s phase: no script to run", name);
         r = -EINVAL;
         goto out;
     }
     if (ph->script_len > KP_MAX_PHASE_SCRIPT) {
-        kp_runner_errtext(reterr, "%s phase: script of %zu bytes exceeds the %u-byte limit", name,
-                          ph->script_len, (unsigned)KP_MAX_PHASE_SCRIPT);
+        kp_msg_set(ret_msg, "%s phase: script of %zu bytes exceeds the %u-byte limit", name,
+                   ph->script_len, (unsigned)KP_MAX_PHASE_SCRIPT);
         r = -KP_ELIMIT;
         goto out;
     }
     if (memchr(ph->script, '\0', ph->script_len)) {
-        kp_runner_errtext(reterr, "%s phase: script holds a NUL byte", name);
+        kp_msg_set(ret_msg, "%s phase: script holds a NUL byte", name);
         r = -EINVAL;
         goto out;
     }
     if ((r = kp_vars_sorted(ph->vars, ph->nvars, &sorted, &why)) < 0) {
-        kp_runner_errtext(reterr, "%s phase: %s", name, why ? why : kp_strerror(r));
+        kp_msg_set(ret_msg, "%s phase: %s", name, why ? why : kp_strerror(r));
         goto out;
     }
     r = 0;
@@ -240,7 +222,7 @@ int kp_ssh_preamble(const struct kp_ssh_var *vars, size_t nvars, struct kp_buf *
     size_t total = sizeof(kp_preamble_head) - 1 + sizeof(kp_preamble_watchdog) - 1;
     int r;
 
-    if ((r = kp_vars_sorted(vars, nvars, &sorted, /* reterr= */ NULL)) < 0)
+    if ((r = kp_vars_sorted(vars, nvars, &sorted, /* ret_msg= */ NULL)) < 0)
         goto out;
     /* Size everything first: one allocation, so no realloc leaves a copy of a secret behind. */
     for (size_t i = 0; i < nvars; i++) {
@@ -445,7 +427,7 @@ static const char *kp_stderr_tail(const struct kp_buf *err, size_t *ret_len, boo
 }
 
 /* Builds the final error text from an outcome ("<what><detail>") and redacts it once more. */
-static void kp_phase_errtext_detail(char **reterr, const struct kp_ssh_phase *ph,
+static void kp_phase_errtext_detail(char **ret_msg, const struct kp_ssh_phase *ph,
                                     const struct kp_ssh_capture *cap, const char *what,
                                     const char *detail)
 {
@@ -456,7 +438,7 @@ static void kp_phase_errtext_detail(char **reterr, const struct kp_ssh_phase *ph
     bool cut = false;
     int r;
 
-    if (!reterr)
+    if (!ret_msg)
         return;
     if (cap)
         tail = kp_stderr_tail(&cap->err, &tlen, &cut);
@@ -465,49 +447,49 @@ static void kp_phase_errtext_detail(char **reterr, const struct kp_ssh_phase *ph
         r = kp_buf_printf(&b, ": %s%.*s", cut ? "..." : "", (int)tlen, tail);
     if (r == 0)
         r = kp_ssh_redact(kp_buf_str(&b), b.len, false, ph, &red);
-    kp_free(*reterr);
-    *reterr = r < 0 ? NULL : kp_buf_steal(&red, NULL);
+    kp_free(*ret_msg);
+    *ret_msg = r < 0 ? NULL : kp_buf_steal(&red, NULL);
     kp_buf_wipe(&b);
     kp_buf_wipe(&red);
 }
 
-static void kp_phase_errtext(char **reterr, const struct kp_ssh_phase *ph,
+static void kp_phase_errtext(char **ret_msg, const struct kp_ssh_phase *ph,
                              const struct kp_ssh_capture *cap, const char *what)
 {
-    kp_phase_errtext_detail(reterr, ph, cap, what, "");
+    kp_phase_errtext_detail(ret_msg, ph, cap, what, "");
 }
 
 int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *ph,
-                     struct kp_ssh_capture *cap, char **reterr)
+                     struct kp_ssh_capture *cap, char **ret_msg)
 {
     struct kp_buf stream = KP_BUF_INIT(KP_MAX_PHASE_INPUT);
     struct kp_ssh_session *s = NULL;
     char *err = NULL, what[96];
     int r, rr;
 
-    if ((r = kp_ssh_phase_validate(ph, reterr)) < 0)
+    if ((r = kp_ssh_phase_validate(ph, ret_msg)) < 0)
         goto out; /* its text already names the phase */
     /* A replica that no longer holds the Lease starts no phase: another may be starting the
      * same host's. Checked before the dial and again just before the script is sent. */
     if ((r = kp_fence_check(t->fence)) < 0) {
-        kp_phase_errtext(reterr, ph, NULL, "not the leader: phase not started");
+        kp_phase_errtext(ret_msg, ph, NULL, "not the leader: phase not started");
         goto out;
     }
     if ((r = kp_ssh_preamble(ph->vars, ph->nvars, &stream)) < 0 ||
         (r = kp_buf_append(&stream, ph->script, ph->script_len)) < 0) {
-        kp_phase_errtext(reterr, ph, NULL,
+        kp_phase_errtext(ret_msg, ph, NULL,
                          r == -KP_ELIMIT ? "environment and script exceed the 1 MiB input limit"
                                          : kp_strerror(r));
         goto out;
     }
     if ((r = kp_ssh_connect(t, ph->deadline, &s, &err)) < 0) {
-        kp_phase_errtext(reterr, ph, NULL, err ? err : kp_strerror(r));
+        kp_phase_errtext(ret_msg, ph, NULL, err ? err : kp_strerror(r));
         goto out;
     }
     memcpy(cap->fp, kp_ssh_session_fingerprint(s), KP_SSH_FP_SIZE);
     cap->pin = kp_ssh_session_pin(s);
     if ((r = kp_fence_check(t->fence)) < 0) {
-        kp_phase_errtext(reterr, ph, NULL, "not the leader: phase not started");
+        kp_phase_errtext(ret_msg, ph, NULL, "not the leader: phase not started");
         goto out;
     }
 
@@ -518,12 +500,12 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
         r = r < 0 ? r : rr;
     if (r == -ETIMEDOUT) {
         /* The session's text says how far the exec got (see kp_ssh_exec_timeout). */
-        kp_phase_errtext_detail(reterr, ph, cap,
+        kp_phase_errtext_detail(ret_msg, ph, cap,
                                 "script timed out: ", err ? err : "connection closed");
         goto out;
     }
     if (r < 0) {
-        kp_phase_errtext(reterr, ph, cap, err ? err : kp_strerror(r));
+        kp_phase_errtext(ret_msg, ph, cap, err ? err : kp_strerror(r));
         goto out;
     }
     if (cap->exit_status != 0) {
@@ -533,7 +515,7 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
             (void)snprintf(what, sizeof(what), "script ended without an exit status");
         else
             (void)snprintf(what, sizeof(what), "script exited with status %d", cap->exit_status);
-        kp_phase_errtext(reterr, ph, cap, what);
+        kp_phase_errtext(ret_msg, ph, cap, what);
         r = -KP_ESCRIPT;
         goto out;
     }
@@ -546,7 +528,7 @@ out:
 }
 
 int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
-                        struct kp_deadline deadline, struct kp_ssh_capture *cap, char **reterr)
+                        struct kp_deadline deadline, struct kp_ssh_capture *cap, char **ret_msg)
 {
     static const struct kp_ssh_phase probe = {.name = "probe"};
     struct kp_ssh_session *s = NULL;
@@ -555,25 +537,25 @@ int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
     int r;
 
     if (len == 0 || len > KP_MAX_PROBE_COMMAND) {
-        kp_runner_errtext(reterr, "probe: command is empty or longer than %u bytes",
-                          (unsigned)KP_MAX_PROBE_COMMAND);
+        kp_msg_set(ret_msg, "probe: command is empty or longer than %u bytes",
+                   (unsigned)KP_MAX_PROBE_COMMAND);
         r = -EINVAL;
         goto out;
     }
     if ((r = kp_ssh_connect(t, deadline, &s, &err)) < 0) {
-        kp_phase_errtext(reterr, &probe, NULL, err ? err : kp_strerror(r));
+        kp_phase_errtext(ret_msg, &probe, NULL, err ? err : kp_strerror(r));
         goto out;
     }
     memcpy(cap->fp, kp_ssh_session_fingerprint(s), KP_SSH_FP_SIZE);
     cap->pin = kp_ssh_session_pin(s);
     r = kp_ssh_exec(s, command, /* input= */ NULL, 0, deadline, cap, &err);
     if (r == -ETIMEDOUT) {
-        kp_phase_errtext_detail(reterr, &probe, cap,
+        kp_phase_errtext_detail(ret_msg, &probe, cap,
                                 "command timed out: ", err ? err : "connection closed");
         goto out;
     }
     if (r < 0) {
-        kp_phase_errtext(reterr, &probe, cap, err ? err : kp_strerror(r));
+        kp_phase_errtext(ret_msg, &probe, cap, err ? err : kp_strerror(r));
         goto out;
     }
     if (cap->exit_status != 0) {
@@ -581,7 +563,7 @@ int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
             (void)snprintf(what, sizeof(what), "command killed by signal %s", cap->exit_signal);
         else
             (void)snprintf(what, sizeof(what), "command exited with status %d", cap->exit_status);
-        kp_phase_errtext(reterr, &probe, cap, what);
+        kp_phase_errtext(ret_msg, &probe, cap, what);
         r = -KP_ESCRIPT;
         goto out;
     }

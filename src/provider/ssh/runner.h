@@ -62,8 +62,8 @@ bool kp_ssh_env_name_ok(const char *name);
 
 /* Checks a phase without I/O: name and script present, script within its ceiling, variable
  * names valid and unique, exactly one of value/secret per variable, no NUL in a value.
- * 0, -EINVAL or -KP_ELIMIT; reterr (optional) receives a new message on failure. */
-int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **reterr) KP_WUR;
+ * 0, -EINVAL or -KP_ELIMIT; ret_msg (optional) receives a new message on failure. */
+int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **ret_msg) KP_WUR;
 
 /* Appends the preamble for vars (validated as above) to out. Pure. The output holds secret
  * values: release it with kp_buf_wipe(). 0, -EINVAL, -ENOMEM or -KP_ELIMIT. */
@@ -86,19 +86,22 @@ int kp_ssh_redact(const char *p, size_t n, bool cut_front, const struct kp_ssh_p
  *   -KP_ESCRIPT   it exited non-zero or died of a signal (cap->exit_status, cap->exit_signal)
  *   -ETIMEDOUT    the deadline passed: the connection was closed and the watchdog ends the
  *                 remote processes
+ *   -ECANCELED    t->ctx was cancelled; -KP_ENOTLEADER  t->fence closed (the fence is also
+ *                 checked before dialing): a connection already made is closed as on -ETIMEDOUT
  *   -EINVAL, -KP_ELIMIT   refused before dialing
  *   kp_ssh_connect's errors (-KP_EHOSTKEY, -KP_EAUTH, -KP_EPARSE, -EIO, ...)
- * reterr (optional) receives on failure "<phase> phase: <what>", quoting the last
+ * ret_msg (optional) receives on failure "<phase> phase: <what>", quoting the last
  * KP_PHASE_ERROR_TAIL characters of stderr when there are any, redacted. */
 int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *ph,
-                     struct kp_ssh_capture *cap, char **reterr) KP_WUR;
+                     struct kp_ssh_capture *cap, char **ret_msg) KP_WUR;
 
 /* Runs one short command (a probe) with no input and captures its output into cap (same
  * ceilings). 0 when it exited 0, -KP_ESCRIPT otherwise, -EINVAL for an empty command or one
- * longer than KP_MAX_PROBE_COMMAND, or kp_ssh_connect's and kp_ssh_exec's errors. The command
- * goes into argv: never put a secret in it. reterr as above, prefixed "probe phase: ". */
+ * longer than KP_MAX_PROBE_COMMAND, or kp_ssh_connect's and kp_ssh_exec's errors (among them
+ * -ETIMEDOUT, -ECANCELED and -KP_ENOTLEADER from t->ctx and t->fence). The command
+ * goes into argv: never put a secret in it. ret_msg as above, prefixed "probe phase: ". */
 int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
                         struct kp_deadline deadline, struct kp_ssh_capture *cap,
-                        char **reterr) KP_WUR;
+                        char **ret_msg) KP_WUR;
 
 #endif

@@ -41,6 +41,11 @@
  *   ssh_socket_pollcallback), and a send() to a peer that has stopped reading, or reads slowly,
  *   then blocks until TCP gives up. We set it non-blocking again as the connect goes on
  *   (kp_ssh_keep_nonblocking), so the deadline holds on a crawling link too.
+ * - Cancellation rides on the same waits: each one first looks at the target's context
+ *   (base/ctx.h: the SSH job's, under the reconcile's and the process's) and its write fence,
+ *   so a SIGTERM, a lost Lease or a closed fence ends a session stuck on a host that never
+ *   answers within one poll slice, and the connection is closed as after a deadline (which is
+ *   what makes the remote watchdog end the script).
  *
  * Threads: a session and its channels belong to one thread (the job's). libssh's global
  * initialisation runs once under pthread_once; its per-thread log settings on each thread's
@@ -62,12 +67,12 @@
 #include <libssh/libssh.h>
 
 #include "base/alloc.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "k8s/fence.h"
 
-#define KP_SSH_POLL_SLICE_MS 50
-#define KP_SSH_ERRTEXT_MAX 4096
 #define KP_SSH_READ_CHUNK (16 * 1024)
 #define KP_SSH_WRITE_CHUNK (32 * 1024)
 #define KP_SSH_SIGNAL_NAME_MAX 32
@@ -79,6 +84,8 @@ struct kp_ssh_session {
     char fp[KP_SSH_FP_SIZE];
     enum kp_ssh_pin pin;
     bool dead;
+    const struct kp_ctx *ctx;     /* the target's, borrowed (may be NULL) */
+    const struct kp_fence *fence; /* likewise */
 };
 
 static pthread_once_t kp_ssh_once = PTHREAD_ONCE_INIT;
@@ -110,25 +117,6 @@ static void kp_ssh_thread_init(void)
     /* Protocol chatter only when debug logs were asked for before this thread's first call. */
     (void)ssh_set_log_level(kp_log_enabled(KP_LOG_DEBUG) ? SSH_LOG_PROTOCOL : SSH_LOG_NOLOG);
     kp_ssh_thread_ready = true;
-}
-
-static void kp_ssh_errtext(char **reterr, const char *fmt, ...) KP_PRINTF(2, 3);
-static void kp_ssh_errtext(char **reterr, const char *fmt, ...)
-{
-    struct kp_buf b = KP_BUF_INIT(KP_SSH_ERRTEXT_MAX);
-    va_list ap;
-    int r;
-
-    if (!reterr)
-        return;
-    va_start(ap, fmt);
-    r = kp_buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    if (r == -KP_ELIMIT) /* an oversized libssh message: keep a shorter note */
-        r = kp_buf_puts(&b, "(error text too long)");
-    kp_free(*reterr);
-    *reterr = r < 0 ? NULL : kp_buf_steal(&b, NULL);
-    kp_buf_done(&b);
 }
 
 void kp_ssh_capture_init(struct kp_ssh_capture *c)
@@ -170,28 +158,40 @@ static void kp_ssh_keep_nonblocking(ssh_session ssh)
         (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-/* Waits until the socket is ready for what libssh wants, or a slice passes. 0 or -ETIMEDOUT. */
-static int kp_ssh_wait(ssh_session ssh, struct kp_deadline dl)
+/* Waits until the socket is ready for what libssh wants, or a slice passes. 0, -ETIMEDOUT (dl
+ * or the context's deadline passed), -ECANCELED (the context was cancelled) or -KP_ENOTLEADER
+ * (the fence closed): a caller that gets an error gives up the call. */
+static int kp_ssh_wait(struct kp_ssh_session *s, struct kp_deadline dl)
 {
     struct pollfd pfd;
-    int ms = kp_deadline_left_ms(dl);
-    int flags;
+    int ms, flags, r;
 
+    if ((r = kp_ctx_err(s->ctx)) < 0 || (r = kp_fence_check(s->fence)) < 0)
+        return r;
+    ms = kp_deadline_left_ms(kp_deadline_min(dl, kp_ctx_deadline(s->ctx)));
     if (ms == 0)
         return -ETIMEDOUT;
     if (ms < 0 || ms > KP_SSH_POLL_SLICE_MS)
         ms = KP_SSH_POLL_SLICE_MS;
-    pfd.fd = ssh_get_fd(ssh);
+    pfd.fd = ssh_get_fd(s->ssh);
     if (pfd.fd < 0) {
         kp_sleep_usec((uint64_t)ms * KP_USEC_PER_MSEC);
         return 0;
     }
-    flags = ssh_get_poll_flags(ssh);
+    flags = ssh_get_poll_flags(s->ssh);
     pfd.events = POLLIN | ((flags & SSH_WRITE_PENDING) ? POLLOUT : 0);
     pfd.revents = 0;
     /* EINTR and every outcome are handled the same way: the caller asks libssh again. */
     (void)poll(&pfd, 1, ms);
     return 0;
+}
+
+/* What a wait that gave up says, for the error texts. */
+static const char *kp_ssh_wait_why(int r)
+{
+    return r == -ECANCELED       ? "cancelled"
+           : r == -KP_ENOTLEADER ? "stopped: this replica no longer leads"
+                                 : "timed out";
 }
 
 static bool kp_ssh_name_ok(const char *s)
@@ -248,7 +248,7 @@ static int kp_ssh_set_options(struct kp_ssh_session *s, const struct kp_ssh_targ
 }
 
 /* Fingerprints the server's host key into s->fp. */
-static int kp_ssh_server_fingerprint(struct kp_ssh_session *s, char **reterr)
+static int kp_ssh_server_fingerprint(struct kp_ssh_session *s, char **ret_msg)
 {
     ssh_key key = NULL;
     char *b64 = NULL;
@@ -257,15 +257,15 @@ static int kp_ssh_server_fingerprint(struct kp_ssh_session *s, char **reterr)
 
     if (ssh_get_server_publickey(s->ssh, &key) != SSH_OK ||
         ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
-        kp_ssh_errtext(reterr, "%s:%u: cannot read the host key: %s", s->host, s->port,
-                       ssh_get_error(s->ssh));
+        kp_msg_set(ret_msg, "%s:%u: cannot read the host key: %s", s->host, s->port,
+                   ssh_get_error(s->ssh));
         r = -EIO;
         goto out;
     }
     r = kp_ssh_key_fingerprint(b64, strlen(b64), s->fp, &kt);
     if (r < 0) {
-        kp_ssh_errtext(reterr, "%s:%u: host key of an unsupported type cannot be pinned", s->host,
-                       s->port);
+        kp_msg_set(ret_msg, "%s:%u: host key of an unsupported type cannot be pinned", s->host,
+                   s->port);
         r = r == -KP_EPARSE ? -KP_EHOSTKEY : r;
         goto out;
     }
@@ -277,7 +277,7 @@ out:
 }
 
 int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
-                   struct kp_ssh_session **ret_session, char **reterr)
+                   struct kp_ssh_session **ret_session, char **ret_msg)
 {
     struct kp_ssh_session *s = NULL;
     struct kp_knownhosts kh;
@@ -293,13 +293,13 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
     int r, rc;
 
     if (!kp_ssh_name_ok(t->host) || !kp_ssh_name_ok(user) || !t->private_key) {
-        kp_ssh_errtext(reterr, "invalid SSH target (host, user and private key are required; "
-                               "no spaces or '@')");
+        kp_msg_set(ret_msg, "invalid SSH target (host, user and private key are required; "
+                            "no spaces or '@')");
         r = -EINVAL;
         goto out;
     }
     if ((r = pthread_once(&kp_ssh_once, kp_ssh_global_init)) != 0 || (r = kp_ssh_init_result) < 0) {
-        kp_ssh_errtext(reterr, "libssh failed to initialise");
+        kp_msg_set(ret_msg, "libssh failed to initialise");
         r = r > 0 ? -r : -EIO;
         goto out;
     }
@@ -309,10 +309,10 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
      * that is there but blank is a mistake (hostio.c refuses it first, with the Secret's name),
      * never a request for trust on first use. */
     if (t->known_host && kp_ssh_blank(t->known_host)) {
-        kp_ssh_errtext(reterr,
-                       "%s:%u: the knownHost pre-pin is empty; refusing to trust the host's key "
-                       "on first use",
-                       t->host, port);
+        kp_msg_set(ret_msg,
+                   "%s:%u: the knownHost pre-pin is empty; refusing to trust the host's key "
+                   "on first use",
+                   t->host, port);
         r = -EINVAL;
         goto out;
     }
@@ -320,16 +320,16 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
         r = kp_knownhosts_parse(t->known_host, strlen(t->known_host), t->host, (uint16_t)port, &kh,
                                 &kherr);
         if (r == -ENOENT) {
-            kp_ssh_errtext(reterr,
-                           "%s:%u: the knownHost pre-pin names no key for this host; refusing "
-                           "to connect unpinned",
-                           t->host, port);
+            kp_msg_set(ret_msg,
+                       "%s:%u: the knownHost pre-pin names no key for this host; refusing "
+                       "to connect unpinned",
+                       t->host, port);
             r = -KP_EHOSTKEY;
             goto out;
         }
         if (r < 0) {
-            kp_ssh_errtext(reterr, "knownHost pre-pin for %s:%u, line %u: %s", t->host, port,
-                           kherr.line, kherr.reason);
+            kp_msg_set(ret_msg, "knownHost pre-pin for %s:%u, line %u: %s", t->host, port,
+                       kherr.line, kherr.reason);
             r = r == -KP_ELIMIT ? -KP_EPARSE : r;
             goto out;
         }
@@ -339,18 +339,17 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
     } else if (t->tofu_fingerprint && *t->tofu_fingerprint) {
         r = kp_ssh_fingerprint_parse(t->tofu_fingerprint, strlen(t->tofu_fingerprint), tofu);
         if (r < 0) {
-            kp_ssh_errtext(reterr, "%s:%u: recorded host key fingerprint is malformed", t->host,
-                           port);
+            kp_msg_set(ret_msg, "%s:%u: recorded host key fingerprint is malformed", t->host, port);
             goto out;
         }
         have_tofu = true;
     }
     if (ssh_pki_import_privkey_base64(kp_secret_reveal(t->private_key), /* passphrase= */ NULL,
                                       NULL, NULL, &pkey) != SSH_OK) {
-        kp_ssh_errtext(reterr,
-                       "private key for %s:%u cannot be read (expected an unencrypted "
-                       "PEM ed25519, ECDSA or RSA key)",
-                       t->host, port);
+        kp_msg_set(ret_msg,
+                   "private key for %s:%u cannot be read (expected an unencrypted "
+                   "PEM ed25519, ECDSA or RSA key)",
+                   t->host, port);
         r = -KP_EPARSE;
         goto out;
     }
@@ -361,53 +360,56 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
         goto out;
     }
     s->port = (uint16_t)port;
+    s->ctx = t->ctx;
+    s->fence = t->fence;
     s->ssh = ssh_new();
     if (!s->ssh) {
         r = -ENOMEM;
         goto out;
     }
     if ((r = kp_ssh_set_options(s, t, user, kp_buf_str(&algos), dial_usec)) < 0) {
-        kp_ssh_errtext(reterr, "%s:%u: libssh refused an option: %s", t->host, port,
-                       ssh_get_error(s->ssh));
+        kp_msg_set(ret_msg, "%s:%u: libssh refused an option: %s", t->host, port,
+                   ssh_get_error(s->ssh));
         goto out;
     }
     ssh_set_blocking(s->ssh, 0);
 
     while ((rc = ssh_connect(s->ssh)) == SSH_AGAIN) {
         kp_ssh_keep_nonblocking(s->ssh); /* the TCP connect may have just completed */
-        if ((r = kp_ssh_wait(s->ssh, dl)) < 0) {
-            kp_ssh_errtext(reterr, "%s:%u: connect and handshake timed out", t->host, port);
+        if ((r = kp_ssh_wait(s, dl)) < 0) {
+            kp_msg_set(ret_msg, "%s:%u: connect and handshake %s", t->host, port,
+                       kp_ssh_wait_why(r));
             goto out;
         }
     }
     if (rc != SSH_OK) {
-        kp_ssh_errtext(reterr, "%s:%u: connect failed: %s", t->host, port, ssh_get_error(s->ssh));
+        kp_msg_set(ret_msg, "%s:%u: connect failed: %s", t->host, port, ssh_get_error(s->ssh));
         r = -EIO;
         goto out;
     }
     kp_ssh_keep_nonblocking(s->ssh);
 
-    if ((r = kp_ssh_server_fingerprint(s, reterr)) < 0)
+    if ((r = kp_ssh_server_fingerprint(s, ret_msg)) < 0)
         goto out;
     if (have_prepin) {
         if (kp_knownhosts_check(&kh, s->fp) < 0) {
-            kp_ssh_errtext(reterr,
-                           "host key mismatch for %s:%u: pinned %s%s (%s), got %s: possible "
-                           "man-in-the-middle; if the host was re-keyed on purpose, update the "
-                           "pin",
-                           t->host, port, kh.keys[0].fp, kh.nkeys > 1 ? " and others" : "",
-                           kp_ssh_pin_name(KP_SSH_PIN_PREPIN), s->fp);
+            kp_msg_set(ret_msg,
+                       "host key mismatch for %s:%u: pinned %s%s (%s), got %s: possible "
+                       "man-in-the-middle; if the host was re-keyed on purpose, update the "
+                       "pin",
+                       t->host, port, kh.keys[0].fp, kh.nkeys > 1 ? " and others" : "",
+                       kp_ssh_pin_name(KP_SSH_PIN_PREPIN), s->fp);
             r = -KP_EHOSTKEY;
             goto out;
         }
         s->pin = KP_SSH_PIN_PREPIN;
     } else if (have_tofu) {
         if (strcmp(tofu, s->fp) != 0) {
-            kp_ssh_errtext(reterr,
-                           "host key mismatch for %s:%u: pinned %s (%s), got %s: possible "
-                           "man-in-the-middle; if the host was re-keyed on purpose, clear "
-                           "status.hostKeyFingerprint to pin again",
-                           t->host, port, tofu, kp_ssh_pin_name(KP_SSH_PIN_TOFU), s->fp);
+            kp_msg_set(ret_msg,
+                       "host key mismatch for %s:%u: pinned %s (%s), got %s: possible "
+                       "man-in-the-middle; if the host was re-keyed on purpose, clear "
+                       "status.hostKeyFingerprint to pin again",
+                       t->host, port, tofu, kp_ssh_pin_name(KP_SSH_PIN_TOFU), s->fp);
             r = -KP_EHOSTKEY;
             goto out;
         }
@@ -417,15 +419,15 @@ int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
     }
 
     while ((rc = ssh_userauth_publickey(s->ssh, /* username= */ NULL, pkey)) == SSH_AUTH_AGAIN) {
-        if ((r = kp_ssh_wait(s->ssh, dl)) < 0) {
-            kp_ssh_errtext(reterr, "%s:%u: authentication timed out", t->host, port);
+        if ((r = kp_ssh_wait(s, dl)) < 0) {
+            kp_msg_set(ret_msg, "%s:%u: authentication %s", t->host, port, kp_ssh_wait_why(r));
             goto out;
         }
     }
     if (rc != SSH_AUTH_SUCCESS) {
-        kp_ssh_errtext(reterr, "%s:%u: public-key authentication as %s failed%s%s", t->host, port,
-                       user, rc == SSH_AUTH_ERROR ? ": " : " (key not accepted)",
-                       rc == SSH_AUTH_ERROR ? ssh_get_error(s->ssh) : "");
+        kp_msg_set(ret_msg, "%s:%u: public-key authentication as %s failed%s%s", t->host, port,
+                   user, rc == SSH_AUTH_ERROR ? ": " : " (key not accepted)",
+                   rc == SSH_AUTH_ERROR ? ssh_get_error(s->ssh) : "");
         r = rc == SSH_AUTH_ERROR ? -EIO : -KP_EAUTH;
         goto out;
     }
@@ -543,41 +545,43 @@ static double kp_ssh_secs(uint64_t from, uint64_t to)
     return (double)(to - from) / (double)KP_USEC_PER_SEC;
 }
 
-/* The deadline passed: says at which step, so that "the server never answered" and "the
- * command (or the login shell around it) was still running" read differently. */
-static int kp_ssh_exec_timeout(struct kp_ssh_session *s, const struct kp_ssh_progress *pg,
-                               char **reterr)
+/* The deadline passed (why: -ETIMEDOUT), or the call was cancelled or fenced (why: that code):
+ * says at which step, so that "the server never answered" and "the command (or the login shell
+ * around it) was still running" read differently. Returns why. */
+static int kp_ssh_exec_timeout(struct kp_ssh_session *s, const struct kp_ssh_progress *pg, int why,
+                               char **ret_msg)
 {
     uint64_t now = kp_mono_usec();
+    const char *what = why == -ETIMEDOUT ? "" : why == -ECANCELED ? "cancelled: " : "fenced: ";
 
     if (!pg->opened_at)
-        kp_ssh_errtext(reterr, "%s:%u: no channel after %.1f s; connection closed", s->host,
-                       s->port, kp_ssh_secs(pg->t0, now));
+        kp_msg_set(ret_msg, "%s:%u: %sno channel after %.1f s; connection closed", s->host, s->port,
+                   what, kp_ssh_secs(pg->t0, now));
     else if (!pg->started_at)
-        kp_ssh_errtext(reterr,
-                       "%s:%u: command not accepted after %.1f s (channel open after %.1f s); "
-                       "connection closed",
-                       s->host, s->port, kp_ssh_secs(pg->t0, now),
-                       kp_ssh_secs(pg->t0, pg->opened_at));
+        kp_msg_set(ret_msg,
+                   "%s:%u: %scommand not accepted after %.1f s (channel open after %.1f s); "
+                   "connection closed",
+                   s->host, s->port, what, kp_ssh_secs(pg->t0, now),
+                   kp_ssh_secs(pg->t0, pg->opened_at));
     else
-        kp_ssh_errtext(reterr,
-                       "%s:%u: no exit status after %.1f s (command accepted after %.1f s; "
-                       "%zu of %zu input bytes%s sent; %llu output bytes received); "
-                       "connection closed",
-                       s->host, s->port, kp_ssh_secs(pg->t0, now),
-                       kp_ssh_secs(pg->t0, pg->started_at), pg->in_sent, pg->in_len,
-                       pg->eof_sent ? " and EOF" : "", (unsigned long long)pg->out_bytes);
-    return -ETIMEDOUT;
+        kp_msg_set(ret_msg,
+                   "%s:%u: %sno exit status after %.1f s (command accepted after %.1f s; "
+                   "%zu of %zu input bytes%s sent; %llu output bytes received); "
+                   "connection closed",
+                   s->host, s->port, what, kp_ssh_secs(pg->t0, now),
+                   kp_ssh_secs(pg->t0, pg->started_at), pg->in_sent, pg->in_len,
+                   pg->eof_sent ? " and EOF" : "", (unsigned long long)pg->out_bytes);
+    return why;
 }
 
-static int kp_ssh_exec_ioerr(struct kp_ssh_session *s, char **reterr)
+static int kp_ssh_exec_ioerr(struct kp_ssh_session *s, char **ret_msg)
 {
-    kp_ssh_errtext(reterr, "%s:%u: command failed: %s", s->host, s->port, ssh_get_error(s->ssh));
+    kp_msg_set(ret_msg, "%s:%u: command failed: %s", s->host, s->port, ssh_get_error(s->ssh));
     return -EIO;
 }
 
 int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input, size_t in_len,
-                struct kp_deadline deadline, struct kp_ssh_capture *cap, char **reterr)
+                struct kp_deadline deadline, struct kp_ssh_capture *cap, char **ret_msg)
 {
     struct ssh_channel_callbacks_struct cb;
     struct kp_ssh_exit ex = {false, -1, NULL};
@@ -591,13 +595,13 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
 
     kp_ssh_thread_init();
     if (s->dead) {
-        kp_ssh_errtext(reterr, "%s:%u: connection already closed", s->host, s->port);
+        kp_msg_set(ret_msg, "%s:%u: connection already closed", s->host, s->port);
         r = -ENOTCONN;
         goto out;
     }
     if (in_len > KP_MAX_PHASE_INPUT) {
-        kp_ssh_errtext(reterr, "%s:%u: command input of %zu bytes exceeds %u", s->host, s->port,
-                       in_len, (unsigned)KP_MAX_PHASE_INPUT);
+        kp_msg_set(ret_msg, "%s:%u: command input of %zu bytes exceeds %u", s->host, s->port,
+                   in_len, (unsigned)KP_MAX_PHASE_INPUT);
         r = -KP_ELIMIT;
         goto out;
     }
@@ -615,9 +619,9 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
         (r = kp_buf_reserve(&cap->err, cap->err.max - cap->err.len)) < 0)
         goto out;
     while (r == 0 && (rc = ssh_channel_open_session(ch)) == SSH_AGAIN)
-        r = kp_ssh_wait(s->ssh, deadline);
+        r = kp_ssh_wait(s, deadline);
     if (r < 0 || rc != SSH_OK) {
-        r = r < 0 ? kp_ssh_exec_timeout(s, &pg, reterr) : kp_ssh_exec_ioerr(s, reterr);
+        r = r < 0 ? kp_ssh_exec_timeout(s, &pg, r, ret_msg) : kp_ssh_exec_ioerr(s, ret_msg);
         goto out;
     }
     pg.opened_at = kp_mono_usec();
@@ -634,9 +638,9 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
     cb_set = true;
 
     while (r == 0 && (rc = ssh_channel_request_exec(ch, command)) == SSH_AGAIN)
-        r = kp_ssh_wait(s->ssh, deadline);
+        r = kp_ssh_wait(s, deadline);
     if (r < 0 || rc != SSH_OK) {
-        r = r < 0 ? kp_ssh_exec_timeout(s, &pg, reterr) : kp_ssh_exec_ioerr(s, reterr);
+        r = r < 0 ? kp_ssh_exec_timeout(s, &pg, r, ret_msg) : kp_ssh_exec_ioerr(s, ret_msg);
         goto out;
     }
     pg.started_at = kp_mono_usec();
@@ -649,7 +653,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
             n = ssh_channel_write(ch, (const char *)input + off,
                                   (uint32_t)KP_MIN(in_len - off, (size_t)KP_SSH_WRITE_CHUNK));
             if (n == SSH_ERROR && !ssh_is_connected(s->ssh)) {
-                r = kp_ssh_exec_ioerr(s, reterr);
+                r = kp_ssh_exec_ioerr(s, ret_msg);
                 goto out;
             }
             if (n == SSH_ERROR) {
@@ -670,7 +674,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
         for (int is_stderr = 0; is_stderr <= 1; is_stderr++) {
             r = kp_ssh_drain(ch, is_stderr, is_stderr ? &cap->err : &cap->out, chunk, &pg);
             if (r == -EIO)
-                r = kp_ssh_exec_ioerr(s, reterr);
+                r = kp_ssh_exec_ioerr(s, ret_msg);
             if (r < 0)
                 goto out;
             progress = progress || r > 0;
@@ -678,7 +682,7 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
         /* Pumps the session once while no exit report has arrived. */
         (void)ssh_channel_get_exit_status(ch);
         if (!ssh_is_connected(s->ssh)) {
-            r = kp_ssh_exec_ioerr(s, reterr);
+            r = kp_ssh_exec_ioerr(s, ret_msg);
             goto out;
         }
 
@@ -695,8 +699,8 @@ int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input
         }
         if (progress)
             continue;
-        if (kp_ssh_wait(s->ssh, deadline) < 0) {
-            r = kp_ssh_exec_timeout(s, &pg, reterr);
+        if ((r = kp_ssh_wait(s, deadline)) < 0) {
+            r = kp_ssh_exec_timeout(s, &pg, r, ret_msg);
             goto out;
         }
     }
@@ -714,7 +718,7 @@ out:
             (void)ssh_remove_channel_callbacks(ch, &cb);
         ssh_channel_free(ch);
     }
-    if (r == -ETIMEDOUT || r == -EIO)
+    if (r == -ETIMEDOUT || r == -EIO || r == -ECANCELED || r == -KP_ENOTLEADER)
         kp_ssh_kill(s); /* closing the connection is what stops the remote command */
     kp_free(ex.signal);
     kp_free(chunk);

@@ -22,12 +22,16 @@
 #include "base/time.h"
 #include "provider/ssh/knownhosts.h"
 
+struct kp_ctx;
 struct kp_fence;
 struct kp_secret;
 struct kp_ssh_session;
 
 /* Dial and handshake (TCP, banner, key exchange, authentication) get at most this long, and
  * never longer than the caller's deadline. */
+/* How often a wait looks at the context and the fence of its target: a cancelled call ends
+ * within about this long. */
+#define KP_SSH_POLL_SLICE_MS 50
 #define KP_SSH_DIAL_TIMEOUT_USEC (15 * KP_USEC_PER_SEC)
 /* Captured stdout and stderr each keep at most this many bytes: the tail. */
 #define KP_MAX_PHASE_OUTPUT (64 * 1024)
@@ -37,7 +41,9 @@ struct kp_ssh_session;
  * script started may keep them open forever). */
 #define KP_SSH_EXIT_DRAIN_USEC (2 * KP_USEC_PER_SEC)
 
-/* Where to connect and how to trust it. Pointers are borrowed for the call only. */
+/* Where to connect and how to trust it. Pointers are borrowed for the call only, except ctx
+ * and fence: a session kp_ssh_connect returns keeps both, so they must outlive it (free the
+ * session before the context or fence goes). */
 struct kp_ssh_target {
     const char *host;                    /* address or name (SSHHost spec.address) */
     uint16_t port;                       /* 0 means 22 */
@@ -46,7 +52,13 @@ struct kp_ssh_target {
     const char *known_host;              /* pre-pin from the key Secret, or NULL */
     const char *tofu_fingerprint;        /* recorded "SHA256:..." or NULL */
     uint64_t dial_timeout_usec;          /* 0 means KP_SSH_DIAL_TIMEOUT_USEC */
-    const struct kp_fence *fence;        /* leader fence a phase checks first (runner.h); NULL */
+    const struct kp_fence *fence;        /* leader fence a phase checks first (runner.h); NULL;
+                                            kept by the session like ctx */
+    /* The caller's context (NULL: none), borrowed for the session's whole life: its deadline
+     * bounds every wait like the call's own, and once it is cancelled, or the fence above
+     * closes, the session's next wait (at most KP_SSH_POLL_SLICE_MS away) closes the
+     * connection and the call returns -ECANCELED (-KP_ENOTLEADER for the fence). */
+    const struct kp_ctx *ctx;
 };
 
 /* Which pin the host key matched. */
@@ -80,13 +92,14 @@ void kp_ssh_capture_done(struct kp_ssh_capture *c);
  *   -KP_EHOSTKEY   the host key does not match the pin ("possible man-in-the-middle"), or the
  *                  pre-pin names no key for this host
  *   -KP_EAUTH      the server refused the key
- *   -ETIMEDOUT     the dial deadline passed
+ *   -ETIMEDOUT     the dial deadline (or t->ctx's) passed
+ *   -ECANCELED     t->ctx was cancelled; -KP_ENOTLEADER  t->fence closed
  *   -EIO           connection failed (refused, reset, protocol error)
  *   -ENOMEM
- * reterr (optional) receives, on failure only, a new human-readable message naming the host
+ * ret_msg (optional) receives, on failure only, a new human-readable message naming the host
  * (kp_free it); it never contains key material. Any thread; the session then belongs to it. */
 int kp_ssh_connect(const struct kp_ssh_target *t, struct kp_deadline deadline,
-                   struct kp_ssh_session **ret_session, char **reterr) KP_WUR;
+                   struct kp_ssh_session **ret_session, char **ret_msg) KP_WUR;
 
 /* Disconnects and frees; accepts and returns NULL. */
 struct kp_ssh_session *kp_ssh_session_free(struct kp_ssh_session *s);
@@ -102,11 +115,13 @@ enum kp_ssh_pin kp_ssh_session_pin(const struct kp_ssh_session *s);
  *   -ETIMEDOUT  deadline passed: the connection was closed, which ends the remote command
  *               (see runner.h for how the phase preamble makes sure of that); the session is
  *               dead afterwards
+ *   -ECANCELED, -KP_ENOTLEADER  the target's ctx was cancelled or its fence closed: likewise
+ *               the connection was closed and the session is dead
  *   -EIO        the connection failed (session dead), -ENOTCONN on a dead session
  *   -KP_ELIMIT  in_len > KP_MAX_PHASE_INPUT (nothing sent)
  *   -ENOMEM
- * reterr as for kp_ssh_connect. The owning thread only. */
+ * ret_msg as for kp_ssh_connect. The owning thread only. */
 int kp_ssh_exec(struct kp_ssh_session *s, const char *command, const void *input, size_t in_len,
-                struct kp_deadline deadline, struct kp_ssh_capture *cap, char **reterr) KP_WUR;
+                struct kp_deadline deadline, struct kp_ssh_capture *cap, char **ret_msg) KP_WUR;
 
 #endif

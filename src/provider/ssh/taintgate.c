@@ -36,12 +36,13 @@
 #include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
+#include "k8s/controller.h"
 #include "k8s/events.h"
 #include "k8s/informer.h"
-#include "k8s/obj-karpenter.h"
-#include "k8s/obj-kpssh.h"
-#include "k8s/obj-node.h"
-#include "k8s/obj-pod.h"
+#include "api/obj-karpenter.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
 #include "k8s/reconciler.h"
 #include "k8s/status.h"
 #include "k8s/store.h"
@@ -194,14 +195,11 @@ int kp_taintgate_patch(const json_t *taints, const char *rv, const char *const *
 
 struct kp_ssh_taintgate {
     struct kp_informer *nodes, *pods, *nodeclaims, *nodeclasses;
-    struct kp_events *events;
-    struct kp_events *own_events;
-    struct kp_client *client;
     kp_taintgate_opened_fn gate_opened;
     void *gate_opened_ctx;
     uint64_t recheck_usec;
-    struct kp_reconciler *rec;
-    atomic_bool started; /* read by _ready() on any thread */
+    struct kp_controller *base; /* reconciler, handlers, readiness, recorder */
+    struct kp_reconciler *rec;  /* base's, for the handlers' enqueues */
 };
 
 static void enqueue(struct kp_ssh_taintgate *tg, const char *node)
@@ -268,21 +266,46 @@ static void on_claim_update(void *ctx, const struct kp_entry *old_e, const struc
     on_claim_add(ctx, new_e);
 }
 
+/* A fan-out walk's failures, counted under the store's read lock and logged after it. */
+struct fanout {
+    struct kp_ssh_taintgate *tg;
+    unsigned failed;
+    int err;
+};
+
+/* Walk visitor: enqueue the Node of one NodeClaim. Under the NodeClaim store's read lock: no
+ * I/O, so no log line here. */
+static int enqueue_claim_node(void *ctx, struct kp_entry *e)
+{
+    struct fanout *f = ctx;
+    const char *node = kp_nodeclaim_view(e)->node_name;
+    int r;
+
+    if (!node || !*node)
+        return 0;
+    r = kp_reconciler_enqueue(f->tg->rec, node);
+    if (r < 0 && r != -ESHUTDOWN) {
+        f->failed++;
+        f->err = r;
+    }
+    return 0;
+}
+
 static void on_class_add(void *ctx, const struct kp_entry *e)
 {
     struct kp_ssh_taintgate *tg = ctx;
-    struct kp_store_list l = {0};
+    struct fanout f = {.tg = tg};
+    int r;
 
     if (kp_sshnodeclass_view(e)->n_gates == 0)
         return;
-    if (kp_store_by_index(kp_informer_store(tg->nodeclaims), KP_SSH_INDEX_NODECLAIM_CLASS, e->name,
-                          &l) < 0) {
-        kp_log_warn("taint gate fan-out failed", KP_LF("nodeclass", e->name));
-        return;
-    }
-    for (size_t i = 0; i < l.n; i++)
-        enqueue(tg, kp_nodeclaim_view(l.v[i])->node_name);
-    kp_store_list_free(&l);
+    r = kp_store_walk_index(kp_informer_store(tg->nodeclaims), KP_SSH_INDEX_NODECLAIM_CLASS,
+                            e->name, enqueue_claim_node, &f);
+    if (r < 0)
+        kp_log_warn_errno(r, "taint gate fan-out failed", KP_LF("nodeclass", e->name));
+    else if (f.failed > 0)
+        kp_log_warn_errno(f.err, "taint gate enqueue failed", KP_LF("nodeclass", e->name),
+                          KP_LF("failed", f.failed));
 }
 
 static void on_class_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
@@ -291,16 +314,17 @@ static void on_class_update(void *ctx, const struct kp_entry *old_e, const struc
     on_class_add(ctx, new_e);
 }
 
-static int reconcile_fn(void *ctx, struct kp_client *c, const char *key, uint64_t *ret_requeue)
+static int reconcile_fn(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                        uint64_t *ret_requeue)
 {
+    (void)cx; /* a reconcile here is API calls only, each bounded by the client's timeout */
     return kp_ssh_taintgate_reconcile(ctx, c, key, ret_requeue);
 }
 
 int kp_ssh_taintgate_new(const struct kp_ssh_taintgate_opts *o, struct kp_ssh_taintgate **ret)
 {
+    struct kp_controller_opts co = {0};
     struct kp_ssh_taintgate *tg = NULL;
-    struct kp_reconciler_opts ro = {0};
-    struct kp_informer_handler h;
     int r;
 
     if (!o || !o->client || !o->nodes || !o->pods || !o->nodeclaims || !o->nodeclasses)
@@ -308,100 +332,77 @@ int kp_ssh_taintgate_new(const struct kp_ssh_taintgate_opts *o, struct kp_ssh_ta
     tg = kp_calloc(1, sizeof(*tg));
     if (!tg)
         return -ENOMEM;
-    atomic_init(&tg->started, false);
     tg->nodes = o->nodes;
     tg->pods = o->pods;
     tg->nodeclaims = o->nodeclaims;
     tg->nodeclasses = o->nodeclasses;
-    tg->events = o->events;
-    tg->client = o->client;
     tg->gate_opened = o->gate_opened;
     tg->gate_opened_ctx = o->gate_opened_ctx;
     tg->recheck_usec = o->recheck_usec ? o->recheck_usec : KP_TAINTGATE_RECHECK_USEC;
-    ro.name = "startuptaintgate";
-    ro.workers = o->workers ? o->workers : 1;
-    ro.reconcile = reconcile_fn;
-    ro.ctx = tg;
-    ro.client = o->client;
-    if ((r = kp_reconciler_new(&ro, &tg->rec)) < 0 || (r = kp_ssh_index_pods(tg->pods)) < 0 ||
-        (r = kp_ssh_index_nodeclaims(tg->nodeclaims)) < 0)
+    co.name = "startuptaintgate";
+    co.group = ""; /* core: the keys are Nodes */
+    co.kind = "Node";
+    co.client = o->client;
+    co.reconcile = reconcile_fn;
+    co.ctx = tg;
+    co.workers = o->workers;
+    co.events = o->events;
+    co.events_component = KP_TAINTGATE_COMPONENT;
+    if ((r = kp_controller_new(&co, &tg->base)) < 0)
         goto out;
-
-    h = (struct kp_informer_handler){.on_add = on_node_add, .on_update = on_node_update, .ctx = tg};
-    if ((r = kp_informer_add_handler(tg->nodes, &h)) < 0)
+    tg->rec = kp_controller_reconciler(tg->base);
+    if ((r = kp_controller_add_index(tg->base, tg->pods, KP_INDEX_POD_NODE, kp_index_pod_node)) <
+            0 ||
+        (r = kp_controller_add_index(tg->base, tg->nodeclaims, KP_SSH_INDEX_NODECLAIM_CLASS,
+                                     kp_ssh_index_nodeclaim_class)) < 0)
         goto out;
-    h = (struct kp_informer_handler){
-        .on_add = on_pod_add, .on_update = on_pod_update, .on_delete = on_pod_add, .ctx = tg};
-    if ((r = kp_informer_add_handler(tg->pods, &h)) < 0)
-        goto out;
-    h = (struct kp_informer_handler){
-        .on_add = on_claim_add, .on_update = on_claim_update, .ctx = tg};
-    if ((r = kp_informer_add_handler(tg->nodeclaims, &h)) < 0)
-        goto out;
-    h = (struct kp_informer_handler){
-        .on_add = on_class_add, .on_update = on_class_update, .ctx = tg};
-    if ((r = kp_informer_add_handler(tg->nodeclasses, &h)) < 0)
+    if ((r = kp_controller_watch(tg->base, tg->nodes,
+                                 &(struct kp_informer_handler){.on_add = on_node_add,
+                                                               .on_update = on_node_update,
+                                                               .ctx = tg})) < 0 ||
+        (r = kp_controller_watch(tg->base, tg->pods,
+                                 &(struct kp_informer_handler){.on_add = on_pod_add,
+                                                               .on_update = on_pod_update,
+                                                               .on_delete = on_pod_add,
+                                                               .ctx = tg})) < 0 ||
+        (r = kp_controller_watch(tg->base, tg->nodeclaims,
+                                 &(struct kp_informer_handler){.on_add = on_claim_add,
+                                                               .on_update = on_claim_update,
+                                                               .ctx = tg})) < 0 ||
+        (r = kp_controller_watch(tg->base, tg->nodeclasses,
+                                 &(struct kp_informer_handler){.on_add = on_class_add,
+                                                               .on_update = on_class_update,
+                                                               .ctx = tg})) < 0)
         goto out;
     *ret = tg;
     tg = NULL;
     r = 0;
 out:
-    if (tg) { /* failed: take back the handlers added so far before freeing what they use */
-        (void)kp_informer_remove_handlers(tg->nodes, tg);
-        (void)kp_informer_remove_handlers(tg->pods, tg);
-        (void)kp_informer_remove_handlers(tg->nodeclaims, tg);
-        (void)kp_informer_remove_handlers(tg->nodeclasses, tg);
-    }
-    kp_ssh_taintgate_free(tg);
+    kp_ssh_taintgate_free(tg); /* the skeleton takes back the handlers it added */
     return r;
 }
 
 int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg)
 {
-    int r;
-
-    if (atomic_load(&tg->started))
-        return 0;
-    if (!tg->events) {
-        /* reportingInstance: the pod name, which is the hostname in a pod. */
-        char host[256] = "kpssh-controller";
-        struct kp_events_opts eo = {.controller = KP_TAINTGATE_COMPONENT, .instance = host};
-
-        if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
-            memcpy(host, "kpssh-controller", sizeof("kpssh-controller"));
-        host[sizeof(host) - 1] = '\0';
-
-        if ((r = kp_events_new(tg->client, &eo, &tg->own_events)) < 0)
-            return r;
-        tg->events = tg->own_events;
-    }
-    if ((r = kp_reconciler_start(tg->rec)) < 0)
-        return r;
-    atomic_store(&tg->started, true);
-    return 0;
+    return kp_controller_start(tg->base);
 }
 
 void kp_ssh_taintgate_stop(struct kp_ssh_taintgate *tg)
 {
-    if (!tg)
-        return;
-    kp_reconciler_stop(tg->rec);
-    atomic_store(&tg->started, false); /* startable again (a replica that leads again) */
+    if (tg)
+        kp_controller_stop(tg->base);
 }
 
 bool kp_ssh_taintgate_ready(struct kp_ssh_taintgate *tg)
 {
-    return tg && atomic_load(&tg->started) && kp_reconciler_running(tg->rec) &&
-           kp_informer_synced(tg->nodes) && kp_informer_synced(tg->pods) &&
-           kp_informer_synced(tg->nodeclaims) && kp_informer_synced(tg->nodeclasses);
+    return tg && kp_controller_ready(tg->base);
 }
 
 struct kp_ssh_taintgate *kp_ssh_taintgate_free(struct kp_ssh_taintgate *tg)
 {
     if (!tg)
         return NULL;
-    tg->rec = kp_reconciler_free(tg->rec);
-    tg->own_events = kp_events_free(tg->own_events);
+    tg->base = kp_controller_free(tg->base);
     kp_free(tg);
     return NULL;
 }
@@ -427,8 +428,9 @@ static void report_removed(struct kp_ssh_taintgate *tg, const struct kp_node_vie
         (void)snprintf(note, sizeof(note), "startup taint %s removed: node condition %s is %s",
                        g->taint_key, g->condition_type, g->condition_status);
     /* Dropped events are counted by the recorder. */
-    (void)kp_events_emit(tg->events, &ref, KP_EVENT_NORMAL, KP_TAINTGATE_EVENT_REASON,
-                         KP_TAINTGATE_EVENT_ACTION, note);
+    /* The skeleton's recorder, made by its start before the workers. */
+    (void)kp_events_emit(kp_controller_events(tg->base), &ref, KP_EVENT_NORMAL,
+                         KP_TAINTGATE_EVENT_REASON, KP_TAINTGATE_EVENT_ACTION, note);
     kp_log_info("startup taint removed", KP_LF("node", node->e.name), KP_LF("taint", g->taint_key),
                 KP_LF("seconds", (double)usec / 1e6));
     if (tg->gate_opened)

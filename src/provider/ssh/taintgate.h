@@ -98,16 +98,19 @@ struct kp_ssh_taintgate_opts {
 
 struct kp_ssh_taintgate;
 
-/* A stopped controller. Adds handlers to the four informers and the indexes it reads
- * (provider/ssh/indexes.h: pods by node, NodeClaims by node class); the informers must not have
- * started and must outlive the controller. Main thread. 0, -EINVAL, -E2BIG, -ENOMEM. */
+/* A stopped controller (on the skeleton of k8s/controller.h). Adds handlers to the four
+ * informers and the indexes it reads (api/indexes.h pods by node, provider/ssh/indexes.h
+ * NodeClaims by node class); the informers must not have started and must outlive the
+ * controller. On an error nothing stays registered. Main thread. 0, -EINVAL, -EBUSY (an
+ * informer started), -ENOMEM. */
 int kp_ssh_taintgate_new(const struct kp_ssh_taintgate_opts *o,
                          struct kp_ssh_taintgate **ret) KP_WUR;
 int kp_ssh_taintgate_start(struct kp_ssh_taintgate *tg) KP_WUR;
 void kp_ssh_taintgate_stop(struct kp_ssh_taintgate *tg);
 /* True once started and its four informers have synced. Any thread. */
 bool kp_ssh_taintgate_ready(struct kp_ssh_taintgate *tg);
-/* Stops and frees; accepts and returns NULL. Free only after the informers have stopped. */
+/* Stops, takes its handlers back out of the informers and frees; accepts and returns NULL.
+ * Free only after the informers have stopped (and before they are freed). */
 struct kp_ssh_taintgate *kp_ssh_taintgate_free(struct kp_ssh_taintgate *tg);
 
 /* The reconcile step for one Node (the reconciler calls it; tests may too). */

@@ -1,0 +1,51 @@
+/* api/obj-misc.h: the smaller built-in projections: PodDisruptionBudget, DaemonSet, Lease. */
+#ifndef KP_API_OBJ_MISC_H
+#define KP_API_OBJ_MISC_H
+
+#include "api/obj-pod.h"
+#include "api/obj.h"
+
+/* policy/v1 PodDisruptionBudget. minAvailable/maxUnavailable are an int or a percentage. */
+struct kp_intstr {
+    bool set;
+    bool percent; /* value is a percentage */
+    int32_t value;
+};
+struct kp_pdb_view {
+    struct kp_entry e;
+    struct kp_meta meta;
+    struct kp_reqs selector; /* absent selector matches nothing */
+    struct kp_intstr min_available;
+    struct kp_intstr max_unavailable;
+    int32_t disruptions_allowed; /* status.disruptionsAllowed */
+    int32_t current_healthy, desired_healthy, expected_pods;
+    bool always_allow_unhealthy; /* unhealthyPodEvictionPolicy: AlwaysAllow */
+};
+int kp_pdb_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
+int kp_pdb_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
+
+/* apps/v1 DaemonSet: what a new node will run (Karpenter counts daemon overhead per node). */
+struct kp_daemonset_view {
+    struct kp_entry e;
+    struct kp_meta meta;
+    struct kp_resources requests;   /* effective requests of the pod template */
+    struct kp_labels node_selector; /* template nodeSelector */
+    struct kp_tolerations tolerations;
+    const struct kp_node_term *required; /* template required node affinity terms (ORed) */
+    size_t n_required;
+};
+int kp_daemonset_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
+int kp_daemonset_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
+
+/* coordination.k8s.io/v1 Lease. */
+struct kp_lease_view {
+    struct kp_entry e;
+    const char *holder;       /* spec.holderIdentity, NULL when free */
+    int32_t duration_seconds; /* spec.leaseDurationSeconds */
+    int64_t acquire_usec, renew_usec;
+    int32_t transitions; /* spec.leaseTransitions */
+};
+int kp_lease_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
+int kp_lease_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
+
+#endif

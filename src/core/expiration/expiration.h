@@ -1,0 +1,60 @@
+/* core/expiration/expiration.h: Karpenter's nodeclaim.expiration controller (semantics §3.7).
+ *
+ * A NodeClaim of ours (kp_provider_supports on its nodeClassRef) whose spec.expireAfter is a
+ * duration (not "Never", not absent) is deleted once now >= metadata.creationTimestamp +
+ * expireAfter: forcefully, ignoring disruption budgets and do-not-disrupt (draining still honours
+ * PDBs until the terminationGracePeriod, which is core/termination's job). The delete carries the
+ * cached uid as a precondition, is logged ("deleting expired nodeclaim") and counted as
+ * karpenter_nodeclaims_disrupted_total{reason="expired"}. Before that moment the key is requeued
+ * at the expiry. A NodeClaim already being deleted is left alone.
+ *
+ * Not reported: karpenter_pods_disruption_initiated_total (core/observe.h has no such family).
+ *
+ * The decision is the pure kp_expiration_plan (tests/unit/test-expiration.c); the controller is
+ * a reconciler keyed by NodeClaim name on the shared NodeClaim informer (k8s/controller.h). */
+#ifndef KP_CORE_EXPIRATION_EXPIRATION_H
+#define KP_CORE_EXPIRATION_EXPIRATION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+
+struct kp_core_env;
+struct kp_nodeclaim_view;
+struct kp_provider;
+
+enum kp_expiration_action {
+    KP_EXPIRATION_NONE = 0, /* not ours, deleting, or no expireAfter: nothing, no requeue */
+    KP_EXPIRATION_WAIT,     /* not yet: requeue after requeue_usec */
+    KP_EXPIRATION_DELETE,   /* expired: delete now */
+};
+
+struct kp_expiration_plan {
+    enum kp_expiration_action action;
+    uint64_t requeue_usec; /* WAIT only: until the expiry (at least 1) */
+    int64_t expiry_usec;   /* WAIT and DELETE: when it expires (expired) */
+};
+
+/* The decision for nc at now_usec. Pure; any thread. An expireAfter that does not parse is
+ * treated as absent (the NodeClaim fails its validation; it is not ours to guess). */
+struct kp_expiration_plan kp_expiration_plan(const struct kp_provider *p,
+                                             const struct kp_nodeclaim_view *nc, int64_t now_usec)
+    KP_NONNULL(1, 2);
+
+struct kp_expiration_controller;
+
+/* A stopped controller registered on env's NodeClaim informer (key per NodeClaim). env is
+ * borrowed and must outlive the controller; the informers must not have started. Main thread.
+ * 0, -EINVAL (env without client, informers or provider), -EBUSY (informers started), -ENOMEM. */
+int kp_expiration_controller_new(const struct kp_core_env *env,
+                                 struct kp_expiration_controller **ret) KP_WUR;
+int kp_expiration_controller_start(struct kp_expiration_controller *ctl) KP_WUR;
+void kp_expiration_controller_stop(struct kp_expiration_controller *ctl);
+/* Started, and the NodeClaim informer synced. Any thread; NULL: false. */
+bool kp_expiration_controller_ready(struct kp_expiration_controller *ctl);
+/* Stops and frees (after the informers have stopped); accepts and returns NULL. */
+struct kp_expiration_controller *
+kp_expiration_controller_free(struct kp_expiration_controller *ctl);
+
+#endif

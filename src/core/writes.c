@@ -1,0 +1,108 @@
+/* DESIGN: see core/writes.h. Each function turns one write into a request with a
+ * precondition, so the controllers' code says what it writes and never how the race is kept. */
+#include "core/writes.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "core/conds.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/status.h"
+
+bool kp_strs_has(const char *const *list, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] && strcmp(list[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* Appends a copy of s to arr. */
+static int append_str(json_t *arr, const char *s)
+{
+    json_t *one = NULL;
+    int r = kp_json_string_new(s, &one);
+
+    return r < 0 ? r : kp_json_array_append_steal(arr, one);
+}
+
+int kp_patch_finalizers(json_t *patch, const char *const *list, size_t n, const char *name,
+                        bool add)
+{
+    json_t *arr = NULL;
+    int r;
+
+    if ((r = kp_json_array_new(&arr)) < 0)
+        return r;
+    /* A merge patch replaces the whole list: every other finalizer is sent back as it was. */
+    for (size_t i = 0; i < n && r >= 0; i++)
+        if (list[i] && strcmp(list[i], name) != 0)
+            r = append_str(arr, list[i]);
+    if (r >= 0 && add)
+        r = append_str(arr, name);
+    if (r < 0) {
+        kp_json_unref(arr);
+        return r;
+    }
+    return kp_json_patch_set_steal(patch, KP_JSON_PATH("metadata", "finalizers"), arr);
+}
+
+/* Hands the server's message to *ret_msg (when asked) and releases err. */
+static int finish(int r, struct kp_error *err, char **ret_msg)
+{
+    if (r < 0 && ret_msg)
+        kp_msg_set(ret_msg, "%s", err->message ? err->message : kp_strerror(r));
+    kp_error_done(err);
+    return r;
+}
+
+int kp_patch_cas(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                 const char *name, const char *subresource, const char *rv, json_t *body,
+                 char **ret_msg)
+{
+    struct kp_error err = KP_ERROR_INIT;
+    int r;
+
+    if (!*rv)
+        return -EINVAL; /* no precondition, no write */
+    if ((r = kp_json_patch_set_str(body, KP_JSON_PATH("metadata", "resourceVersion"), rv)) < 0)
+        return r;
+    r = kp_client_patch(c, res, ns, name, subresource, KP_PATCH_MERGE, body, /* ret_obj= */ NULL,
+                        &err);
+    return finish(r, &err, ret_msg);
+}
+
+int kp_write_conditions(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                        const char *name, const char *rv, const struct kp_condset *cs,
+                        char **ret_msg)
+{
+    json_t *body = NULL, *list = NULL;
+    int r;
+
+    if (!kp_condset_changed(cs))
+        return 0;
+    if ((r = kp_json_patch_new(&body)) < 0)
+        return r;
+    if ((r = kp_condset_json(cs, &list)) < 0 ||
+        (r = kp_json_patch_set_steal(body, KP_JSON_PATH("status", "conditions"), list)) < 0)
+        goto out;
+    r = kp_patch_cas(c, res, ns, name, "status", rv, body, ret_msg);
+out:
+    kp_json_unref(body);
+    return r;
+}
+
+int kp_delete_uid(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                  const char *name, const char *uid, char **ret_msg)
+{
+    struct kp_error err = KP_ERROR_INIT;
+    const struct kp_delete_opts opts = {.precondition_uid = uid};
+    int r;
+
+    r = kp_client_delete(c, res, ns, name, &opts, &err);
+    if (r == -ENOENT)
+        r = 0;
+    return finish(r, &err, ret_msg);
+}
