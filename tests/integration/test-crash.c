@@ -21,7 +21,10 @@
  * test-provider.c's race profile does) so a cycle takes seconds, not a kubelet's TLS bootstrap.
  *
  * Figures printed: kills of each process, cycles, wall time, time to converge after the last
- * cycle. Seed: KP_CRASH_SEED (default: from the clock), printed so a failure can be replayed. */
+ * cycle. Seed: KP_CRASH_SEED (default: from the clock), printed so a failure can be replayed.
+ * KP_CRASH_ABANDON=1 makes every restarted driver delete an unfinished launch (by default half of
+ * them do), to exercise that path on purpose: the un-synced Node such a launch left must go with
+ * the host's release, not stay behind as the next claim's second Node. */
 #include "kp-lab.h"
 #include "kp-test.h"
 
@@ -169,7 +172,11 @@ static void nodeclaim_create(const char *name)
     json_t *o = kp_lab_obj_new("karpenter.sh/v1", "NodeClaim", NULL, name);
     int r;
 
+    /* The labels the provisioner gives every NodeClaim (Karpenter's NodeClaim template): the
+     * Node inherits them at registration, and they make it a managed Node whose termination
+     * finalizer the core lets go even when its NodeClaim went first. */
     kp_lab_set(o, KP_JSON_PATH("metadata", "labels", "karpenter.sh/nodepool"), "crash");
+    kp_lab_set(o, KP_JSON_PATH("metadata", "labels", KP_KPSSH_GROUP "/sshnodeclass"), CLASS);
     kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "group"), KP_KPSSH_GROUP);
     kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"), "SSHNodeClass");
     kp_lab_set(o, KP_JSON_PATH("spec", "nodeClassRef", "name"), CLASS);
@@ -221,7 +228,7 @@ static void driver_cycle(unsigned n, bool fresh_start)
         assert_non_null(e);
     }
     if (fresh_start && !kp_nodeclaim_view(e)->meta.deletion_usec &&
-        !registered(kp_nodeclaim_view(e)) && rnd(3) == 0) {
+        !registered(kp_nodeclaim_view(e)) && (getenv("KP_CRASH_ABANDON") || rnd(2) == 0)) {
         print_message("# driver: deleting the unfinished launch of %s\n", name);
         nodeclaim_delete(name);
     }

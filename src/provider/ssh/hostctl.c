@@ -756,27 +756,60 @@ out:
     return r;
 }
 
-/* Deletes the Nodes that carry h's address, are ours (kp_hostctl_node_ours) and were created
- * before since_usec (when the leave took the host out of service): a Node created later belongs
- * to a join that happened since, which a decision made on a cached host must never touch, and a
- * Node with another providerID is somebody else's; both are left alone and logged. Each delete is
- * fenced by the Node's uid. Call only once kubelet is known stopped by a leave that ran.
- * *ret_deleted: how many went. On a failed delete *ret_why owns the text and 0 is returned, with
- * the Nodes after it left for the next try. */
-static int delete_our_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
-                            const struct kp_sshhost_view *h, int64_t since_usec,
-                            unsigned *ret_deleted, char **ret_why)
+/* Appends to l the Nodes of index idx with value v that l does not hold yet. */
+static int gather(struct kp_store *nodes, const char *idx, const char *v, struct kp_store_list *l)
 {
-    const char *ip = kp_sshhost_node_ip(h);
+    struct kp_store_list more = {0};
+    int r;
+
+    if (!v || !*v)
+        return 0;
+    if ((r = kp_store_by_index(nodes, idx, v, &more)) < 0)
+        return r;
+    if (more.n > 0) {
+        struct kp_entry **v2 = kp_reallocarray(l->v, l->n + more.n, sizeof(*v2));
+
+        if (!v2) {
+            kp_store_list_free(&more);
+            return -ENOMEM;
+        }
+        l->v = v2;
+    }
+    for (size_t i = 0; i < more.n; i++) {
+        bool dup = false;
+
+        for (size_t j = 0; j < l->n && !dup; j++)
+            dup = l->v[j] == more.v[i];
+        if (dup)
+            continue;
+        l->v[l->n++] = more.v[i];
+        more.v[i] = NULL; /* moved */
+    }
+    kp_store_list_free(&more);
+    return r;
+}
+
+int kp_hostctl_delete_our_nodes(struct kp_store *nodes, struct kp_client *c,
+                                const struct kp_sshhost_view *h, int64_t since_usec,
+                                const char *what, unsigned *ret_deleted, char **ret_why)
+{
     struct kp_store_list l = {0};
+    char *spid = NULL;
     int r;
 
     *ret_deleted = 0;
     *ret_why = NULL;
-    if (!ip || !*ip || since_usec <= 0)
+    if (since_usec <= 0)
         return 0;
-    if ((r = kp_store_by_index(hc->nodes, KP_SSH_INDEX_NODE_IP, ip, &l)) < 0)
-        return r;
+    if (h->e.ns && h->e.name &&
+        !(spid =
+              kp_strjoin(KP_SSH_PROVIDER_ID_SCHEME, h->e.ns, "/", h->e.name, (const char *)NULL)))
+        return -ENOMEM;
+    if ((r = gather(nodes, KP_SSH_INDEX_NODE_IP, kp_sshhost_node_ip(h), &l)) < 0 ||
+        (r = gather(nodes, KP_SSH_INDEX_NODE_PROVIDER_ID, spid, &l)) < 0 ||
+        (r = gather(nodes, KP_SSH_INDEX_NODE_PROVIDER_ID, h->provider_id, &l)) < 0 ||
+        (r = gather(nodes, KP_SSH_INDEX_NODE_PROVIDER_ID, h->adopted_provider_id, &l)) < 0)
+        goto out;
     for (size_t i = 0; i < l.n; i++) {
         const struct kp_node_view *n = kp_node_view(l.v[i]);
         struct kp_delete_opts o = {.precondition_uid = n->e.uid};
@@ -788,8 +821,10 @@ static int delete_our_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
                         KP_LF("provider_id", n->provider_id ? n->provider_id : ""));
             continue;
         }
+        if (n->meta.deletion_usec != 0)
+            continue; /* on its way already (its termination is the core's) */
         if (n->meta.creation_usec <= 0 || n->meta.creation_usec >= since_usec) {
-            kp_log_warn("a Node with the host's address is newer than its leave; not deleted",
+            kp_log_warn("a Node of the host is newer than its leave; not deleted",
                         KP_LF("host", h->e.name), KP_LF("node", n->e.name));
             continue;
         }
@@ -798,19 +833,21 @@ static int delete_our_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
         if (r == -ENOENT || r == -KP_ECONFLICT)
             continue; /* gone already, or another incarnation with this name */
         if (r < 0) {
-            *ret_why = kp_strjoin("zombie left, but deleting Node ", n->e.name,
+            *ret_why = kp_strjoin(what, " left, but deleting Node ", n->e.name,
                                   " failed: ", kp_strerror(r), (const char *)NULL);
-            kp_log_error_errno(r, "zombie left but its Node was not deleted",
+            kp_log_error_errno(r, "a host left but its Node was not deleted",
                                KP_LF("host", h->e.name), KP_LF("node", n->e.name));
             r = *ret_why ? 0 : -ENOMEM;
             goto out;
         }
         (*ret_deleted)++;
-        kp_log_info("deleted the Node of a zombie leave", KP_LF("host", h->e.name),
-                    KP_LF("node", n->e.name), KP_LF("from", kp_host_state_name(h->state)));
+        kp_log_info("deleted the Node of a host that left", KP_LF("host", h->e.name),
+                    KP_LF("node", n->e.name), KP_LF("leave", what),
+                    KP_LF("from", kp_host_state_name(h->state)));
     }
     r = 0;
 out:
+    kp_free(spid);
     kp_store_list_free(&l);
     return r;
 }
@@ -927,7 +964,8 @@ static int zombie_left(struct kp_ssh_hostctl *hc, struct kp_client *c, struct kp
         goto out;
     }
     /* kubelet is stopped now, so our Nodes cannot come back: delete them (the invoice line). */
-    if ((r = delete_our_nodes(hc, c, h, since_usec, &deleted, &why)) < 0)
+    if ((r = kp_hostctl_delete_our_nodes(hc->nodes, c, h, since_usec, "zombie", &deleted, &why)) <
+        0)
         goto out;
     if (why) {
         st.state = KP_HOST_UNHEALTHY;
@@ -1076,7 +1114,7 @@ static int probe_job_run(void *arg, const struct kp_ctx *ctx)
 
 /* The end of an unfinished zombie leave (out->collect_node): kubelet is stopped, so the Nodes of
  * ours that predate the leave (the host's Ready condition going False, when the guard took it out
- * of service) go before the host is Available again (delete_our_nodes). When a delete fails the
+ * of service) go before the host is Available again (kp_hostctl_delete_our_nodes). When a delete fails the
  * probe's write becomes Unhealthy / LeaveUnfinished with the error (*ret_why owns the text) and
  * the next probe tries again. */
 static int collect_stale_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
@@ -1088,7 +1126,7 @@ static int collect_stale_nodes(struct kp_ssh_hostctl *hc, struct kp_client *c,
     unsigned deleted = 0;
     int r;
 
-    if ((r = delete_our_nodes(hc, c, h, since, &deleted, ret_why)) < 0)
+    if ((r = kp_hostctl_delete_our_nodes(hc->nodes, c, h, since, "zombie", &deleted, ret_why)) < 0)
         return r;
     if (*ret_why) {
         out->st.state = KP_HOST_UNHEALTHY;

@@ -230,6 +230,20 @@ void kp_hostctl_decide_probe(const struct kp_sshhost_view *h, const struct kp_ho
  * belongs to somebody else and is never deleted. */
 bool kp_hostctl_node_ours(const struct kp_sshhost_view *h, const char *pid) KP_NONNULL(1);
 
+/* Deletes h's Nodes once a leave has run (kubelet is known stopped): those in nodes (indexed by
+ * kp_ssh_index_nodes) with h's address or one of its providerIDs that are ours
+ * (kp_hostctl_node_ours), not being deleted already, and created before since_usec (when the
+ * leave took the host out of service: a Node created later belongs to a join that happened since,
+ * which a decision made on a cached host must never touch). A Node with another providerID is
+ * somebody else's. Both kinds are left alone and logged. Each delete is fenced by the Node's uid.
+ * what names the leave in messages ("zombie", "host"). *ret_deleted: how many went. On a failed
+ * delete *ret_why owns "<what> left, but deleting Node ... failed: ..." and 0 is returned, the
+ * Nodes after it left for the next try. */
+int kp_hostctl_delete_our_nodes(struct kp_store *nodes, struct kp_client *c,
+                                const struct kp_sshhost_view *h, int64_t since_usec,
+                                const char *what, unsigned *ret_deleted, char **ret_why) KP_WUR
+    KP_NONNULL(1, 2, 3, 5, 6, 7);
+
 /* The zombie guard's verdict on an unclaimed host whose kubelet is active: ours (a Node with its
  * node IP is ours by kp_hostctl_node_ours, or kpssh installed a profile there: leave it, delete
  * our Nodes) or foreign (neither: park it, touch nothing). A leave that finds no install marker

@@ -91,6 +91,7 @@
 #include "k8s/store.h"
 #include "provider/ssh/claim.h"
 #include "provider/ssh/env.h"
+#include "provider/ssh/hostctl.h"
 #include "provider/ssh/hostio.h"
 #include "provider/ssh/indexes.h"
 #include "provider/ssh/inventory.h"
@@ -1203,6 +1204,27 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
                           KP_LF("detail", msg ? msg : ""));
         host_event(p, kp_sshhost_view(host), true, "LeaveFailed", "Leave",
                    msg ? msg : kp_strerror(r));
+    }
+    /* kubelet is stopped by a leave that ran, so the host's Nodes cannot come back: they go
+     * while the claim still fences the host (no new join can have made a Node since). A Node
+     * the core registered is deleted by the core first; this takes the ones it never synced (a
+     * NodeClaim deleted before it registered), which would otherwise stay NotReady forever and
+     * read as the next claim's Node (the same providerID). */
+    if (healthy && p->nodes) {
+        unsigned deleted = 0;
+        char *why = NULL;
+
+        r = kp_hostctl_delete_our_nodes(p->nodes, c, kp_sshhost_view(host),
+                                        (int64_t)kp_real_usec() + (int64_t)KP_USEC_PER_SEC, "host",
+                                        &deleted, &why);
+        if (r == 0 && why)
+            r = kp_provider_err_set(err, -EAGAIN, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", why);
+        else if (r < 0)
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "deleting the Node: %s",
+                                kp_strerror(r));
+        kp_free(why);
+        if (r < 0)
+            goto out;
     }
     if (kp_sshhost_view(host)->bootstrap_token_id &&
         (r = kp_token_delete(c, kp_sshhost_view(host)->bootstrap_token_id, &e)) < 0) {
