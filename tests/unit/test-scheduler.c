@@ -1111,7 +1111,13 @@ static void test_spread_unsatisfiable(void **state)
     mkpod("hard1", NULL, "1", "1Gi", "\"app\":\"h\"", SPREAD(ZONE, 1, "DoNotSchedule", "h"));
     mkpod("hard2", NULL, "1", "1Gi", "\"app\":\"h\"", SPREAD(ZONE, 1, "DoNotSchedule", "h"));
     mkpod("soft1", NULL, "1", "1Gi", "\"app\":\"s\"", SPREAD(ZONE, 1, "ScheduleAnyway", "s"));
-    mkpod("soft2", NULL, "1", "1Gi", "\"app\":\"s\"", SPREAD(ZONE, 1, "ScheduleAnyway", "s"));
+    /* Two ScheduleAnyway constraints: the first (zone, unsatisfiable) goes first, and the
+     * hostname one, which holds, is kept. */
+    mkpod("soft2", NULL, "1", "1Gi", "\"app\":\"s\"",
+          ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"" ZONE "\","
+          "\"whenUnsatisfiable\":\"ScheduleAnyway\",\"labelSelector\":{\"matchLabels\":{"
+          "\"app\":\"s\"}}},{\"maxSkew\":1,\"topologyKey\":\"" HOST "\",\"whenUnsatisfiable\":"
+          "\"ScheduleAnyway\",\"labelSelector\":{\"matchLabels\":{\"app\":\"s\"}}}]");
     solve();
     assert_string_equal(where("hard1"), "claim:0");
     assert_error("hard2", "unsatisfiable topology spread constraint");
@@ -1119,6 +1125,8 @@ static void test_spread_unsatisfiable(void **state)
     assert_int_equal(res("soft1")->relaxed, 0);
     assert_int_equal(res("soft2")->where, KP_SCHED_CLAIM);
     assert_int_equal(res("soft2")->relaxed, 1);
+    /* The hostname spread still held: soft2 did not join soft1's claim. */
+    assert_int_not_equal(res("soft2")->index, res("soft1")->index);
 }
 
 /* Hostname anti-affinity: one per node, existing matching pods included. */
@@ -1243,6 +1251,111 @@ static void test_self_affinity(void **state)
     assert_int_equal(res("g2")->index, res("g1")->index);
     assert_int_equal(res("h2")->where, KP_SCHED_CLAIM);
     assert_int_equal(res("h2")->index, res("h1")->index);
+}
+
+/* nodeTaintsPolicy Honor: zones only a pool the pod does not tolerate can launch into are not
+ * domains; with the default (Ignore) they are, count 0 forever, and hold the skew down. */
+static void test_spread_node_taints_policy(void **state)
+{
+    static const char *const policy[] = {"Ignore", "Honor"};
+
+    (void)state;
+    for (size_t k = 0; k < 2; k++) {
+        char spec[512];
+        size_t plain, tainted;
+
+        teardown(NULL);
+        setup(NULL);
+        plain = pool("plain", NULL, NULL);
+        tainted = pool("tainted", NULL, ",\"taints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]");
+        itype(plain, "c1", 1, 8, 100, "a,b", NULL);
+        itype(tainted, "c1", 1, 8, 100, "c", NULL);
+        (void)snprintf(spec, sizeof(spec),
+                       ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"" ZONE
+                       "\",\"whenUnsatisfiable\":\"DoNotSchedule\",\"nodeTaintsPolicy\":\"%s\","
+                       "\"labelSelector\":{\"matchLabels\":{\"app\":\"w\"}}}]",
+                       policy[k]);
+        mkpod("w1", NULL, "1", "1Gi", "\"app\":\"w\"", spec);
+        mkpod("w2", NULL, "1", "1Gi", "\"app\":\"w\"", spec);
+        mkpod("w3", NULL, "1", "1Gi", "\"app\":\"w\"", spec);
+        solve();
+        assert_string_equal(creq(res("w1")->index, ZONE), ZONE " In [a]");
+        assert_string_equal(creq(res("w2")->index, ZONE), ZONE " In [b]");
+        if (k == 0) /* the spread asks for zone c, which plain cannot launch into */
+            assert_error("w3", "\"plain\", no instance type met the scheduling requirements");
+        else
+            assert_string_equal(creq(res("w3")->index, ZONE), ZONE " In [a]");
+    }
+}
+
+/* matchLabelKeys: the pod's own value of each key joins the selector, so another revision's pods
+ * are not counted. */
+static void test_spread_match_label_keys(void **state)
+{
+    static const char *const keys[] = {"", ",\"matchLabelKeys\":[\"rev\"]"};
+
+    (void)state;
+    for (size_t k = 0; k < 2; k++) {
+        struct kp_sched_node *n;
+        char spec[512];
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, NULL);
+        itype(p, "c1", 1, 8, 100, "a,b", NULL);
+        n = node("n-a", "default", "a", 8, 8);
+        bind(n, "old1", "1", "\"app\":\"w\",\"rev\":\"1\"", NULL);
+        bind(n, "old2", "1", "\"app\":\"w\",\"rev\":\"1\"", NULL);
+        (void)snprintf(spec, sizeof(spec),
+                       ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"" ZONE
+                       "\",\"whenUnsatisfiable\":\"DoNotSchedule\",\"labelSelector\":{"
+                       "\"matchLabels\":{\"app\":\"w\"}}%s}]",
+                       keys[k]);
+        mkpod("new", NULL, "1", "1Gi", "\"app\":\"w\",\"rev\":\"2\"", spec);
+        solve();
+        if (k == 0)
+            assert_string_equal(creq(res("new")->index, ZONE), ZONE " In [b]");
+        else
+            assert_string_equal(where("new"), "node:n-a");
+    }
+}
+
+/* A batch pod's anti-affinity, once it is placed, keeps the pods it selects off its claim. */
+static void test_batch_inverse_anti_affinity(void **state)
+{
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "big", 16, 64, 100, "a", NULL);
+    mkpod("shy", NULL, "2", "1Gi", "\"app\":\"shy\"", ANTI(HOST, "web"));
+    mkpod("web", NULL, "1", "1Gi", "\"app\":\"web\"", NULL);
+    mkpod("other", NULL, "1", "1Gi", "\"app\":\"other\"", NULL);
+    solve();
+    assert_string_equal(where("shy"), "claim:0");
+    assert_string_equal(where("web"), "claim:1");
+    /* A pod shy does not select may share with it (fewest pods first: claim 1 has one pod too,
+     * and claim 0 was opened first). */
+    assert_string_equal(where("other"), "claim:0");
+}
+
+/* An existing node's PreferNoSchedule taint is tolerated after relaxation when some pool has
+ * one too. */
+static void test_relax_prefer_no_schedule_node(void **state)
+{
+    struct kp_sched_node *n;
+    size_t p;
+
+    (void)state;
+    p = pool("soft", NULL, ",\"taints\":[{\"key\":\"spot\",\"effect\":\"PreferNoSchedule\"}]");
+    itype(p, "c1", 1, 8, 100, "a", NULL);
+    n = node("n", NULL, "a", 4, 8);
+    node_taint(n, "other", KP_TAINT_PREFER_NO_SCHEDULE, false);
+    pod("web", "1", NULL, NULL);
+    solve();
+    assert_string_equal(where("web"), "node:n");
+    assert_int_equal(res("web")->relaxed, 1);
 }
 
 /* --- step 3: preference relaxation (preferences.go) ----------------------------------------- */
@@ -1503,6 +1616,10 @@ int main(int argc, char **argv)
         T(test_affinity),
         T(test_affinity_hostname_existing),
         T(test_self_affinity),
+        T(test_spread_node_taints_policy),
+        T(test_spread_match_label_keys),
+        T(test_batch_inverse_anti_affinity),
+        T(test_relax_prefer_no_schedule_node),
         T(test_relax_preferred_node_affinity),
         T(test_relax_required_terms),
         T(test_relax_order),

@@ -678,6 +678,11 @@ static int group_pool_domains(const struct solver *s, struct group *g)
 
         if (!pl->usable)
             continue;
+        /* nodeTaintsPolicy Honor: only pools whose taints the pod tolerates give domains
+         * (TopologyDomainGroup.ForEachDomain). */
+        if (g->type == G_SPREAD && g->f_taints &&
+            !tolerates_all(&g->fpod->tolerations, &pl->in->np->tmpl.taints, false))
+            continue;
         for (size_t j = 0; j < pl->n_types; j++) {
             const struct kp_instance_type *it = &pl->in->types[pl->types[j]];
             const struct kp_req *tr = kp_reqset_get(&it->reqs, g->key);
