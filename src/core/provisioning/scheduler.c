@@ -22,18 +22,14 @@
  * ordered by cheapest compatible available offering (ties: name, then catalog order), cut to
  * max_instance_types, and the least DaemonSet overhead is added to the requests (nodeclaim.go).
  *
- * Topology (topology.go, topologygroup.go): every distinct (kind, key, namespaces, selector,
- * skew, node filter) of the batch is one group holding a count per domain, kept sorted by domain
- * name. Counts are taken once, from the bound pods of the input nodes, when the group is made;
- * after that a placement adds to the groups that select the pod (a list computed once per pod),
- * and checking a pod costs its own groups times their domains, never the number of pods. Bound
- * pods' required anti-affinity terms (and those of the batch's pods, once placed) are inverse
- * groups that keep matching pods out of their domains. Where Karpenter iterates a Go map (the
- * domain of least count, the first domain of a self-affinity bootstrap) we take domains in name
- * order, which makes the choice the least name among equals.
+ * Topology (topology.go, topologygroup.go) is topology.c's: every distinct group of the batch
+ * holds a count per domain, taken once from the bound pods and kept current by each placement,
+ * so checking a pod never looks at other pods. Where Karpenter iterates a Go map (the domain of
+ * least count, the first domain of a self-affinity bootstrap) domains go in name order, which
+ * makes the choice the least name among equals.
  *
  * Threads: pure; any thread. Nothing here outlives the call but the plan. */
-#include "core/provisioning/scheduler.h"
+#include "core/provisioning/scheduler-internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -53,12 +49,6 @@
 
 /* --- resource vectors ---------------------------------------------------------------------- */
 
-/* Amounts sorted by name; names borrowed from the input (or static). */
-struct rv {
-    struct kp_sched_res *v;
-    size_t n, cap;
-};
-
 static int64_t sat_add(int64_t a, int64_t b)
 {
     int64_t r;
@@ -68,7 +58,7 @@ static int64_t sat_add(int64_t a, int64_t b)
     return r;
 }
 
-static bool rv_pos(const struct rv *r, const char *name, size_t *ret_pos)
+static bool rv_pos(const struct kp_sched_rv *r, const char *name, size_t *ret_pos)
 {
     size_t lo = 0, hi = r->n;
 
@@ -89,14 +79,14 @@ static bool rv_pos(const struct rv *r, const char *name, size_t *ret_pos)
     return false;
 }
 
-static int64_t rv_get(const struct rv *r, const char *name)
+static int64_t rv_get(const struct kp_sched_rv *r, const char *name)
 {
     size_t pos;
 
     return rv_pos(r, name, &pos) ? r->v[pos].milli : 0;
 }
 
-static int rv_add(struct rv *r, const char *name, int64_t milli)
+static int rv_add(struct kp_sched_rv *r, const char *name, int64_t milli)
 {
     size_t pos;
     struct kp_sched_res *nv;
@@ -116,7 +106,7 @@ static int rv_add(struct rv *r, const char *name, int64_t milli)
     return 0;
 }
 
-static int rv_add_res(struct rv *r, const struct kp_resources *res, int64_t sign)
+static int rv_add_res(struct kp_sched_rv *r, const struct kp_resources *res, int64_t sign)
 {
     int rc;
 
@@ -126,7 +116,7 @@ static int rv_add_res(struct rv *r, const struct kp_resources *res, int64_t sign
     return 0;
 }
 
-static int rv_add_rv(struct rv *r, const struct rv *o, int64_t sign)
+static int rv_add_rv(struct kp_sched_rv *r, const struct kp_sched_rv *o, int64_t sign)
 {
     int rc;
 
@@ -136,7 +126,7 @@ static int rv_add_rv(struct rv *r, const struct rv *o, int64_t sign)
     return 0;
 }
 
-static void rv_done(struct rv *r)
+static void rv_done(struct kp_sched_rv *r)
 {
     kp_free(r->v);
     memset(r, 0, sizeof(*r));
@@ -144,10 +134,10 @@ static void rv_done(struct rv *r)
 
 /* Whether a + b + c fits in avail for every resource any of them names (absent: 0), as
  * Karpenter's resources.Fits. c may be NULL. */
-static bool rv_fits3(const struct rv *a, const struct rv *b, const struct rv *c,
-                     const struct rv *avail)
+static bool rv_fits3(const struct kp_sched_rv *a, const struct kp_sched_rv *b,
+                     const struct kp_sched_rv *c, const struct kp_sched_rv *avail)
 {
-    const struct rv *all[3] = {a, b, c};
+    const struct kp_sched_rv *all[3] = {a, b, c};
 
     for (size_t k = 0; k < 3; k++) {
         if (!all[k])
@@ -165,7 +155,7 @@ static bool rv_fits3(const struct rv *a, const struct rv *b, const struct rv *c,
 }
 
 /* A pod's requests as the scheduler counts them: effective requests plus "pods: 1". */
-static int rv_pod(struct rv *r, const struct kp_resources *req)
+static int rv_pod(struct kp_sched_rv *r, const struct kp_resources *req)
 {
     int rc;
 
@@ -187,116 +177,6 @@ static void msg_append(char *msg, const char *fmt, ...)
     va_end(ap);
 }
 
-/* --- the solver's state ------------------------------------------------------------------- */
-
-enum gtype { G_SPREAD, G_AFFINITY, G_ANTI };
-
-struct domain {
-    const char *name; /* borrowed: input labels, instance type values or a claim's hostname */
-    int64_t count;
-};
-
-struct group {
-    enum gtype type;
-    bool inverse; /* a bound or batch pod's anti-affinity, enforced on the pods it selects */
-    const char *key;
-    int32_t max_skew;
-    int32_t min_domains;
-    bool all_ns;
-    const char *const *ns; /* when !all_ns and n_ns > 0 */
-    size_t n_ns;
-    const char *own_ns; /* when !all_ns and n_ns == 0 */
-    const struct kp_reqs *sel;
-    struct kp_label *extra; /* matchLabelKeys: key = the pod's value */
-    size_t n_extra;
-    /* Spread only: nodeAffinityPolicy / nodeTaintsPolicy Honor, from this pod. */
-    bool f_affinity, f_taints;
-    const struct kp_pod_view *fpod;
-    struct kp_reqset *freqs; /* one per required term (or one), the pod's strict requirements */
-    size_t n_freqs;
-    struct domain *d;
-    size_t n_d, cap_d;
-    size_t n_empty;
-};
-
-/* One pod being placed. */
-struct spod {
-    const struct kp_pod_view *p;
-    size_t idx;
-    struct rv req;
-    char *refuse; /* a feature this scheduler does not model: the pod fails with this */
-    /* Preferred terms by weight descending (stable): the order relaxation drops them in. */
-    size_t *pnode_order, *paff_order, *panti_order;
-    /* Group of each spread constraint and affinity term, by their index in the pod. */
-    size_t *g_spread, *g_aff, *g_paff, *g_anti, *g_panti, *g_inv;
-    size_t *sel, n_sel;         /* non-inverse groups that select this pod */
-    size_t *inv_sel, n_inv_sel; /* inverse groups that select this pod */
-    /* Relaxation state (reset for each attempt). */
-    size_t req_skip, paff_drop, panti_drop, pnode_drop;
-    size_t *spread_active, n_spread_active;
-    bool tol_pns;
-    unsigned steps;
-    struct kp_reqset reqs, strict;
-    bool reqs_invalid;
-};
-
-struct target {
-    /* existing node */
-    const struct kp_sched_node *node;
-    const char *hostname;
-    bool has_node_taints_copy;
-    struct kp_taint *taints_v;
-    struct kp_taints taints;
-    struct rv avail;
-    /* claim */
-    size_t pool;
-    size_t seq;
-    char name[40];
-    size_t *opts, n_opts;
-    size_t *pods, n_pods, cap_pods;
-    bool dropped;
-    /* both */
-    struct kp_reqset reqs;
-    struct rv used;
-    const struct kp_host_port **ports;
-    size_t n_ports, cap_ports;
-};
-
-struct pool {
-    const struct kp_sched_pool *in;
-    const char *name;
-    bool usable;
-    struct kp_reqset reqs;
-    size_t *types, n_types; /* indices into in->types that the pool's requirements allow */
-    struct rv *alloc;       /* per in->types index */
-    struct rv *ovh;         /* DaemonSet overhead per in->types index */
-    const struct kp_host_port ***dports; /* DaemonSet host ports per in->types index */
-    size_t *n_dports;
-    bool limited;
-    struct rv remaining;
-};
-
-struct solver {
-    const struct kp_sched_input *in;
-    struct spod *pods;
-    size_t n_pods;
-    struct target *nodes; /* in->nodes then in->inflight */
-    size_t n_nodes;
-    size_t *node_order;
-    struct target **claims;
-    size_t n_claims, cap_claims;
-    size_t *claim_order;
-    struct pool *pools;
-    size_t n_pools;
-    size_t *pool_order;
-    size_t n_usable;
-    struct group *groups;
-    size_t n_groups, cap_groups;
-    bool pns_allowed; /* some NodePool has a PreferNoSchedule taint */
-    size_t max_types;
-    struct kp_sched_result *res;
-};
-
 static const char *node_hostname(const struct kp_sched_node *n)
 {
     const char *h = kp_labels_get(&n->labels, KP_LABEL_HOSTNAME);
@@ -305,8 +185,8 @@ static const char *node_hostname(const struct kp_sched_node *n)
 }
 
 /* A requirement set from a node selector and one node selector term's expressions. */
-static int strict_reqs(const struct kp_labels *sel, const struct kp_node_term *term,
-                       struct kp_reqset *ret)
+int kp_sched_strict_reqs(const struct kp_labels *sel, const struct kp_node_term *term,
+                         struct kp_reqset *ret)
 {
     struct kp_reqset s = KP_REQSET_INIT;
     int rc;
@@ -320,32 +200,16 @@ static int strict_reqs(const struct kp_labels *sel, const struct kp_node_term *t
     return 0;
 }
 
-static bool req_has(const struct kp_req *r, const char *v)
-{
-    return !r || kp_req_has(r, v);
-}
-
-/* r's finite values (In), or false when r is absent or a complement. */
-static bool req_is_in(const struct kp_req *r)
-{
-    return r && !r->complement;
-}
-
-static bool is_empty_req(const struct kp_req *r)
-{
-    return r && !r->complement && r->n_values == 0;
-}
-
 /* --- taints --------------------------------------------------------------------------------- */
 
-static bool pod_tolerates(const struct spod *sp, const struct kp_taint *t)
+static bool pod_tolerates(const struct kp_sched_pod *sp, const struct kp_taint *t)
 {
     return kp_tolerations_tolerate(&sp->p->tolerations, t) ||
            (sp->tol_pns && t->effect == KP_TAINT_PREFER_NO_SCHEDULE);
 }
 
 /* The first taint of ts the pod does not tolerate, or NULL. */
-static const struct kp_taint *untolerated(const struct spod *sp, const struct kp_taints *ts)
+static const struct kp_taint *untolerated(const struct kp_sched_pod *sp, const struct kp_taints *ts)
 {
     for (size_t i = 0; i < ts->n; i++)
         if (!pod_tolerates(sp, &ts->v[i]))
@@ -353,8 +217,8 @@ static const struct kp_taint *untolerated(const struct spod *sp, const struct kp
     return NULL;
 }
 
-static bool tolerates_all(const struct kp_tolerations *tl, const struct kp_taints *ts,
-                          bool prefer_ok)
+bool kp_sched_tolerates_all(const struct kp_tolerations *tl, const struct kp_taints *ts,
+                            bool prefer_ok)
 {
     for (size_t i = 0; i < ts->n; i++)
         if (!kp_tolerations_tolerate(tl, &ts->v[i]) &&
@@ -379,7 +243,7 @@ static bool ports_conflict(const struct kp_pod_view *p, const struct kp_host_por
     return false;
 }
 
-static int ports_add(struct target *t, const struct kp_host_port *v, size_t n)
+static int ports_add(struct kp_sched_target *t, const struct kp_host_port *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const struct kp_host_port **np =
@@ -395,14 +259,14 @@ static int ports_add(struct target *t, const struct kp_host_port *v, size_t n)
 
 /* --- pod requirements and relaxation (preferences.go) -------------------------------------- */
 
-static const struct kp_node_term *active_required(const struct spod *sp)
+static const struct kp_node_term *active_required(const struct kp_sched_pod *sp)
 {
     return sp->p->n_required ? &sp->p->required[sp->req_skip] : NULL;
 }
 
 /* Requirements (nodeSelector, the first remaining required term, the heaviest remaining
  * preferred term) and strict requirements (without the preference), after relaxation. */
-static int pod_update_reqs(struct spod *sp)
+static int pod_update_reqs(struct kp_sched_pod *sp)
 {
     const struct kp_node_term *pref = NULL;
     int rc;
@@ -412,7 +276,7 @@ static int pod_update_reqs(struct spod *sp)
     sp->reqs_invalid = false;
     if (sp->pnode_drop < sp->p->n_preferred)
         pref = &sp->p->preferred[sp->pnode_order[sp->pnode_drop]];
-    rc = strict_reqs(&sp->p->node_selector, active_required(sp), &sp->strict);
+    rc = kp_sched_strict_reqs(&sp->p->node_selector, active_required(sp), &sp->strict);
     if (rc == 0 && (rc = kp_reqset_copy(&sp->strict, &sp->reqs)) == 0 && pref)
         rc = kp_reqset_add_requirements(&sp->reqs, pref->exprs.v, pref->exprs.n);
     if (rc == -EINVAL) {
@@ -422,7 +286,7 @@ static int pod_update_reqs(struct spod *sp)
     return rc;
 }
 
-static void pod_reset(struct spod *sp)
+static void pod_reset(struct kp_sched_pod *sp)
 {
     sp->req_skip = sp->paff_drop = sp->panti_drop = sp->pnode_drop = 0;
     sp->n_spread_active = sp->p->n_spread;
@@ -444,7 +308,7 @@ static bool has_pns_toleration(const struct kp_pod_view *p)
 }
 
 /* One relaxation step in Karpenter's order; false when nothing is left to relax. */
-static bool pod_relax(const struct solver *s, struct spod *sp)
+static bool pod_relax(const struct kp_sched_solver *s, struct kp_sched_pod *sp)
 {
     const struct kp_pod_view *p = sp->p;
 
@@ -502,659 +366,19 @@ static size_t *weight_order(const void *base, size_t n, size_t stride, size_t we
     return o;
 }
 
-/* --- topology groups (topologygroup.go) ---------------------------------------------------- */
-
-static bool group_dom_pos(const struct group *g, const char *name, size_t *ret_pos)
-{
-    size_t lo = 0, hi = g->n_d;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(g->d[mid].name, name);
-
-        if (c == 0) {
-            *ret_pos = mid;
-            return true;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *ret_pos = lo;
-    return false;
-}
-
-static const struct domain *group_find(const struct group *g, const char *name)
-{
-    size_t pos;
-
-    return group_dom_pos(g, name, &pos) ? &g->d[pos] : NULL;
-}
-
-static int64_t group_count(const struct group *g, const char *name)
-{
-    const struct domain *d = group_find(g, name);
-
-    return d ? d->count : 0;
-}
-
-static int group_register(struct group *g, const char *name, size_t *ret_pos)
-{
-    size_t pos;
-    struct domain *nd;
-
-    if (group_dom_pos(g, name, &pos)) {
-        if (ret_pos)
-            *ret_pos = pos;
-        return 0;
-    }
-    nd = kp_grow_array(g->d, &g->cap_d, g->n_d, sizeof(*g->d), 8);
-    if (!nd)
-        return -ENOMEM;
-    g->d = nd;
-    memmove(&g->d[pos + 1], &g->d[pos], (g->n_d - pos) * sizeof(*g->d));
-    g->d[pos].name = name;
-    g->d[pos].count = 0;
-    g->n_d++;
-    g->n_empty++;
-    if (ret_pos)
-        *ret_pos = pos;
-    return 0;
-}
-
-static int group_record(struct group *g, const char *name)
-{
-    size_t pos;
-    int rc;
-
-    if ((rc = group_register(g, name, &pos)) < 0)
-        return rc;
-    if (g->d[pos].count == 0)
-        g->n_empty--;
-    g->d[pos].count++;
-    return 0;
-}
-
-static bool group_selects(const struct group *g, const struct kp_pod_view *p)
-{
-    bool ns_ok = g->all_ns;
-
-    if (!ns_ok && g->n_ns == 0)
-        ns_ok = kp_streq(g->own_ns, p->e.ns);
-    for (size_t i = 0; !ns_ok && i < g->n_ns; i++)
-        ns_ok = kp_streq(g->ns[i], p->e.ns);
-    if (!ns_ok || !kp_reqs_match(g->sel, &p->meta.labels))
-        return false;
-    for (size_t i = 0; i < g->n_extra; i++)
-        if (!kp_streq(kp_labels_get(&p->meta.labels, g->extra[i].key), g->extra[i].value))
-            return false;
-    return true;
-}
-
-/* TopologyNodeFilter.Matches: whether a node with these taints and requirements is one the
- * spread counts (nodeTaintsPolicy, nodeAffinityPolicy). */
-static bool group_filter(const struct group *g, const struct kp_taints *taints,
-                         const struct kp_reqset *reqs, bool allow_well_known)
-{
-    bool any = false;
-
-    if (g->type != G_SPREAD)
-        return true;
-    if (g->f_taints && !tolerates_all(&g->fpod->tolerations, taints, false))
-        return false;
-    if (!g->f_affinity)
-        return true;
-    for (size_t i = 0; !any && i < g->n_freqs; i++)
-        any = kp_reqset_compatible(reqs, &g->freqs[i],
-                                   allow_well_known ? kp_reqset_well_known_labels : NULL, NULL, 0);
-    return any;
-}
-
-static void group_done(struct group *g)
-{
-    kp_free(g->extra);
-    for (size_t i = 0; i < g->n_freqs; i++)
-        kp_reqset_done(&g->freqs[i]);
-    kp_free(g->freqs);
-    kp_free(g->d);
-}
-
-static bool reqs_same(const struct kp_reqs *a, const struct kp_reqs *b)
-{
-    if (a->present != b->present || a->n != b->n)
-        return false;
-    for (size_t i = 0; i < a->n; i++) {
-        const struct kp_requirement *x = &a->v[i], *y = &b->v[i];
-
-        if (!kp_streq(x->key, y->key) || x->op != y->op || x->n_values != y->n_values)
-            return false;
-        for (size_t j = 0; j < x->n_values; j++)
-            if (!kp_streq(x->values[j], y->values[j]))
-                return false;
-    }
-    return true;
-}
-
-/* Whether two groups count the same pods in the same domains (Karpenter's group hash). */
-static bool group_same(const struct group *a, const struct group *b)
-{
-    if (a->type != b->type || a->inverse != b->inverse || !kp_streq(a->key, b->key) ||
-        a->max_skew != b->max_skew || a->min_domains != b->min_domains || a->all_ns != b->all_ns ||
-        a->n_ns != b->n_ns || a->n_extra != b->n_extra || a->f_affinity != b->f_affinity ||
-        a->f_taints != b->f_taints)
-        return false;
-    if (!a->all_ns && a->n_ns == 0 && !kp_streq(a->own_ns, b->own_ns))
-        return false;
-    for (size_t i = 0; i < a->n_ns; i++)
-        if (!kp_streq(a->ns[i], b->ns[i]))
-            return false;
-    for (size_t i = 0; i < a->n_extra; i++)
-        if (!kp_streq(a->extra[i].key, b->extra[i].key) ||
-            !kp_streq(a->extra[i].value, b->extra[i].value))
-            return false;
-    if (!reqs_same(a->sel, b->sel))
-        return false;
-    /* A filter is the pod's own node selection: pods of one template share those arrays. */
-    if (a->f_affinity &&
-        (a->fpod->node_selector.v != b->fpod->node_selector.v ||
-         a->fpod->node_selector.n != b->fpod->node_selector.n ||
-         a->fpod->required != b->fpod->required || a->fpod->n_required != b->fpod->n_required))
-        return false;
-    if (a->f_taints && a->fpod->tolerations.v != b->fpod->tolerations.v)
-        return false;
-    return true;
-}
-
-/* Registers in g the domains NodePools can launch into for g's key: for each usable pool and
- * each of its instance types, the values both allow (finite on either side). */
-static int group_pool_domains(const struct solver *s, struct group *g)
-{
-    int rc;
-
-    for (size_t i = 0; i < s->n_pools; i++) {
-        const struct pool *pl = &s->pools[i];
-        const struct kp_req *pr = kp_reqset_get(&pl->reqs, g->key);
-
-        if (!pl->usable)
-            continue;
-        /* nodeTaintsPolicy Honor: only pools whose taints the pod tolerates give domains
-         * (TopologyDomainGroup.ForEachDomain). */
-        if (g->type == G_SPREAD && g->f_taints &&
-            !tolerates_all(&g->fpod->tolerations, &pl->in->np->tmpl.taints, false))
-            continue;
-        for (size_t j = 0; j < pl->n_types; j++) {
-            const struct kp_instance_type *it = &pl->in->types[pl->types[j]];
-            const struct kp_req *tr = kp_reqset_get(&it->reqs, g->key);
-
-            if (req_is_in(tr)) {
-                for (size_t k = 0; k < tr->n_values; k++)
-                    if (req_has(pr, tr->values[k]) &&
-                        (rc = group_register(g, tr->values[k], NULL)) < 0)
-                        return rc;
-            } else if (req_is_in(pr)) {
-                for (size_t k = 0; k < pr->n_values; k++)
-                    if (req_has(tr, pr->values[k]) &&
-                        (rc = group_register(g, pr->values[k], NULL)) < 0)
-                        return rc;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Registers the existing nodes' domains and counts their bound pods (countDomains). */
-static int group_count_nodes(const struct solver *s, struct group *g)
-{
-    int rc;
-
-    for (size_t i = 0; i < s->n_nodes; i++) {
-        const struct target *t = &s->nodes[i];
-        const char *dom = kp_streq(g->key, KP_LABEL_HOSTNAME)
-                              ? t->hostname
-                              : kp_labels_get(&t->node->labels, g->key);
-
-        if (!dom || !group_filter(g, &t->node->taints, &t->reqs, false))
-            continue;
-        if ((rc = group_register(g, dom, NULL)) < 0)
-            return rc;
-        if (g->inverse)
-            continue; /* inverse groups count their owners, not the pods they select */
-        for (size_t j = 0; j < t->node->n_pods; j++) {
-            const struct kp_pod_view *p = t->node->pods[j];
-
-            if (kp_pod_terminal(p) || kp_pod_terminating(p) || !group_selects(g, p))
-                continue;
-            if ((rc = group_record(g, dom)) < 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-
-/* Adds g (taking over its arrays) unless an equal group exists; *ret_idx is the group's index.
- * A new group gets its domains and counts. */
-static int group_add(struct solver *s, struct group *g, size_t *ret_idx)
-{
-    struct group *ng;
-    int rc;
-
-    for (size_t i = 0; i < s->n_groups; i++)
-        if (group_same(&s->groups[i], g)) {
-            group_done(g);
-            *ret_idx = i;
-            return 0;
-        }
-    if ((rc = group_pool_domains(s, g)) < 0 || (rc = group_count_nodes(s, g)) < 0) {
-        group_done(g);
-        return rc;
-    }
-    ng = kp_grow_array(s->groups, &s->cap_groups, s->n_groups, sizeof(*s->groups), 8);
-    if (!ng) {
-        group_done(g);
-        return -ENOMEM;
-    }
-    s->groups = ng;
-    s->groups[s->n_groups] = *g;
-    *ret_idx = s->n_groups++;
-    return 0;
-}
-
-/* The namespaces of a pod (anti-)affinity term: its list, all for an empty namespaceSelector,
- * else the pod's own. A namespaceSelector with expressions needs Namespace labels we do not
- * have: refused (-EOPNOTSUPP). */
-static int term_namespaces(const struct kp_pod_view *p, const struct kp_pod_term *t,
-                           struct group *g)
-{
-    if (t->ns_selector.present) {
-        if (t->ns_selector.n > 0)
-            return -EOPNOTSUPP;
-        g->all_ns = true;
-        return 0;
-    }
-    g->ns = t->namespaces;
-    g->n_ns = t->n_namespaces;
-    g->own_ns = p->e.ns;
-    return 0;
-}
-
-static int group_from_term(struct solver *s, const struct kp_pod_view *p,
-                           const struct kp_pod_term *t, enum gtype type, bool inverse,
-                           size_t *ret_idx)
-{
-    struct group g = {0};
-    int rc;
-
-    g.type = type;
-    g.inverse = inverse;
-    g.key = t->topology_key;
-    g.max_skew = INT32_MAX;
-    g.sel = &t->selector;
-    if ((rc = term_namespaces(p, t, &g)) < 0)
-        return rc;
-    return group_add(s, &g, ret_idx);
-}
-
-static int group_from_spread(struct solver *s, const struct kp_pod_view *p,
-                             const struct kp_spread *c, size_t *ret_idx)
-{
-    struct group g = {0};
-    size_t nt = p->n_required ? p->n_required : 1;
-    int rc = -ENOMEM;
-
-    g.type = G_SPREAD;
-    g.key = c->topology_key;
-    g.max_skew = c->max_skew;
-    g.min_domains = c->min_domains;
-    g.own_ns = p->e.ns;
-    g.sel = &c->selector;
-    g.f_affinity = c->honor_node_affinity;
-    g.f_taints = c->honor_node_taints;
-    g.fpod = p;
-    if (c->n_match_label_keys) {
-        g.extra = kp_calloc(c->n_match_label_keys, sizeof(*g.extra));
-        if (!g.extra)
-            goto fail;
-        for (size_t i = 0; i < c->n_match_label_keys; i++) {
-            const char *v = kp_labels_get(&p->meta.labels, c->match_label_keys[i]);
-
-            if (!v)
-                continue; /* kube-scheduler ignores a key the pod does not carry */
-            g.extra[g.n_extra].key = c->match_label_keys[i];
-            g.extra[g.n_extra++].value = v;
-        }
-    }
-    if (g.f_affinity) {
-        g.freqs = kp_calloc(nt, sizeof(*g.freqs));
-        if (!g.freqs)
-            goto fail;
-        for (size_t i = 0; i < nt; i++) {
-            if ((rc = strict_reqs(&p->node_selector, p->n_required ? &p->required[i] : NULL,
-                                  &g.freqs[i])) < 0)
-                goto fail;
-            g.n_freqs++;
-        }
-    }
-    return group_add(s, &g, ret_idx);
-fail:
-    group_done(&g);
-    return rc;
-}
-
-/* --- next domains (nextDomainTopologySpread, nextDomainAffinity, nextDomainAntiAffinity) --- */
-
-/* Allowed domains go to out (room for max(nr's values, g's domains) + 2). pr: the pod's strict
- * requirement for the key (NULL: any), nr: the target's (NULL: any). */
-static int64_t spread_min(const struct group *g, const struct kp_req *pr)
-{
-    int64_t min = INT32_MAX;
-    int64_t supported = 0;
-
-    if (kp_streq(g->key, KP_LABEL_HOSTNAME))
-        return 0;
-    for (size_t i = 0; i < g->n_d; i++)
-        if (req_has(pr, g->d[i].name)) {
-            supported++;
-            if (g->d[i].count < min)
-                min = g->d[i].count;
-        }
-    if (g->min_domains > 0 && supported < g->min_domains)
-        min = 0;
-    return min;
-}
-
-static size_t next_spread(const struct group *g, const struct spod *sp, const struct kp_req *pr,
-                          const struct kp_req *nr, const char **out)
-{
-    int64_t min = spread_min(g, pr), self = group_selects(g, sp->p) ? 1 : 0;
-    int64_t best = INT64_MAX;
-    const char *host = nr ? kp_req_single(nr) : NULL;
-    const char *pick = NULL;
-
-    if (host && kp_streq(g->key, KP_LABEL_HOSTNAME)) {
-        if (group_count(g, host) + self > g->max_skew)
-            return 0;
-        out[0] = host;
-        return 1;
-    }
-    if (req_is_in(nr)) {
-        for (size_t i = 0; i < nr->n_values; i++) {
-            const struct domain *d = group_find(g, nr->values[i]);
-
-            if (d && d->count + self - min <= g->max_skew && d->count + self < best) {
-                best = d->count + self;
-                pick = d->name;
-            }
-        }
-    } else {
-        for (size_t i = 0; i < g->n_d; i++) {
-            const struct domain *d = &g->d[i];
-
-            if (req_has(nr, d->name) && d->count + self - min <= g->max_skew &&
-                d->count + self < best) {
-                best = d->count + self;
-                pick = d->name;
-            }
-        }
-    }
-    if (!pick)
-        return 0;
-    out[0] = pick;
-    return 1;
-}
-
-static bool any_compatible(const struct group *g, const struct kp_req *pr)
-{
-    if (!pr)
-        return g->n_empty < g->n_d;
-    for (size_t i = 0; i < g->n_d; i++)
-        if (g->d[i].count > 0 && kp_req_has(pr, g->d[i].name))
-            return true;
-    return false;
-}
-
-static size_t next_affinity(const struct group *g, const struct spod *sp, const struct kp_req *pr,
-                            const struct kp_req *nr, const char **out)
-{
-    const char *host = nr ? kp_req_single(nr) : NULL;
-    bool bootstrap;
-    size_t n = 0;
-
-    if (host && kp_streq(g->key, KP_LABEL_HOSTNAME)) {
-        if (!req_has(pr, host))
-            return 0;
-        if (group_count(g, host) > 0 ||
-            (group_selects(g, sp->p) && (g->n_empty == g->n_d || !any_compatible(g, pr)))) {
-            out[0] = host;
-            return 1;
-        }
-        return 0;
-    }
-    if (req_is_in(nr)) {
-        for (size_t i = 0; i < nr->n_values; i++)
-            if (req_has(pr, nr->values[i]) && group_count(g, nr->values[i]) > 0)
-                out[n++] = nr->values[i];
-    } else {
-        for (size_t i = 0; i < g->n_d; i++)
-            if (g->d[i].count > 0 && req_has(pr, g->d[i].name) && req_has(nr, g->d[i].name))
-                out[n++] = g->d[i].name;
-    }
-    if (n)
-        return n;
-    /* No pod to be near yet: a pod that selects itself may start anywhere it can go. */
-    bootstrap = group_selects(g, sp->p) && (g->n_empty == g->n_d || !any_compatible(g, pr));
-    if (!bootstrap)
-        return 0;
-    for (size_t i = 0; i < g->n_d; i++)
-        if (req_has(pr, g->d[i].name) && req_has(nr, g->d[i].name)) {
-            out[n++] = g->d[i].name;
-            break;
-        }
-    for (size_t i = 0; i < g->n_d; i++)
-        if (req_has(pr, g->d[i].name)) {
-            if (n == 0 || !kp_streq(out[0], g->d[i].name))
-                out[n++] = g->d[i].name;
-            break;
-        }
-    return n;
-}
-
-static size_t next_anti(const struct group *g, const struct kp_req *pr, const struct kp_req *nr,
-                        const char **out)
-{
-    const char *host = nr ? kp_req_single(nr) : NULL;
-    size_t n = 0;
-
-    if (host && kp_streq(g->key, KP_LABEL_HOSTNAME)) {
-        if (group_count(g, host) != 0)
-            return 0;
-        out[0] = host;
-        return 1;
-    }
-    if (req_is_in(nr)) {
-        for (size_t i = 0; i < nr->n_values; i++) {
-            const struct domain *d = group_find(g, nr->values[i]);
-
-            if (d && d->count == 0 && req_has(pr, d->name))
-                out[n++] = d->name;
-        }
-    } else {
-        for (size_t i = 0; i < g->n_d; i++)
-            if (g->d[i].count == 0 && req_has(nr, g->d[i].name) && req_has(pr, g->d[i].name))
-                out[n++] = g->d[i].name;
-    }
-    return n;
-}
-
-static const char *gtype_name(enum gtype t)
-{
-    switch (t) {
-    case G_SPREAD:
-        return "topology spread";
-    case G_AFFINITY:
-        return "pod affinity";
-    case G_ANTI:
-        return "pod anti-affinity";
-    }
-    return "";
-}
-
-/* Calls fn for each group the pod must satisfy now: its own (what relaxation left), then the
- * inverse groups that select it. Stops at the first fn returning non-zero and returns that. */
-static int for_pod_groups(const struct spod *sp, int (*fn)(size_t g, void *ctx), void *ctx)
-{
-    const struct kp_pod_view *p = sp->p;
-    int rc;
-
-    for (size_t i = 0; i < sp->n_spread_active; i++)
-        if ((rc = fn(sp->g_spread[sp->spread_active[i]], ctx)) != 0)
-            return rc;
-    for (size_t i = 0; i < p->n_affinity; i++)
-        if ((rc = fn(sp->g_aff[i], ctx)) != 0)
-            return rc;
-    for (size_t i = sp->paff_drop; i < p->n_preferred_affinity; i++)
-        if ((rc = fn(sp->g_paff[sp->paff_order[i]], ctx)) != 0)
-            return rc;
-    for (size_t i = 0; i < p->n_anti_affinity; i++)
-        if ((rc = fn(sp->g_anti[i], ctx)) != 0)
-            return rc;
-    for (size_t i = sp->panti_drop; i < p->n_preferred_anti_affinity; i++)
-        if ((rc = fn(sp->g_panti[sp->panti_order[i]], ctx)) != 0)
-            return rc;
-    for (size_t i = 0; i < sp->n_inv_sel; i++)
-        if ((rc = fn(sp->inv_sel[i], ctx)) != 0)
-            return rc;
-    return 0;
-}
-
-struct narrow_ctx {
-    struct solver *s;
-    const struct spod *sp;
-    const struct kp_reqset *base; /* the target's requirements before topology */
-    struct kp_reqset *acc;        /* base narrowed by every group */
-    char *why;
-    size_t why_size;
-    int err;
-};
-
-#define NARROW_FAILED 1
-
-static int narrow_one(size_t gi, void *vctx)
-{
-    struct narrow_ctx *c = vctx;
-    const struct group *g = &c->s->groups[gi];
-    const struct kp_req *pr = kp_reqset_get(&c->sp->strict, g->key);
-    const struct kp_req *nr = kp_reqset_get(c->base, g->key);
-    size_t room = (nr && nr->n_values > g->n_d ? nr->n_values : g->n_d) + 2, n = 0;
-    const char **out = kp_calloc(room, sizeof(*out));
-    int rc;
-
-    if (!out) {
-        c->err = -ENOMEM;
-        return -ENOMEM;
-    }
-    switch (g->type) {
-    case G_SPREAD:
-        n = next_spread(g, c->sp, pr, nr, out);
-        break;
-    case G_AFFINITY:
-        n = next_affinity(g, c->sp, pr, nr, out);
-        break;
-    case G_ANTI:
-        n = next_anti(g, pr, nr, out);
-        break;
-    }
-    rc = 0;
-    if (n == 0 || (rc = kp_reqset_add(c->acc, g->key, KP_SEL_IN, out, n, 0)) < 0 ||
-        is_empty_req(kp_reqset_get(c->acc, g->key))) {
-        kp_free(out);
-        if (rc < 0) {
-            c->err = rc;
-            return rc;
-        }
-        (void)snprintf(c->why, c->why_size, "unsatisfiable %s%s constraint, key=%s",
-                       g->inverse ? "inverse " : "", gtype_name(g->type), g->key);
-        return NARROW_FAILED;
-    }
-    kp_free(out);
-    return 0;
-}
-
-/* Topology.AddRequirements: *reqs narrowed by every group the pod must satisfy. 0 with *ok
- * telling whether some domain is left for each; or a negative error. */
-static int topo_narrow(struct solver *s, const struct spod *sp, struct kp_reqset *reqs, bool *ok,
-                       char *why, size_t why_size)
-{
-    struct kp_reqset base = KP_REQSET_INIT;
-    struct narrow_ctx c = {s, sp, &base, reqs, why, why_size, 0};
-    int rc;
-
-    if ((rc = kp_reqset_copy(reqs, &base)) < 0)
-        return rc;
-    rc = for_pod_groups(sp, narrow_one, &c);
-    kp_reqset_done(&base);
-    if (rc < 0)
-        return c.err ? c.err : rc;
-    *ok = rc == 0;
-    return 0;
-}
-
-/* Topology.Record after the pod landed on a target with these taints and requirements. */
-static int topo_record(struct solver *s, const struct spod *sp, const struct kp_taints *taints,
-                       const struct kp_reqset *reqs, bool allow_well_known)
-{
-    int rc;
-
-    for (size_t i = 0; i < sp->n_sel; i++) {
-        struct group *g = &s->groups[sp->sel[i]];
-        const struct kp_req *r = kp_reqset_get(reqs, g->key);
-
-        if (!req_is_in(r) || !group_filter(g, taints, reqs, allow_well_known))
-            continue;
-        if (g->type == G_ANTI) {
-            for (size_t k = 0; k < r->n_values; k++)
-                if ((rc = group_record(g, r->values[k])) < 0)
-                    return rc;
-        } else if (r->n_values == 1 && (rc = group_record(g, r->values[0])) < 0) {
-            return rc;
-        }
-    }
-    for (size_t i = 0; i < sp->p->n_anti_affinity; i++) {
-        struct group *g = &s->groups[sp->g_inv[i]];
-        const struct kp_req *r = kp_reqset_get(reqs, g->key);
-
-        for (size_t k = 0; req_is_in(r) && k < r->n_values; k++)
-            if ((rc = group_record(g, r->values[k])) < 0)
-                return rc;
-    }
-    return 0;
-}
-
-/* Registers a new claim's hostname in every hostname group (Topology.Register). */
-static int topo_register_host(struct solver *s, const char *host)
-{
-    int rc;
-
-    for (size_t i = 0; i < s->n_groups; i++)
-        if (kp_streq(s->groups[i].key, KP_LABEL_HOSTNAME) &&
-            (rc = group_register(&s->groups[i], host, NULL)) < 0)
-            return rc;
-    return 0;
-}
-
 /* --- existing nodes (existingnode.go) ------------------------------------------------------ */
 
-static bool daemon_fits_node(const struct kp_sched_daemon *d, const struct target *t, bool *ret_ok,
-                             int *ret_err)
+static bool daemon_fits_node(const struct kp_sched_daemon *d, const struct kp_sched_target *t,
+                             bool *ret_ok, int *ret_err)
 {
     struct kp_reqset r = KP_REQSET_INIT;
     int rc;
 
     *ret_ok = false;
     *ret_err = 0;
-    if (!tolerates_all(&d->tolerations, &t->taints, false))
+    if (!kp_sched_tolerates_all(&d->tolerations, &t->taints, false))
         return true;
-    rc = strict_reqs(&d->node_selector, d->n_required ? &d->required[0] : NULL, &r);
+    rc = kp_sched_strict_reqs(&d->node_selector, d->n_required ? &d->required[0] : NULL, &r);
     if (rc == -EINVAL)
         return true; /* a template we cannot read will not run anywhere we can tell */
     if (rc < 0) {
@@ -1166,9 +390,10 @@ static bool daemon_fits_node(const struct kp_sched_daemon *d, const struct targe
     return true;
 }
 
-static int node_init(struct solver *s, struct target *t, const struct kp_sched_node *n)
+static int node_init(struct kp_sched_solver *s, struct kp_sched_target *t,
+                     const struct kp_sched_node *n)
 {
-    struct rv ds = {0}, running = {0};
+    struct kp_sched_rv ds = {0}, running = {0};
     const char *host;
     int rc;
 
@@ -1234,20 +459,11 @@ out:
     return rc;
 }
 
-/* Whether any topology group constrains the pod now. */
-static bool pod_has_topology(const struct spod *sp)
-{
-    const struct kp_pod_view *p = sp->p;
-
-    return sp->n_spread_active || p->n_affinity || p->n_anti_affinity || sp->n_inv_sel ||
-           sp->paff_drop < p->n_preferred_affinity || sp->panti_drop < p->n_preferred_anti_affinity;
-}
-
 /* ExistingNode.CanAdd: taints, host ports, resources, requirements, topology. On success
  * *ret_reqs holds the node's requirements narrowed by topology, or nothing when no topology
  * applies (the node's own requirements then stand). */
-static int node_can_add(struct solver *s, const struct spod *sp, const struct target *t, bool *ok,
-                        struct kp_reqset *ret_reqs)
+static int node_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                        const struct kp_sched_target *t, bool *ok, struct kp_reqset *ret_reqs)
 {
     char why[KP_REQSET_WHY_SIZE];
     struct kp_reqset r = KP_REQSET_INIT;
@@ -1258,12 +474,12 @@ static int node_can_add(struct solver *s, const struct spod *sp, const struct ta
         !rv_fits3(&t->used, &sp->req, NULL, &t->avail) ||
         !kp_reqset_compatible(&t->reqs, &sp->reqs, NULL, NULL, 0))
         return 0;
-    if (!pod_has_topology(sp)) {
+    if (!kp_sched_pod_has_topology(sp)) {
         *ok = true; /* *ret_reqs stays empty: the node's own requirements stand */
         return 0;
     }
     if ((rc = kp_reqset_copy(&t->reqs, &r)) < 0 ||
-        (rc = topo_narrow(s, sp, &r, ok, why, sizeof(why))) < 0 || !*ok) {
+        (rc = kp_sched_topo_narrow(s, sp, &r, ok, why, sizeof(why))) < 0 || !*ok) {
         kp_reqset_done(&r);
         return rc;
     }
@@ -1271,7 +487,7 @@ static int node_can_add(struct solver *s, const struct spod *sp, const struct ta
     return 0;
 }
 
-static int node_add(struct solver *s, struct spod *sp, struct target *t,
+static int node_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct kp_sched_target *t,
                     const struct kp_reqset *reqs)
 {
     int rc;
@@ -1279,7 +495,7 @@ static int node_add(struct solver *s, struct spod *sp, struct target *t,
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0)
         return rc;
-    return topo_record(s, sp, &t->taints, reqs, false);
+    return kp_sched_topo_record(s, sp, &t->taints, reqs, false);
 }
 
 /* --- NodePools and instance types (nodeclaimtemplate.go, nodeclaim.go) -------------------- */
@@ -1347,17 +563,18 @@ static const struct kp_req *min_values_unmet(const struct kp_reqset *reqs,
 
 /* isDaemonPodCompatible: tolerates the pool's taints (PreferNoSchedule always) and, for the
  * first required term that works, compatible with the pool and intersecting the type. */
-static int daemon_fits_type(const struct kp_sched_daemon *d, const struct pool *pl,
+static int daemon_fits_type(const struct kp_sched_daemon *d, const struct kp_sched_pool_state *pl,
                             const struct kp_instance_type *it, bool *ok)
 {
     size_t nt = d->n_required ? d->n_required : 1;
 
     *ok = false;
-    if (!tolerates_all(&d->tolerations, &pl->in->np->tmpl.taints, true))
+    if (!kp_sched_tolerates_all(&d->tolerations, &pl->in->np->tmpl.taints, true))
         return 0;
     for (size_t i = 0; i < nt && !*ok; i++) {
         struct kp_reqset r = KP_REQSET_INIT;
-        int rc = strict_reqs(&d->node_selector, d->n_required ? &d->required[i] : NULL, &r);
+        int rc =
+            kp_sched_strict_reqs(&d->node_selector, d->n_required ? &d->required[i] : NULL, &r);
 
         if (rc == -EINVAL)
             continue;
@@ -1377,7 +594,8 @@ static int64_t type_capacity(const struct kp_instance_type *it, const char *name
     return kp_provider_res_get(it->capacity, it->n_capacity, name, NULL);
 }
 
-static int pool_init(struct solver *s, struct pool *pl, const struct kp_sched_pool *in)
+static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
+                     const struct kp_sched_pool *in)
 {
     const struct kp_nodepool_view *np = in->np;
     size_t nt = in->n_types ? in->n_types : 1;
@@ -1458,7 +676,7 @@ static int pool_init(struct solver *s, struct pool *pl, const struct kp_sched_po
     return 0;
 }
 
-static void pool_done(struct pool *pl)
+static void pool_done(struct kp_sched_pool_state *pl)
 {
     kp_reqset_done(&pl->reqs);
     for (size_t i = 0; pl->in && i < pl->in->n_types; i++) {
@@ -1477,7 +695,7 @@ static void pool_done(struct pool *pl)
     rv_done(&pl->remaining);
 }
 
-static void target_done(struct target *t)
+static void target_done(struct kp_sched_target *t)
 {
     kp_free(t->taints_v);
     rv_done(&t->avail);
@@ -1504,10 +722,11 @@ static void proposal_done(struct proposal *pr)
 
 /* NodeClaim.CanAdd for claim t (options t->opts) and pod sp. 0 with *ok and, when ok, *ret
  * filled; when not, why says why. */
-static int claim_can_add(struct solver *s, const struct spod *sp, const struct target *t, bool *ok,
-                         struct proposal *ret, char *why, size_t why_size)
+static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                         const struct kp_sched_target *t, bool *ok, struct proposal *ret, char *why,
+                         size_t why_size)
 {
-    const struct pool *pl = &s->pools[t->pool];
+    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
     const struct kp_taint *bad;
     struct proposal pr = {0};
     bool reqs_met = false, fits = false, offering = false, ports = false;
@@ -1528,7 +747,7 @@ static int claim_can_add(struct solver *s, const struct spod *sp, const struct t
     }
     if ((rc = kp_reqset_copy(&t->reqs, &pr.reqs)) < 0 ||
         (rc = kp_reqset_intersect(&pr.reqs, &sp->reqs)) < 0 ||
-        (rc = topo_narrow(s, sp, &pr.reqs, ok, why, why_size)) < 0 || !*ok)
+        (rc = kp_sched_topo_narrow(s, sp, &pr.reqs, ok, why, why_size)) < 0 || !*ok)
         goto fail;
     *ok = false;
     if (ports_conflict(sp->p, t->ports, t->n_ports)) {
@@ -1589,9 +808,10 @@ fail:
     return rc;
 }
 
-static int claim_add(struct solver *s, struct spod *sp, struct target *t, struct proposal *pr)
+static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct kp_sched_target *t,
+                     struct proposal *pr)
 {
-    const struct pool *pl = &s->pools[t->pool];
+    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
     size_t *np;
     int rc;
 
@@ -1608,18 +828,18 @@ static int claim_add(struct solver *s, struct spod *sp, struct target *t, struct
     memset(pr, 0, sizeof(*pr));
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
-        (rc = topo_register_host(s, t->name)) < 0)
+        (rc = kp_sched_topo_register_host(s, t->name)) < 0)
         return rc;
-    return topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs, true);
+    return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs, true);
 }
 
 /* A fresh claim of pool pi: the template's requirements plus its own hostname, the options left
  * within the pool's limits. *ok false (why set) when the limits leave nothing. */
-static int claim_new(struct solver *s, size_t pi, struct target **ret, bool *ok, char *why,
-                     size_t why_size)
+static int claim_new(struct kp_sched_solver *s, size_t pi, struct kp_sched_target **ret, bool *ok,
+                     char *why, size_t why_size)
 {
-    const struct pool *pl = &s->pools[pi];
-    struct target *t;
+    const struct kp_sched_pool_state *pl = &s->pools[pi];
+    struct kp_sched_target *t;
     const char *host;
     int rc;
 
@@ -1672,7 +892,7 @@ fail:
 
 /* subtractMax: the pool's remaining limits less the largest capacity among the claim's
  * options (we cannot know which one the provider picks). */
-static void pool_subtract_max(struct pool *pl, const struct target *t)
+static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sched_target *t)
 {
     for (size_t j = 0; pl->limited && j < pl->remaining.n; j++) {
         int64_t max = 0;
@@ -1691,7 +911,7 @@ static void pool_subtract_max(struct pool *pl, const struct target *t)
 
 /* Scheduler.add: existing nodes, then this solve's claims, then a new claim per pool. 0 with
  * *placed; when not placed, msg says why. */
-static int pod_add(struct solver *s, struct spod *sp, bool *placed, char *msg)
+static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
 {
     char why[KP_REQSET_WHY_SIZE];
     struct kp_sched_result *res = &s->res[sp->idx];
@@ -1705,7 +925,7 @@ static int pod_add(struct solver *s, struct spod *sp, bool *placed, char *msg)
         return 0;
     }
     for (size_t k = 0; k < s->n_nodes; k++) {
-        struct target *t = &s->nodes[s->node_order[k]];
+        struct kp_sched_target *t = &s->nodes[s->node_order[k]];
         struct kp_reqset r = KP_REQSET_INIT;
 
         if ((rc = node_can_add(s, sp, t, &ok, &r)) < 0)
@@ -1732,7 +952,7 @@ static int pod_add(struct solver *s, struct spod *sp, bool *placed, char *msg)
         s->claim_order[j] = v;
     }
     for (size_t k = 0; k < s->n_claims; k++) {
-        struct target *t = s->claims[s->claim_order[k]];
+        struct kp_sched_target *t = s->claims[s->claim_order[k]];
         struct proposal pr = {0};
 
         if ((rc = claim_can_add(s, sp, t, &ok, &pr, why, sizeof(why))) < 0)
@@ -1758,7 +978,7 @@ static int pod_add(struct solver *s, struct spod *sp, bool *placed, char *msg)
     }
     for (size_t k = 0; k < s->n_usable; k++) {
         size_t pi = s->pool_order[k];
-        struct target *t = NULL, **nc;
+        struct kp_sched_target *t = NULL, **nc;
         struct proposal pr = {0};
         size_t *no;
 
@@ -1808,7 +1028,7 @@ static int pod_add(struct solver *s, struct spod *sp, bool *placed, char *msg)
 }
 
 /* Scheduler.trySchedule: the pod with all its preferences, then relaxed one step at a time. */
-static int pod_try(struct solver *s, struct spod *sp, bool *placed, char *msg)
+static int pod_try(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
 {
     int rc;
 
@@ -1827,7 +1047,8 @@ static int pod_try(struct solver *s, struct spod *sp, bool *placed, char *msg)
 
 /* --- set-up -------------------------------------------------------------------------------- */
 
-static int pod_init(struct solver *s, struct spod *sp, const struct kp_pod_view *p, size_t idx)
+static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const struct kp_pod_view *p,
+                    size_t idx)
 {
     const struct kp_pod_view *q = p;
     int rc;
@@ -1861,19 +1082,24 @@ static int pod_init(struct solver *s, struct spod *sp, const struct kp_pod_view 
         !sp->g_inv)
         return -ENOMEM;
     for (size_t i = 0; i < p->n_spread; i++)
-        if ((rc = group_from_spread(s, p, &p->spread[i], &sp->g_spread[i])) < 0)
+        if ((rc = kp_sched_group_from_spread(s, p, &p->spread[i], &sp->g_spread[i])) < 0)
             return rc;
     rc = 0;
     for (size_t i = 0; rc == 0 && i < p->n_affinity; i++)
-        rc = group_from_term(s, p, &p->affinity[i], G_AFFINITY, false, &sp->g_aff[i]);
+        rc = kp_sched_group_from_term(s, p, &p->affinity[i], KP_SCHED_AFFINITY, false,
+                                      &sp->g_aff[i]);
     for (size_t i = 0; rc == 0 && i < p->n_preferred_affinity; i++)
-        rc = group_from_term(s, p, &p->preferred_affinity[i], G_AFFINITY, false, &sp->g_paff[i]);
+        rc = kp_sched_group_from_term(s, p, &p->preferred_affinity[i], KP_SCHED_AFFINITY, false,
+                                      &sp->g_paff[i]);
     for (size_t i = 0; rc == 0 && i < p->n_anti_affinity; i++)
-        rc = group_from_term(s, p, &p->anti_affinity[i], G_ANTI, false, &sp->g_anti[i]);
+        rc = kp_sched_group_from_term(s, p, &p->anti_affinity[i], KP_SCHED_ANTI, false,
+                                      &sp->g_anti[i]);
     for (size_t i = 0; rc == 0 && i < p->n_preferred_anti_affinity; i++)
-        rc = group_from_term(s, p, &p->preferred_anti_affinity[i], G_ANTI, false, &sp->g_panti[i]);
+        rc = kp_sched_group_from_term(s, p, &p->preferred_anti_affinity[i], KP_SCHED_ANTI, false,
+                                      &sp->g_panti[i]);
     for (size_t i = 0; rc == 0 && i < p->n_anti_affinity; i++)
-        rc = group_from_term(s, p, &p->anti_affinity[i], G_ANTI, true, &sp->g_inv[i]);
+        rc = kp_sched_group_from_term(s, p, &p->anti_affinity[i], KP_SCHED_ANTI, true,
+                                      &sp->g_inv[i]);
     if (rc == -EOPNOTSUPP) {
         if (!sp->refuse)
             kp_msg_set(&sp->refuse, "pod affinity namespaceSelector with expressions is not "
@@ -1881,61 +1107,6 @@ static int pod_init(struct solver *s, struct spod *sp, const struct kp_pod_view 
         return 0;
     }
     return rc;
-}
-
-/* The inverse anti-affinity of the pods bound to existing nodes, counted where they run. */
-static int bound_anti_affinity(struct solver *s)
-{
-    int rc;
-
-    for (size_t i = 0; i < s->n_nodes; i++) {
-        const struct target *t = &s->nodes[i];
-
-        for (size_t j = 0; j < t->node->n_pods; j++) {
-            const struct kp_pod_view *p = t->node->pods[j];
-
-            if (kp_pod_terminal(p) || kp_pod_terminating(p))
-                continue;
-            for (size_t k = 0; k < p->n_anti_affinity; k++) {
-                const struct kp_pod_term *term = &p->anti_affinity[k];
-                const char *dom = kp_streq(term->topology_key, KP_LABEL_HOSTNAME)
-                                      ? t->hostname
-                                      : kp_labels_get(&t->node->labels, term->topology_key);
-                size_t gi;
-
-                rc = group_from_term(s, p, term, G_ANTI, true, &gi);
-                if (rc == -EOPNOTSUPP)
-                    continue; /* XXX: a namespaceSelector we cannot evaluate is not enforced */
-                if (rc < 0)
-                    return rc;
-                if (dom && (rc = group_record(&s->groups[gi], dom)) < 0)
-                    return rc;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Which groups select each pod, computed once: placements then touch only these. */
-static int pods_selections(struct solver *s)
-{
-    for (size_t i = 0; i < s->n_pods; i++) {
-        struct spod *sp = &s->pods[i];
-
-        sp->sel = kp_calloc(s->n_groups + 1, sizeof(*sp->sel));
-        sp->inv_sel = kp_calloc(s->n_groups + 1, sizeof(*sp->inv_sel));
-        if (!sp->sel || !sp->inv_sel)
-            return -ENOMEM;
-        for (size_t g = 0; g < s->n_groups; g++) {
-            if (!group_selects(&s->groups[g], sp->p))
-                continue;
-            if (s->groups[g].inverse)
-                sp->inv_sel[sp->n_inv_sel++] = g;
-            else
-                sp->sel[sp->n_sel++] = g;
-        }
-    }
-    return 0;
 }
 
 /* --- orders -------------------------------------------------------------------------------- */
@@ -1979,8 +1150,8 @@ static int cmp_i64(int64_t a, int64_t b)
 /* queue.go byCPUAndMemoryDescending, then creation, uid and input order. */
 static int cmp_pods(const void *ctx, size_t a, size_t b)
 {
-    const struct solver *s = ctx;
-    const struct spod *x = &s->pods[a], *y = &s->pods[b];
+    const struct kp_sched_solver *s = ctx;
+    const struct kp_sched_pod *x = &s->pods[a], *y = &s->pods[b];
     int c;
 
     if ((c = cmp_i64(rv_get(&y->req, "cpu"), rv_get(&x->req, "cpu"))) ||
@@ -1995,7 +1166,7 @@ static int cmp_pods(const void *ctx, size_t a, size_t b)
 /* sortExistingNodes: initialized first, then by name. */
 static int cmp_nodes(const void *ctx, size_t a, size_t b)
 {
-    const struct solver *s = ctx;
+    const struct kp_sched_solver *s = ctx;
     const struct kp_sched_node *x = s->nodes[a].node, *y = s->nodes[b].node;
     int c;
 
@@ -2009,7 +1180,7 @@ static int cmp_nodes(const void *ctx, size_t a, size_t b)
 /* OrderByWeight: weight descending, then name descending. */
 static int cmp_pools(const void *ctx, size_t a, size_t b)
 {
-    const struct solver *s = ctx;
+    const struct kp_sched_solver *s = ctx;
     const struct kp_nodepool_view *x = s->pools[a].in->np, *y = s->pools[b].in->np;
     int c;
 
@@ -2036,15 +1207,16 @@ static int cmp_opts(const void *ctx, size_t a, size_t b)
 
 /* --- finishing (FinalizeScheduling, ToNodeClaim) ------------------------------------------- */
 
-static int claim_finish(struct solver *s, struct target *t, struct kp_sched_claim *out, bool *ok)
+static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
+                        struct kp_sched_claim *out, bool *ok)
 {
-    const struct pool *pl = &s->pools[t->pool];
+    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
     const struct kp_instance_type *types = pl->in->types;
     int64_t *price = kp_calloc(pl->in->n_types ? pl->in->n_types : 1, sizeof(*price));
     const char **names = NULL, **cts = NULL;
     size_t n_cts = 0, n_ct_room = 0, best = SIZE_MAX;
     const struct kp_req *mv;
-    struct rv req = {0};
+    struct kp_sched_rv req = {0};
     struct opt_ctx oc = {types, price};
     int rc = -ENOMEM;
 
@@ -2075,7 +1247,7 @@ static int claim_finish(struct solver *s, struct target *t, struct kp_sched_clai
     /* The least DaemonSet overhead among the options (cpu, then memory, then price order). */
     for (size_t i = 0; i < t->n_opts; i++) {
         const struct kp_instance_type *it = &types[t->opts[i]];
-        const struct rv *o = &pl->ovh[t->opts[i]];
+        const struct kp_sched_rv *o = &pl->ovh[t->opts[i]];
 
         names[i] = it->name;
         if (best == SIZE_MAX || rv_get(o, "cpu") < rv_get(&pl->ovh[best], "cpu") ||
@@ -2129,10 +1301,10 @@ out:
     return rc;
 }
 
-static void solver_done(struct solver *s)
+static void solver_done(struct kp_sched_solver *s)
 {
     for (size_t i = 0; s->pods && i < s->n_pods; i++) {
-        struct spod *sp = &s->pods[i];
+        struct kp_sched_pod *sp = &s->pods[i];
 
         rv_done(&sp->req);
         kp_free(sp->refuse);
@@ -2167,7 +1339,7 @@ static void solver_done(struct solver *s)
     kp_free(s->pools);
     kp_free(s->pool_order);
     for (size_t i = 0; i < s->n_groups; i++)
-        group_done(&s->groups[i]);
+        kp_sched_group_done(&s->groups[i]);
     kp_free(s->groups);
 }
 
@@ -2188,7 +1360,7 @@ void kp_sched_plan_done(struct kp_sched_plan *p)
     memset(p, 0, sizeof(*p));
 }
 
-static int solver_setup(struct solver *s)
+static int solver_setup(struct kp_sched_solver *s)
 {
     const struct kp_sched_input *in = s->in;
     size_t nn = in->n_nodes + in->n_inflight;
@@ -2227,13 +1399,13 @@ static int solver_setup(struct solver *s)
         if ((rc = pod_init(s, &s->pods[i], in->pods[i], i)) < 0)
             return rc;
     }
-    if ((rc = bound_anti_affinity(s)) < 0)
+    if ((rc = kp_sched_bound_anti_affinity(s)) < 0)
         return rc;
-    return pods_selections(s);
+    return kp_sched_pods_selections(s);
 }
 
 /* The queue loop of Solve. */
-static int solver_run(struct solver *s)
+static int solver_run(struct kp_sched_solver *s)
 {
     char msg[MSG_SIZE];
     size_t n = 0, head = 0, len;
@@ -2287,7 +1459,7 @@ out:
 
 int kp_sched_solve(const struct kp_sched_input *in, struct kp_sched_plan *ret)
 {
-    struct solver s = {0};
+    struct kp_sched_solver s = {0};
     struct kp_sched_plan plan = {0};
     size_t *map = NULL;
     int rc = -ENOMEM;
@@ -2307,7 +1479,7 @@ int kp_sched_solve(const struct kp_sched_input *in, struct kp_sched_plan *ret)
     if (!plan.claims || !map)
         goto out;
     for (size_t i = 0; i < s.n_claims; i++) {
-        struct target *t = s.claims[i];
+        struct kp_sched_target *t = s.claims[i];
         bool ok;
 
         map[i] = SIZE_MAX;
