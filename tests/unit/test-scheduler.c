@@ -747,6 +747,48 @@ static void test_daemonset_affinity(void **state)
     assert_int_equal(creqs(0, "cpu"), 2000);
 }
 
+/* On an existing node, a compatible DaemonSet whose pod is not there yet keeps its requests
+ * free; once its pod is bound, only the pod counts. */
+static void test_daemonset_existing_node(void **state)
+{
+    static const char owned[] = "\"app\":\"logs\"},\"ownerReferences\":[{\"apiVersion\":"
+                                "\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"logs\","
+                                "\"uid\":\"d1\"}],\"annotations\":{\"x\":\"y\"";
+    size_t p;
+
+    (void)state;
+    for (int bound = 0; bound < 2; bound++) {
+        struct kp_sched_node *n;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, NULL);
+        itype(p, "c4", 4, 16, 100, "a", NULL);
+        n = node("n", "default", "a", 2, 16);
+        daemon("logs", 1000);
+        if (bound) {
+            const struct kp_pod_view *dp = bind(n, "logs-n", "1", owned, NULL);
+
+            assert_true(dp->flags & KP_POD_DAEMONSET);
+        }
+        pod("web", "900m", NULL, NULL);
+        solve();
+        /* Not bound: 1 cpu is kept for the daemon, 1 is left. Bound: its pod holds that cpu
+         * and nothing more is kept (no double count). Either way 900m fits. */
+        assert_string_equal(where("web"), "node:n");
+    }
+    /* A pod that needs more than what the missing daemon leaves. */
+    teardown(NULL);
+    setup(NULL);
+    p = pool("default", NULL, NULL);
+    itype(p, "c4", 4, 16, 100, "a", NULL);
+    node("n", "default", "a", 2, 16);
+    daemon("logs", 1000);
+    pod("big", "1500m", NULL, NULL);
+    solve();
+    assert_string_equal(where("big"), "claim:0");
+}
+
 /* A pod with one container asking for host port 80 (bound to node, or pending). */
 static const struct kp_pod_view *port_pod(const char *name, const char *node)
 {
@@ -1253,6 +1295,42 @@ static void test_self_affinity(void **state)
     assert_int_equal(res("h2")->index, res("h1")->index);
 }
 
+/* nodeAffinityPolicy: by default (Honor) pods on nodes the pod's node selection excludes are
+ * not counted; with Ignore they are. */
+static void test_spread_node_affinity_policy(void **state)
+{
+    static const char *const policy[] = {"Honor", "Ignore"};
+
+    (void)state;
+    for (size_t k = 0; k < 2; k++) {
+        struct kp_sched_node *n;
+        char spec[512];
+        struct kp_entry *e;
+
+        teardown(NULL);
+        setup(NULL);
+        e = decode(kp_nodepool_decode,
+                   "{\"apiVersion\":\"karpenter.sh/v1\",\"kind\":\"NodePool\",\"metadata\":{"
+                   "\"name\":\"x\",\"uid\":\"np-x\",\"resourceVersion\":\"1\"},\"spec\":{"
+                   "\"template\":{\"metadata\":{\"labels\":{\"team\":\"x\"}},\"spec\":{"
+                   "\"nodeClassRef\":{\"group\":\"g\",\"kind\":\"K\",\"name\":\"c\"}}}}}");
+        F.pools[F.n_pools++].np = kp_nodepool_view(e);
+        itype(0, "c1", 1, 8, 100, "a,b", NULL);
+        n = node("other-team", NULL, "a", 0, 8); /* no team label */
+        bind(n, "o1", "0", "\"app\":\"w\"", NULL);
+        bind(n, "o2", "0", "\"app\":\"w\"", NULL);
+        (void)snprintf(spec, sizeof(spec),
+                       ",\"nodeSelector\":{\"team\":\"x\"},\"topologySpreadConstraints\":[{"
+                       "\"maxSkew\":1,\"topologyKey\":\"" ZONE "\",\"whenUnsatisfiable\":"
+                       "\"DoNotSchedule\",\"nodeAffinityPolicy\":\"%s\",\"labelSelector\":{"
+                       "\"matchLabels\":{\"app\":\"w\"}}}]",
+                       policy[k]);
+        mkpod("w1", NULL, "1", "1Gi", "\"app\":\"w\"", spec);
+        solve();
+        assert_string_equal(creq(res("w1")->index, ZONE), k == 0 ? ZONE " In [a]" : ZONE " In [b]");
+    }
+}
+
 /* nodeTaintsPolicy Honor: zones only a pool the pod does not tolerate can launch into are not
  * domains; with the default (Ignore) they are, count 0 forever, and hold the skew down. */
 static void test_spread_node_taints_policy(void **state)
@@ -1594,6 +1672,7 @@ int main(int argc, char **argv)
         T(test_overhead),
         T(test_daemonset_overhead),
         T(test_daemonset_affinity),
+        T(test_daemonset_existing_node),
         T(test_host_ports),
         T(test_limits),
         T(test_limits_exceeded),
@@ -1617,6 +1696,7 @@ int main(int argc, char **argv)
         T(test_affinity_hostname_existing),
         T(test_self_affinity),
         T(test_spread_node_taints_policy),
+        T(test_spread_node_affinity_policy),
         T(test_spread_match_label_keys),
         T(test_batch_inverse_anti_affinity),
         T(test_relax_prefer_no_schedule_node),
