@@ -43,6 +43,7 @@ static struct {
     struct kp_host_port ds_port[4];
     struct kp_res ds_req[4][2];
     size_t max_types;
+    bool ignore_preferences;
     struct kp_sched_plan plan;
 } F;
 
@@ -275,6 +276,7 @@ static void solve(void)
     in.daemons = F.ds;
     in.n_daemons = F.n_ds;
     in.max_instance_types = F.max_types;
+    in.ignore_preferences = F.ignore_preferences;
     assert_int_equal(kp_sched_solve(&in, &F.plan), 0);
     assert_int_equal(F.plan.n_pods, F.n_pods);
 }
@@ -1550,6 +1552,33 @@ static void test_relax_prefer_no_schedule(void **state)
     assert_error("web", "did not tolerate taint t:NoSchedule");
 }
 
+/* PREFERENCE_POLICY=Ignore: preferences play no part from the start, so nothing is relaxed. */
+static void test_ignore_preferences(void **state)
+{
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "c4", 4, 8, 100, "a,b", NULL);
+    pod("likes-b", "1", "\"app\":\"s\"",
+        ",\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[" PREFER_ZONE(
+            50, "b") "]}}" SPREAD(HOST, 1, "ScheduleAnyway", "s"));
+    pod("next", "1", "\"app\":\"s\"", SPREAD(HOST, 1, "ScheduleAnyway", "s"));
+    F.ignore_preferences = true;
+    solve();
+    /* Neither the zone preference nor the hostname spread counts: one claim, any zone. */
+    assert_string_equal(creq(0, ZONE), "(none)");
+    assert_int_equal(F.plan.n_claims, 1);
+    assert_string_equal(cpods(0), "likes-b next");
+    assert_int_equal(res("likes-b")->relaxed, 0);
+    assert_int_equal(res("next")->relaxed, 0);
+    /* Respect (the default): zone b, and the spread keeps them apart. */
+    F.ignore_preferences = false;
+    solve();
+    assert_string_equal(creq(res("likes-b")->index, ZONE), ZONE " In [b]");
+    assert_int_equal(F.plan.n_claims, 2);
+}
+
 /* A pod that fails goes to the back of the queue and is tried again after the others, with its
  * preferences restored: here it needs a pod placed after it. */
 static void test_requeue(void **state)
@@ -1704,6 +1733,7 @@ int main(int argc, char **argv)
         T(test_relax_required_terms),
         T(test_relax_order),
         T(test_relax_prefer_no_schedule),
+        T(test_ignore_preferences),
         T(test_requeue),
 #undef T
     };

@@ -286,12 +286,21 @@ static int pod_update_reqs(struct kp_sched_pod *sp)
     return rc;
 }
 
-static void pod_reset(struct kp_sched_pod *sp)
+/* The pod with every preference it starts with: all of them, or under PREFERENCE_POLICY=Ignore
+ * none (preferred terms count as dropped, ScheduleAnyway spreads are left out). */
+static void pod_reset(const struct kp_sched_solver *s, struct kp_sched_pod *sp)
 {
-    sp->req_skip = sp->paff_drop = sp->panti_drop = sp->pnode_drop = 0;
-    sp->n_spread_active = sp->p->n_spread;
-    for (size_t i = 0; i < sp->p->n_spread; i++)
-        sp->spread_active[i] = i;
+    const struct kp_pod_view *p = sp->p;
+    bool ignore = s->in->ignore_preferences;
+
+    sp->req_skip = 0;
+    sp->paff_drop = ignore ? p->n_preferred_affinity : 0;
+    sp->panti_drop = ignore ? p->n_preferred_anti_affinity : 0;
+    sp->pnode_drop = ignore ? p->n_preferred : 0;
+    sp->n_spread_active = 0;
+    for (size_t i = 0; i < p->n_spread; i++)
+        if (!ignore || p->spread[i].do_not_schedule)
+            sp->spread_active[sp->n_spread_active++] = i;
     sp->tol_pns = false;
     sp->steps = 0;
 }
@@ -1032,7 +1041,7 @@ static int pod_try(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
 {
     int rc;
 
-    pod_reset(sp);
+    pod_reset(s, sp);
     for (;;) {
         if ((rc = pod_update_reqs(sp)) < 0 || (rc = pod_add(s, sp, placed, msg)) < 0)
             return rc;

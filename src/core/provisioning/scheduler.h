@@ -95,6 +95,9 @@ struct kp_sched_input {
     const struct kp_sched_daemon *daemons;
     size_t n_daemons;
     size_t max_instance_types; /* 0: KP_SCHED_MAX_INSTANCE_TYPES */
+    /* Karpenter's PREFERENCE_POLICY=Ignore: preferred node and pod (anti-)affinity and
+     * ScheduleAnyway spreads play no part (false: Respect, the default). */
+    bool ignore_preferences;
 };
 
 /* One resource amount of a plan; name borrowed from the input. */
