@@ -19,8 +19,8 @@
 #include "core/provisioning/scheduler.h"
 
 #define GI (1073741824LL * 1000)
-#define MAXP 48
-#define MAXN 8
+#define MAXP 64
+#define MAXN 12
 
 /* --- fixture -------------------------------------------------------------------------------- */
 
@@ -1438,6 +1438,72 @@ static void test_relax_prefer_no_schedule_node(void **state)
     assert_int_equal(res("web")->relaxed, 1);
 }
 
+/* Invariants over a larger batch: hostname anti-affinity gives every pod a host of its own
+ * (existing nodes first), and a zone spread ends within its skew, counting bound pods. */
+static void test_batch_invariants(void **state)
+{
+    static char names[MAXP][16], nnames[MAXN][16];
+    size_t p, used[MAXN + MAXP], zone_count[3] = {0, 0, 0};
+    static const char *const zones[] = {"a", "b", "c"};
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "c2", 2, 8, 100, "a,b,c", NULL);
+    itype(p, "c8", 8, 32, 300, "a,b,c", NULL);
+    for (size_t i = 0; i < 10; i++) {
+        struct kp_sched_node *n;
+
+        (void)snprintf(nnames[i], sizeof(nnames[i]), "node-%02zu", i);
+        n = node(nnames[i], "default", zones[i % 3], 4, 16);
+        bind(n, "busy", "1", "\"app\":\"other\"", NULL);
+        if (i < 2)
+            bind(n, "old-spread", "0", "\"app\":\"z\"", NULL); /* zones a and b: 1 each */
+    }
+    for (size_t i = 0; i < 24; i++) {
+        (void)snprintf(names[i], sizeof(names[i]), "anti-%02zu", i);
+        mkpod(names[i], NULL, "500m", "1Gi", "\"app\":\"anti\"", ANTI(HOST, "anti"));
+    }
+    for (size_t i = 24; i < 54; i++) {
+        (void)snprintf(names[i], sizeof(names[i]), "z-%02zu", i);
+        mkpod(names[i], NULL, "250m", "256Mi", "\"app\":\"z\"",
+              SPREAD(ZONE, 1, "DoNotSchedule", "z"));
+    }
+    solve();
+    memset(used, 0, sizeof(used));
+    for (size_t i = 0; i < 24; i++) {
+        const struct kp_sched_result *r = &F.plan.pods[i];
+        size_t slot;
+
+        assert_int_not_equal(r->where, KP_SCHED_FAILED);
+        slot = r->where == KP_SCHED_NODE ? r->index : MAXN + r->index;
+        assert_int_equal(used[slot], 0);
+        used[slot] = 1;
+    }
+    for (size_t i = 0; i < 10; i++)
+        assert_int_equal(used[i], 1); /* every existing node took one */
+    zone_count[0] = zone_count[1] = 1;
+    for (size_t i = 24; i < 54; i++) {
+        const struct kp_sched_result *r = &F.plan.pods[i];
+        const char *z;
+
+        assert_int_not_equal(r->where, KP_SCHED_FAILED);
+        if (r->where == KP_SCHED_NODE) {
+            z = kp_labels_get(&F.nodes[r->index].labels, ZONE);
+        } else {
+            const struct kp_req *zr = kp_reqset_get(&F.plan.claims[r->index].reqs, ZONE);
+
+            assert_non_null(zr);
+            z = kp_req_single(zr);
+        }
+        assert_non_null(z);
+        zone_count[z[0] - 'a']++;
+    }
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 3; b++)
+            assert_true(zone_count[a] <= zone_count[b] + 1);
+    assert_int_equal(zone_count[0] + zone_count[1] + zone_count[2], 32);
+}
+
 /* --- step 3: preference relaxation (preferences.go) ----------------------------------------- */
 
 #define PREFER_ZONE(w, z)                                                                          \
@@ -1729,6 +1795,7 @@ int main(int argc, char **argv)
         T(test_spread_match_label_keys),
         T(test_batch_inverse_anti_affinity),
         T(test_relax_prefer_no_schedule_node),
+        T(test_batch_invariants),
         T(test_relax_preferred_node_affinity),
         T(test_relax_required_terms),
         T(test_relax_order),
