@@ -44,6 +44,7 @@ static struct {
     struct kp_res ds_req[4][2];
     size_t max_types;
     bool ignore_preferences;
+    bool best_effort;
     struct kp_sched_plan plan;
 } F;
 
@@ -277,6 +278,7 @@ static void solve(void)
     in.n_daemons = F.n_ds;
     in.max_instance_types = F.max_types;
     in.ignore_preferences = F.ignore_preferences;
+    in.min_values_best_effort = F.best_effort;
     assert_int_equal(kp_sched_solve(&in, &F.plan), 0);
     assert_int_equal(F.plan.n_pods, F.n_pods);
 }
@@ -959,6 +961,40 @@ static void test_min_values_truncation(void **state)
     solve();
     assert_int_equal(F.plan.n_claims, 0);
     assert_error("web", "minValues cannot be met by the 1 cheapest instance types");
+}
+
+/* MIN_VALUES_POLICY=BestEffort: minValues is lowered to what the options meet, and the claim
+ * says so; a claim that meets it is not marked. */
+static void test_min_values_best_effort(void **state)
+{
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL,
+             ",\"requirements\":[{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":"
+             "\"Exists\",\"minValues\":2},{\"key\":\"kp.dev/gen\",\"operator\":\"Gte\","
+             "\"values\":[\"3\"],\"minValues\":3}]");
+    itype(p, "c2", 2, 8, 100, "a", "kp.dev/gen=3");
+    itype(p, "c4", 4, 8, 200, "a", "kp.dev/gen=4");
+    itype(p, "c8", 8, 8, 400, "a", "kp.dev/gen=4");
+    F.best_effort = true;
+    pod("fits-one", "6", NULL, NULL);
+    pod("fits-all", "1", NULL, NULL);
+    solve();
+    assert_string_equal(where("fits-one"), "claim:0");
+    assert_string_equal(opts(0), "c8");
+    assert_true(F.plan.claims[0].min_values_relaxed);
+    assert_int_equal(kp_reqset_get(&F.plan.claims[0].reqs, KP_LABEL_INSTANCE_TYPE)->min_values, 1);
+    /* The rebuilt set keeps its bound. */
+    assert_string_equal(creq(0, "kp.dev/gen"), "kp.dev/gen Exists Gte 3");
+    assert_int_equal(kp_reqset_get(&F.plan.claims[0].reqs, "kp.dev/gen")->min_values, 1);
+    /* fits-all could join c8's claim (fewest pods first) */
+    assert_string_equal(where("fits-all"), "claim:0");
+    /* Strict: two gen values can never make three, so the pool itself is unusable. */
+    F.best_effort = false;
+    solve();
+    assert_error("fits-one", "nodepool requirements filtered out all available instance types");
+    assert_error("fits-all", "nodepool requirements filtered out all available instance types");
 }
 
 /* A pool whose requirements leave no instance type is skipped. */
@@ -1667,7 +1703,7 @@ static void test_requeue(void **state)
 
 /* --- allocation failures ------------------------------------------------------------------- */
 
-static int torture_solve(void)
+static int torture_scene(bool best_effort)
 {
     /* The fixture asserts; build the same scene without it, every allocation checked. */
     struct kp_instance_types t = {0};
@@ -1682,7 +1718,7 @@ static int torture_solve(void)
         "\"uid\":\"u\",\"resourceVersion\":\"1\"},\"spec\":{\"limits\":{\"cpu\":\"100\"},"
         "\"template\":{\"spec\":{\"nodeClassRef\":{\"group\":\"g\",\"kind\":\"K\",\"name\":\"c\"},"
         "\"requirements\":[{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"Exists\","
-        "\"minValues\":1}]}}}}";
+        "\"minValues\":%d}]}}}}";
     static const char pod_json[] =
         "{\"metadata\":{\"name\":\"w%d\",\"namespace\":\"ns\",\"uid\":\"u%d\",\"resourceVersion\":"
         "\"1\",\"labels\":{\"app\":\"w\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":"
@@ -1695,7 +1731,10 @@ static int torture_solve(void)
     struct kp_instance_type *it;
     int rc;
 
-    if ((rc = kp_nodepool_decode(np_json, sizeof(np_json) - 1, &np)) < 0)
+    char np_buf[1024];
+    int np_n = snprintf(np_buf, sizeof(np_buf), np_json, best_effort ? 2 : 1);
+
+    if ((rc = kp_nodepool_decode(np_buf, (size_t)np_n, &np)) < 0)
         goto out;
     for (int i = 0; i < 3; i++) {
         char buf[1024];
@@ -1737,6 +1776,7 @@ static int torture_solve(void)
     in.n_pods = 3;
     in.pools = &pl;
     in.n_pools = 1;
+    in.min_values_best_effort = best_effort;
     if ((rc = kp_sched_solve(&in, &plan)) < 0)
         goto out;
     rc = plan.n_claims == 3 ? 0 : -EPROTO;
@@ -1747,6 +1787,17 @@ out:
     for (int i = 0; i < 3; i++)
         kp_entry_unref(pe[i]);
     return rc;
+}
+
+static int torture_solve(void)
+{
+    return torture_scene(false);
+}
+
+/* The same with a minValues the catalog cannot meet, relaxed under BestEffort. */
+static int torture_solve_best_effort(void)
+{
+    return torture_scene(true);
 }
 
 int main(int argc, char **argv)
@@ -1775,6 +1826,7 @@ int main(int argc, char **argv)
         T(test_weight_order),
         T(test_min_values),
         T(test_min_values_truncation),
+        T(test_min_values_best_effort),
         T(test_pool_filtered_out),
         T(test_refused),
         T(test_deterministic),
@@ -1806,6 +1858,7 @@ int main(int argc, char **argv)
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_solve),
+        KP_TORTURE(torture_solve_best_effort),
     };
 
     return kp_test_main("scheduler", tests, KP_ARRAY_SIZE(tests), cases, KP_ARRAY_SIZE(cases), argc,

@@ -88,7 +88,7 @@ struct kp_sched_target {
     char name[40];
     size_t *opts, n_opts;
     size_t *pods, n_pods, cap_pods;
-    bool dropped;
+    bool mv_relaxed; /* BestEffort lowered a minValues */
     /* both */
     struct kp_reqset reqs;
     struct kp_sched_rv used;

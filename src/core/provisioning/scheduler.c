@@ -32,6 +32,7 @@
 #include "core/provisioning/scheduler-internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -525,49 +526,125 @@ static int64_t type_price(const struct kp_instance_type *it, const struct kp_req
     return best;
 }
 
-/* The first key whose minValues the instance types (indices into types) cannot meet, or NULL
- * (SatisfiesMinValues): each key with minValues needs that many distinct values among them. */
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* How many distinct values of r's key, allowed by r, the instance types (indices into types)
+ * have between them. */
+static int min_values_count(const struct kp_req *r, const struct kp_instance_type *types,
+                            const size_t *idx, size_t n, size_t *ret)
+{
+    const char **seen;
+    size_t n_seen = 0, room = 0, distinct = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_req *tr = kp_reqset_get(&types[idx[i]].reqs, r->key);
+
+        room += req_is_in(tr) ? tr->n_values : 0;
+    }
+    seen = kp_calloc(room ? room : 1, sizeof(*seen));
+    if (!seen)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_req *tr = kp_reqset_get(&types[idx[i]].reqs, r->key);
+
+        for (size_t j = 0; req_is_in(tr) && j < tr->n_values; j++)
+            if (kp_req_has(r, tr->values[j]))
+                seen[n_seen++] = tr->values[j];
+    }
+    qsort(seen, n_seen, sizeof(*seen), cmp_cstr);
+    for (size_t i = 0; i < n_seen; i++)
+        distinct += i == 0 || strcmp(seen[i - 1], seen[i]) != 0;
+    kp_free(seen);
+    *ret = distinct;
+    return 0;
+}
+
+/* The first key whose minValues the instance types cannot meet, or NULL (SatisfiesMinValues). */
 static const struct kp_req *min_values_unmet(const struct kp_reqset *reqs,
                                              const struct kp_instance_type *types,
                                              const size_t *idx, size_t n, int *ret_err)
 {
     *ret_err = 0;
     for (size_t k = 0; k < reqs->n; k++) {
-        const struct kp_req *r = &reqs->v[k];
-        const char **seen;
-        size_t n_seen = 0, room = 0;
+        size_t count;
 
-        if (!r->min_values)
+        if (!reqs->v[k].min_values)
             continue;
-        for (size_t i = 0; i < n; i++) {
-            const struct kp_req *tr = kp_reqset_get(&types[idx[i]].reqs, r->key);
-
-            room += req_is_in(tr) ? tr->n_values : 0;
-        }
-        seen = kp_calloc(room ? room : 1, sizeof(*seen));
-        if (!seen) {
-            *ret_err = -ENOMEM;
+        if ((*ret_err = min_values_count(&reqs->v[k], types, idx, n, &count)) < 0)
             return NULL;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const struct kp_req *tr = kp_reqset_get(&types[idx[i]].reqs, r->key);
-
-            for (size_t j = 0; req_is_in(tr) && j < tr->n_values; j++) {
-                bool dup = false;
-
-                if (!kp_req_has(r, tr->values[j]))
-                    continue;
-                for (size_t m = 0; !dup && m < n_seen; m++)
-                    dup = kp_streq(seen[m], tr->values[j]);
-                if (!dup)
-                    seen[n_seen++] = tr->values[j];
-            }
-        }
-        kp_free(seen);
-        if (n_seen < r->min_values)
-            return r;
+        if (count < reqs->v[k].min_values)
+            return &reqs->v[k];
     }
     return NULL;
+}
+
+/* key's set in s again, with minValues mv: a set's minValues only grows by intersection, so the
+ * set is rebuilt from what it reads as (values, excluded values, bounds). */
+static int req_set_min_values(struct kp_reqset *s, const char *key, uint32_t mv)
+{
+    struct kp_reqset old = KP_REQSET_INIT;
+    const struct kp_req *r;
+    const char *const *vals;
+    int rc;
+
+    if ((rc = kp_reqset_copy(s, &old)) < 0)
+        return rc;
+    r = kp_reqset_get(&old, key);
+    vals = (const char *const *)r->values;
+    kp_reqset_remove(s, key);
+    if (!r->complement) {
+        rc = kp_reqset_add(s, r->key, KP_SEL_IN, vals, r->n_values, mv);
+    } else {
+        char num[24];
+        const char *nv = num;
+
+        rc = kp_reqset_add(s, r->key, r->n_values ? KP_SEL_NOT_IN : KP_SEL_EXISTS, vals,
+                           r->n_values, mv);
+        if (rc == 0 && r->has_min) {
+            (void)snprintf(num, sizeof(num), "%" PRId64, r->min);
+            rc = kp_reqset_add(s, r->key, KP_SEL_GTE, &nv, 1, mv);
+        }
+        if (rc == 0 && r->has_max) {
+            (void)snprintf(num, sizeof(num), "%" PRId64, r->max);
+            rc = kp_reqset_add(s, r->key, KP_SEL_LTE, &nv, 1, mv);
+        }
+    }
+    kp_reqset_done(&old);
+    return rc;
+}
+
+/* MIN_VALUES_POLICY=BestEffort: each minValues the options cannot meet is lowered to what they
+ * do meet; *relaxed is set when one was. */
+static int min_values_relax(struct kp_reqset *reqs, const struct kp_instance_type *types,
+                            const size_t *idx, size_t n, bool *relaxed)
+{
+    for (size_t k = 0; k < reqs->n; k++) {
+        size_t count;
+        int rc;
+
+        if (!reqs->v[k].min_values)
+            continue;
+        if ((rc = min_values_count(&reqs->v[k], types, idx, n, &count)) < 0)
+            return rc;
+        if (count >= reqs->v[k].min_values)
+            continue;
+        /* The key string lives in reqs->v[k], which the rebuild frees: keep a copy. */
+        {
+            char *key = kp_strdup(reqs->v[k].key);
+
+            if (!key)
+                return -ENOMEM;
+            rc = req_set_min_values(reqs, key, (uint32_t)count);
+            kp_free(key);
+        }
+        if (rc < 0)
+            return rc;
+        *relaxed = true;
+    }
+    return 0;
 }
 
 /* isDaemonPodCompatible: tolerates the pool's taints (PreferNoSchedule always) and, for the
@@ -660,7 +737,10 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
     }
     if (pl->n_types == 0)
         return 0;
-    if (min_values_unmet(&pl->reqs, in->types, pl->types, pl->n_types, &err) || err)
+    /* BestEffort keeps a pool whose types cannot meet its minValues (claims relax them). */
+    if ((min_values_unmet(&pl->reqs, in->types, pl->types, pl->n_types, &err) &&
+         !s->in->min_values_best_effort) ||
+        err)
         return err;
     pl->usable = true;
     /* Limits: what is left after the capacity of the pool's nodes and in-flight claims. */
@@ -720,6 +800,7 @@ static void target_done(struct kp_sched_target *t)
 struct proposal {
     struct kp_reqset reqs;
     size_t *opts, n_opts;
+    bool mv_relaxed;
 };
 
 static void proposal_done(struct proposal *pr)
@@ -805,7 +886,11 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
     mv = min_values_unmet(&pr.reqs, pl->in->types, pr.opts, pr.n_opts, &rc);
     if (rc < 0)
         goto fail;
-    if (mv) {
+    if (mv && s->in->min_values_best_effort) {
+        if ((rc = min_values_relax(&pr.reqs, pl->in->types, pr.opts, pr.n_opts, &pr.mv_relaxed)) <
+            0)
+            goto fail;
+    } else if (mv) {
         (void)snprintf(why, why_size, "minValues requirement is not met for label %s", mv->key);
         goto fail;
     }
@@ -834,6 +919,7 @@ static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct 
     kp_free(t->opts);
     t->opts = pr->opts;
     t->n_opts = pr->n_opts;
+    t->mv_relaxed = t->mv_relaxed || pr->mv_relaxed;
     memset(pr, 0, sizeof(*pr));
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
@@ -1242,7 +1328,10 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
     mv = min_values_unmet(&t->reqs, types, t->opts, t->n_opts, &rc);
     if (rc < 0)
         goto out;
-    if (mv) {
+    if (mv && s->in->min_values_best_effort) {
+        if ((rc = min_values_relax(&t->reqs, types, t->opts, t->n_opts, &t->mv_relaxed)) < 0)
+            goto out;
+    } else if (mv) {
         rc = 0; /* the caller fails the pods */
         goto out;
     }
@@ -1299,6 +1388,7 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
     req.v = NULL;
     out->pods = t->pods;
     out->n_pods = t->n_pods;
+    out->min_values_relaxed = t->mv_relaxed;
     t->pods = NULL;
     *ok = true;
     rc = 0;

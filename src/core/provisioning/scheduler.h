@@ -98,6 +98,9 @@ struct kp_sched_input {
     /* Karpenter's PREFERENCE_POLICY=Ignore: preferred node and pod (anti-)affinity and
      * ScheduleAnyway spreads play no part (false: Respect, the default). */
     bool ignore_preferences;
+    /* Karpenter's MIN_VALUES_POLICY=BestEffort: a minValues the options cannot meet is lowered
+     * to what they meet (the claim says so) instead of refusing the claim (false: Strict). */
+    bool min_values_best_effort;
 };
 
 /* One resource amount of a plan; name borrowed from the input. */
@@ -118,6 +121,9 @@ struct kp_sched_claim {
     size_t n_requests;
     size_t *pods; /* indices into in->pods, in placement order */
     size_t n_pods;
+    /* BestEffort lowered some minValues in reqs (annotation
+     * karpenter.sh/nodeclaim-min-values-relaxed). */
+    bool min_values_relaxed;
 };
 
 enum kp_sched_where {
