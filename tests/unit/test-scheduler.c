@@ -1034,7 +1034,21 @@ static void test_refused(void **state)
         "\"topologyKey\":\"" ZONE "\",\"labelSelector\":{},\"namespaceSelector\":{"
         "\"matchLabels\":{\"x\":\"y\"}}}]}}");
     pod("ok", "1", NULL, NULL);
+    /* A term without a topology key (the API refuses it; a view might still carry one). */
+    {
+        static struct kp_pod_view v;
+        static struct kp_pod_term t;
+        const struct kp_pod_view *a =
+            mkpod("nokey-src", "elsewhere", "1", "1Gi", NULL, ANTI(HOST, "x"));
+
+        memcpy(&v, a, sizeof(v));
+        t = a->anti_affinity[0];
+        t.topology_key = "";
+        v.anti_affinity = &t;
+        F.pods[F.n_pods++] = &v;
+    }
     solve();
+    assert_error("nokey-src", "has no topologyKey");
     assert_error("fields", "matchFields is not supported");
     assert_error("nssel", "namespaceSelector with expressions is not supported");
     assert_string_equal(where("ok"), "claim:0");

@@ -162,7 +162,8 @@ int kp_sched_strict_reqs(const struct kp_labels *sel, const struct kp_node_term 
 
 /* The group of a pod (anti-)affinity term or topology spread constraint of pod p, made (with its
  * domains and the counts of the bound pods) unless an equal one exists; *ret_idx is its index
- * in s->groups. -EOPNOTSUPP for a namespaceSelector with expressions; -ENOMEM. */
+ * in s->groups. -EOPNOTSUPP for a namespaceSelector with expressions, -EINVAL for an empty
+ * topologyKey; -ENOMEM. */
 int kp_sched_group_from_term(struct kp_sched_solver *s, const struct kp_pod_view *p,
                              const struct kp_pod_term *t, enum kp_sched_gtype type, bool inverse,
                              size_t *ret_idx) KP_WUR;

@@ -1142,6 +1142,33 @@ static int pod_try(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
 
 /* --- set-up -------------------------------------------------------------------------------- */
 
+static bool key_set(const char *k)
+{
+    return k && *k;
+}
+
+/* Whether every spread constraint and pod (anti-)affinity term names a topology key (the API
+ * requires one; a projection of an object written around validation may lack it). */
+static bool topology_keys_set(const struct kp_pod_view *p)
+{
+    for (size_t i = 0; i < p->n_spread; i++)
+        if (!key_set(p->spread[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_affinity; i++)
+        if (!key_set(p->affinity[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_anti_affinity; i++)
+        if (!key_set(p->anti_affinity[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_preferred_affinity; i++)
+        if (!key_set(p->preferred_affinity[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_preferred_anti_affinity; i++)
+        if (!key_set(p->preferred_anti_affinity[i].topology_key))
+            return false;
+    return true;
+}
+
 static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const struct kp_pod_view *p,
                     size_t idx)
 {
@@ -1155,8 +1182,12 @@ static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const st
     for (size_t i = 0; i < p->n_required; i++)
         if (p->required[i].fields.n) {
             kp_msg_set(&sp->refuse, "node affinity matchFields is not supported");
-            break;
+            return sp->refuse ? 0 : -ENOMEM;
         }
+    if (!topology_keys_set(p)) {
+        kp_msg_set(&sp->refuse, "a topology spread or pod affinity term has no topologyKey");
+        return sp->refuse ? 0 : -ENOMEM;
+    }
     sp->pnode_order = weight_order(q->preferred, q->n_preferred, sizeof(*q->preferred),
                                    offsetof(struct kp_node_term, weight));
     sp->paff_order =
@@ -1176,10 +1207,9 @@ static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const st
         !sp->spread_active || !sp->g_aff || !sp->g_paff || !sp->g_anti || !sp->g_panti ||
         !sp->g_inv)
         return -ENOMEM;
-    for (size_t i = 0; i < p->n_spread; i++)
-        if ((rc = kp_sched_group_from_spread(s, p, &p->spread[i], &sp->g_spread[i])) < 0)
-            return rc;
     rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->n_spread; i++)
+        rc = kp_sched_group_from_spread(s, p, &p->spread[i], &sp->g_spread[i]);
     for (size_t i = 0; rc == 0 && i < p->n_affinity; i++)
         rc = kp_sched_group_from_term(s, p, &p->affinity[i], KP_SCHED_AFFINITY, false,
                                       &sp->g_aff[i]);
@@ -1195,12 +1225,16 @@ static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const st
     for (size_t i = 0; rc == 0 && i < p->n_anti_affinity; i++)
         rc = kp_sched_group_from_term(s, p, &p->anti_affinity[i], KP_SCHED_ANTI, true,
                                       &sp->g_inv[i]);
-    if (rc == -EOPNOTSUPP) {
+    if (rc == -EOPNOTSUPP || rc == -EINVAL) {
         if (!sp->refuse)
-            kp_msg_set(&sp->refuse, "pod affinity namespaceSelector with expressions is not "
-                                    "supported");
-        return 0;
+            kp_msg_set(&sp->refuse, rc == -EINVAL
+                                        ? "invalid node affinity values in a topology spread's "
+                                          "node filter"
+                                        : "pod affinity namespaceSelector with expressions is "
+                                          "not supported");
+        return sp->refuse ? 0 : -ENOMEM;
     }
+
     return rc;
 }
 

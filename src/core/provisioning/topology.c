@@ -316,6 +316,8 @@ int kp_sched_group_from_term(struct kp_sched_solver *s, const struct kp_pod_view
     struct kp_sched_group g = {0};
     int rc;
 
+    if (!t->topology_key || !*t->topology_key)
+        return -EINVAL; /* the API refuses it; a projection may still hold it */
     g.type = type;
     g.inverse = inverse;
     g.key = t->topology_key;
@@ -333,6 +335,8 @@ int kp_sched_group_from_spread(struct kp_sched_solver *s, const struct kp_pod_vi
     size_t nt = p->n_required ? p->n_required : 1;
     int rc = -ENOMEM;
 
+    if (!c->topology_key || !*c->topology_key)
+        return -EINVAL;
     g.type = KP_SCHED_SPREAD;
     g.key = c->topology_key;
     g.max_skew = c->max_skew;
@@ -704,7 +708,7 @@ int kp_sched_bound_anti_affinity(struct kp_sched_solver *s)
                 size_t gi;
 
                 rc = kp_sched_group_from_term(s, p, term, KP_SCHED_ANTI, true, &gi);
-                if (rc == -EOPNOTSUPP)
+                if (rc == -EOPNOTSUPP || rc == -EINVAL)
                     continue; /* XXX: a namespaceSelector we cannot evaluate is not enforced */
                 if (rc < 0)
                     return rc;
