@@ -444,6 +444,25 @@ static void test_unavailable_and_too_small(void **state)
     assert_string_equal(opts(0), "ok");
 }
 
+/* Options are ordered by their cheapest offering compatible with the claim: a type cheap only
+ * in zone b is dear for a claim held to zone a. */
+static void test_price_by_compatible_offering(void **state)
+{
+    struct kp_instance_type *it;
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    it = itype(p, "split", 4, 16, 500, "a,b", NULL);
+    it->offerings[1].price_micro_usd = 100; /* zone b */
+    itype(p, "flat", 4, 16, 300, "a,b", NULL);
+    pod("any", "3", NULL, NULL); /* too big to share a 4-cpu claim with in-a */
+    pod("in-a", "2", NULL, ",\"nodeSelector\":{\"" ZONE "\":\"a\"}");
+    solve();
+    assert_string_equal(opts(res("any")->index), "split flat");
+    assert_string_equal(opts(res("in-a")->index), "flat split");
+}
+
 /* Every operator of node affinity, against an instance type label (table-driven). */
 static void test_operators(void **state)
 {
@@ -1820,6 +1839,7 @@ int main(int argc, char **argv)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
         T(test_new_claim_price_order),
         T(test_unavailable_and_too_small),
+        T(test_price_by_compatible_offering),
         T(test_operators),
         T(test_undefined_labels),
         T(test_template_labels),

@@ -1353,8 +1353,11 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
     if (!price)
         goto out;
     kp_reqset_remove(&t->reqs, KP_LABEL_HOSTNAME);
-    for (size_t i = 0; i < t->n_opts; i++)
-        price[t->opts[i]] = type_price(&types[t->opts[i]], &t->reqs);
+    for (size_t i = 0; i < t->n_opts; i++) {
+        int64_t pr = type_price(&types[t->opts[i]], &t->reqs);
+
+        price[t->opts[i]] = pr < 0 ? INT64_MAX : pr; /* none left: last, as upstream */
+    }
     if ((rc = sort_idx(t->opts, t->n_opts, cmp_opts, &oc)) < 0)
         goto out;
     if (t->n_opts > s->max_types)
