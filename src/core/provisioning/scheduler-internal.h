@@ -182,8 +182,7 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
                          struct kp_reqset *reqs, bool *ok, char *why, size_t why_size) KP_WUR;
 /* Topology.Record: the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
-                         const struct kp_taints *taints, const struct kp_reqset *reqs,
-                         bool allow_well_known) KP_WUR;
+                         const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;
 /* Topology.Register of a new claim's hostname in every hostname group. */
 int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host) KP_WUR;
 

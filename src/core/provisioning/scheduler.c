@@ -505,7 +505,7 @@ static int node_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct k
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0)
         return rc;
-    return kp_sched_topo_record(s, sp, &t->taints, reqs, false);
+    return kp_sched_topo_record(s, sp, &t->taints, reqs);
 }
 
 /* --- NodePools and instance types (nodeclaimtemplate.go, nodeclaim.go) -------------------- */
@@ -925,7 +925,7 @@ static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct 
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
         (rc = kp_sched_topo_register_host(s, t->name)) < 0)
         return rc;
-    return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs, true);
+    return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs);
 }
 
 /* A fresh claim of pool pi: the template's requirements plus its own hostname, the options left

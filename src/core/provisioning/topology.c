@@ -124,9 +124,10 @@ static bool group_selects(const struct kp_sched_group *g, const struct kp_pod_vi
 }
 
 /* TopologyNodeFilter.Matches: whether a node with these taints and requirements is one the
- * spread counts (nodeTaintsPolicy, nodeAffinityPolicy). */
+ * spread counts (nodeTaintsPolicy, nodeAffinityPolicy). Plain compatibility, also for a new
+ * claim: upstream's Matches does not pass its compatibility options on. */
 static bool group_filter(const struct kp_sched_group *g, const struct kp_taints *taints,
-                         const struct kp_reqset *reqs, bool allow_well_known)
+                         const struct kp_reqset *reqs)
 {
     bool any = false;
 
@@ -137,8 +138,7 @@ static bool group_filter(const struct kp_sched_group *g, const struct kp_taints 
     if (!g->f_affinity)
         return true;
     for (size_t i = 0; !any && i < g->n_freqs; i++)
-        any = kp_reqset_compatible(reqs, &g->freqs[i],
-                                   allow_well_known ? kp_reqset_well_known_labels : NULL, NULL, 0);
+        any = kp_reqset_compatible(reqs, &g->freqs[i], NULL, NULL, 0);
     return any;
 }
 
@@ -245,7 +245,7 @@ static int group_count_nodes(const struct kp_sched_solver *s, struct kp_sched_gr
                               ? t->hostname
                               : kp_labels_get(&t->node->labels, g->key);
 
-        if (!dom || !group_filter(g, &t->node->taints, &t->reqs, false))
+        if (!dom || !group_filter(g, &t->node->taints, &t->reqs))
             continue;
         if ((rc = group_register(g, dom, NULL)) < 0)
             return rc;
@@ -636,8 +636,7 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
 
 /* Topology.Record after the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
-                         const struct kp_taints *taints, const struct kp_reqset *reqs,
-                         bool allow_well_known)
+                         const struct kp_taints *taints, const struct kp_reqset *reqs)
 {
     int rc;
 
@@ -645,7 +644,7 @@ int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *s
         struct kp_sched_group *g = &s->groups[sp->sel[i]];
         const struct kp_req *r = kp_reqset_get(reqs, g->key);
 
-        if (!req_is_in(r) || !group_filter(g, taints, reqs, allow_well_known))
+        if (!req_is_in(r) || !group_filter(g, taints, reqs))
             continue;
         if (g->type == KP_SCHED_ANTI) {
             for (size_t k = 0; k < r->n_values; k++)
