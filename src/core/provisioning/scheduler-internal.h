@@ -180,6 +180,10 @@ bool kp_sched_pod_has_topology(const struct kp_sched_pod *sp);
  * telling whether each left a domain (why says which did not), or a negative error. */
 int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                          struct kp_reqset *reqs, bool *ok, char *why, size_t why_size) KP_WUR;
+/* A cheap necessary condition for kp_sched_topo_narrow on reqs or any narrower set: *ok false
+ * means it would fail. No allocation beyond scratch. */
+int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                           const struct kp_reqset *reqs, bool *ok) KP_WUR;
 /* Topology.Record: the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                          const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;

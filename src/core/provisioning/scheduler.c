@@ -488,6 +488,8 @@ static int node_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp
         *ok = true; /* *ret_reqs stays empty: the node's own requirements stand */
         return 0;
     }
+    if ((rc = kp_sched_topo_feasible(s, sp, &t->reqs, ok)) < 0 || !*ok)
+        return rc;
     if ((rc = kp_reqset_copy(&t->reqs, &r)) < 0 ||
         (rc = kp_sched_topo_narrow(s, sp, &r, ok, why, sizeof(why))) < 0 || !*ok) {
         kp_reqset_done(&r);
@@ -810,6 +812,21 @@ static void proposal_done(struct proposal *pr)
     memset(pr, 0, sizeof(*pr));
 }
 
+/* Whether some option of t still has room (resources with its DaemonSet overhead, host ports)
+ * for the pod, requirements aside. No allocation. */
+static bool claim_room(const struct kp_sched_pool_state *pl, const struct kp_sched_target *t,
+                       const struct kp_sched_pod *sp)
+{
+    for (size_t i = 0; i < t->n_opts; i++) {
+        size_t ti = t->opts[i];
+
+        if (!ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]) &&
+            rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]))
+            return true;
+    }
+    return false;
+}
+
 /* NodeClaim.CanAdd for claim t (options t->opts) and pod sp. 0 with *ok and, when ok, *ret
  * filled; when not, why says why. */
 static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
@@ -834,6 +851,21 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
         (void)snprintf(tmp, sizeof(tmp), "%s", why);
         (void)snprintf(why, why_size, "incompatible requirements, %s", tmp); /* cut on purpose */
         return 0;
+    }
+    /* A claim already holding pods mostly fails on room: find out before copying anything (its
+     * reason is never shown, so the order of the checks does not matter for it). */
+    if (t->n_pods && !claim_room(pl, t, sp)) {
+        (void)snprintf(why, why_size, "no room left on the nodeclaim");
+        return 0;
+    }
+    if (t->n_pods && kp_sched_pod_has_topology(sp)) {
+        if ((rc = kp_sched_topo_feasible(s, sp, &t->reqs, ok)) < 0)
+            return rc;
+        if (!*ok) {
+            (void)snprintf(why, why_size, "topology rules the nodeclaim out");
+            return 0;
+        }
+        *ok = false;
     }
     if ((rc = kp_reqset_copy(&t->reqs, &pr.reqs)) < 0 ||
         (rc = kp_reqset_intersect(&pr.reqs, &sp->reqs)) < 0 ||

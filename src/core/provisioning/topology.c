@@ -600,6 +600,10 @@ static int narrow_one(size_t gi, void *vctx)
         break;
     }
     rc = 0;
+    if (n != 0 && !c->acc) { /* feasibility only */
+        kp_free(out);
+        return 0;
+    }
     if (n == 0 || (rc = kp_reqset_add(c->acc, g->key, KP_SEL_IN, out, n, 0)) < 0 ||
         is_empty_req(kp_reqset_get(c->acc, g->key))) {
         kp_free(out);
@@ -628,6 +632,21 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
         return rc;
     rc = for_pod_groups(sp, narrow_one, &c);
     kp_reqset_done(&base);
+    if (rc < 0)
+        return c.err ? c.err : rc;
+    *ok = rc == 0;
+    return 0;
+}
+
+/* Whether every group leaves the pod some domain under reqs, without building anything. The
+ * choices only shrink as reqs narrows, so false here means false for any narrower set. */
+int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                           const struct kp_reqset *reqs, bool *ok)
+{
+    char why[8];
+    struct narrow_ctx c = {s, sp, reqs, NULL, why, sizeof(why), 0};
+    int rc = for_pod_groups(sp, narrow_one, &c);
+
     if (rc < 0)
         return c.err ? c.err : rc;
     *ok = rc == 0;
