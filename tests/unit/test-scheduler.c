@@ -45,6 +45,7 @@ static struct {
     size_t max_types;
     bool ignore_preferences;
     bool best_effort;
+    const char *ns; /* namespace of the pods mkpod makes (NULL: "ns") */
     struct kp_sched_plan plan;
 } F;
 
@@ -95,12 +96,13 @@ static const struct kp_pod_view *mkpod(const char *name, const char *node, const
 {
     struct kp_entry *e = decode(
         kp_pod_decode,
-        "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"u-%s\","
+        "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"uid\":\"u-%s\","
         "\"resourceVersion\":\"1\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\","
         "\"labels\":{%s}},\"spec\":{%s%s%s\"containers\":[{\"name\":\"c\",\"resources\":"
         "{\"requests\":{\"cpu\":\"%s\",\"memory\":\"%s\"}}}]%s},\"status\":{\"phase\":\"%s\"}}",
-        name, name, labels ? labels : "", node ? "\"nodeName\":\"" : "", node ? node : "",
-        node ? "\"," : "", cpu, mem, spec ? spec : "", node ? "Running" : "Pending");
+        name, F.ns ? F.ns : "ns", name, labels ? labels : "", node ? "\"nodeName\":\"" : "",
+        node ? node : "", node ? "\"," : "", cpu, mem, spec ? spec : "",
+        node ? "Running" : "Pending");
     const struct kp_pod_view *p = kp_pod_view(e);
 
     if (!node) {
@@ -1573,6 +1575,80 @@ static void test_batch_invariants(void **state)
     assert_int_equal(zone_count[0] + zone_count[1] + zone_count[2], 32);
 }
 
+/* Terms select pods in the pod's own namespace, the namespaces they list, or all of them with
+ * an empty namespaceSelector; spreads count their own namespace only. */
+static void test_namespaces(void **state)
+{
+    static const struct {
+        const char *term_ns; /* members added to the affinity term */
+        const char *want;    /* zone of the claim, or NULL: fails */
+    } cases[] = {
+        {"", NULL},
+        {",\"namespaces\":[\"other\"]", ZONE " In [b]"},
+        {",\"namespaceSelector\":{}", ZONE " In [b]"},
+    };
+
+    (void)state;
+    for (size_t k = 0; k < KP_ARRAY_SIZE(cases); k++) {
+        struct kp_sched_node *n;
+        char spec[512];
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, NULL);
+        itype(p, "c1", 1, 8, 100, "a,b", NULL);
+        n = node("n", NULL, "b", 0, 8);
+        F.ns = "other";
+        bind(n, "db", "0", "\"app\":\"db\"", NULL);
+        F.ns = NULL;
+        (void)snprintf(spec, sizeof(spec),
+                       ",\"affinity\":{\"podAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+                       "Execution\":[{\"topologyKey\":\"" ZONE "\",\"labelSelector\":{"
+                       "\"matchLabels\":{\"app\":\"db\"}}%s}]}}",
+                       cases[k].term_ns);
+        pod("web", "1", NULL, spec);
+        solve();
+        if (cases[k].want)
+            assert_string_equal(creq(res("web")->index, ZONE), cases[k].want);
+        else
+            assert_error("web", "unsatisfiable pod affinity constraint");
+    }
+    /* A spread does not count the other namespace's pods: a:0 b:0 (not a:1), least name. */
+    teardown(NULL);
+    setup(NULL);
+    itype(pool("default", NULL, NULL), "c1", 1, 8, 100, "a,b", NULL);
+    node("n", NULL, "a", 0, 8);
+    F.ns = "other";
+    bind(&F.nodes[0], "w-other", "0", "\"app\":\"w\"", NULL);
+    F.ns = NULL;
+    mkpod("w", NULL, "1", "1Gi", "\"app\":\"w\"", SPREAD(ZONE, 1, "DoNotSchedule", "w"));
+    solve();
+    assert_string_equal(creq(0, ZONE), ZONE " In [a]");
+}
+
+/* Terminating pods hold their resources but count for no topology. */
+static void test_terminating_bound_pod(void **state)
+{
+    static const char terminating[] = "\"app\":\"w\"},\"deletionTimestamp\":"
+                                      "\"2026-01-01T00:00:01Z\",\"annotations\":{\"x\":\"y\"";
+    struct kp_sched_node *n;
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "c1", 1, 8, 100, "a,b", NULL);
+    n = node("n", NULL, "a", 2, 8);
+    assert_true(kp_pod_terminating(bind(n, "leaving", "1", terminating, NULL)));
+    mkpod("w1", NULL, "1", "1Gi", "\"app\":\"w\"", ANTI(ZONE, "w"));
+    mkpod("w2", NULL, "1", "1Gi", "\"app\":\"w\"", ANTI(ZONE, "w"));
+    solve();
+    /* The leaving pod does not repel w1 from zone a, and w1 fits in the 1 cpu it leaves. */
+    assert_string_equal(where("w1"), "node:n");
+    /* w2 has no room on n, and w1 now keeps it out of zone a. */
+    assert_string_equal(creq(res("w2")->index, ZONE), ZONE " In [b]");
+}
+
 /* --- step 3: preference relaxation (preferences.go) ----------------------------------------- */
 
 #define PREFER_ZONE(w, z)                                                                          \
@@ -1882,6 +1958,8 @@ int main(int argc, char **argv)
         T(test_batch_inverse_anti_affinity),
         T(test_relax_prefer_no_schedule_node),
         T(test_batch_invariants),
+        T(test_namespaces),
+        T(test_terminating_bound_pod),
         T(test_relax_preferred_node_affinity),
         T(test_relax_required_terms),
         T(test_relax_order),
