@@ -12,9 +12,11 @@
  * What is modelled, and what is refused, is in docs/internals/scheduler.md. In short: node
  * selectors, required and preferred node affinity (Karpenter's first term / heaviest preference,
  * relaxed one step at a time), tolerations, effective requests plus "pods: 1", DaemonSet
- * overhead per instance type, host ports, NodePool limits (pessimistic), minValues (Strict),
- * topology spread on any key, pod affinity and anti-affinity on any key (inverse anti-affinity of
- * bound and batch pods included), and Karpenter's preference relaxation order.
+ * overhead per instance type, host ports, NodePool limits (pessimistic), minValues (Strict or
+ * BestEffort), topology spread on any key, pod affinity and anti-affinity on any key (inverse
+ * anti-affinity of bound and batch pods included), and Karpenter's preference relaxation order
+ * (or PREFERENCE_POLICY=Ignore). Pods using what is not modelled (matchFields, a namespaceSelector
+ * with expressions) fail with a reason saying so; they are never placed by guesswork.
  *
  * Lifetimes: the input is borrowed for the call; the plan borrows from the input too (names,
  * instance types, resource names), so the input must outlive the plan. Everything else in the
