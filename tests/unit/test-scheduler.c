@@ -1104,6 +1104,77 @@ static void test_deterministic(void **state)
     assert_string_equal(first, second);
 }
 
+/* The plan as text: each claim's pods, options and zone, then each pod's place by name. */
+static void plan_text(char *buf, size_t size)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (size_t c = 0; c < F.plan.n_claims; c++)
+        len +=
+            (size_t)snprintf(buf + len, size - len, "[%s|%s|%s]", cpods(c), opts(c), creq(c, ZONE));
+    /* Pods by name (names are unique), so the text does not depend on input order. */
+    for (const char *prev = NULL;;) {
+        size_t i = SIZE_MAX;
+
+        for (size_t j = 0; j < F.n_pods; j++)
+            if ((!prev || strcmp(F.pods[j]->e.name, prev) > 0) &&
+                (i == SIZE_MAX || strcmp(F.pods[j]->e.name, F.pods[i]->e.name) < 0))
+                i = j;
+        if (i == SIZE_MAX)
+            break;
+        prev = F.pods[i]->e.name;
+        if (F.plan.pods[i].where == KP_SCHED_NODE)
+            len += (size_t)snprintf(buf + len, size - len, " %s@%s", prev,
+                                    F.nodes[F.plan.pods[i].index].name);
+    }
+    assert_true(len < size);
+}
+
+/* The order of pods, nodes and pools in the input does not change the plan (the orders are
+ * total and none of them is input order unless everything else ties). */
+static void test_input_order(void **state)
+{
+    char first[2048], second[2048];
+    struct kp_sched_node tmpn;
+    struct kp_sched_pool tmpp;
+    size_t a, b;
+
+    (void)state;
+    a = pool("a-pool", ",\"weight\":5", NULL);
+    b = pool("b-pool", ",\"weight\":5", NULL);
+    itype(a, "m", 2, 8, 100, "a,b", NULL);
+    itype(b, "m", 2, 8, 100, "a,b", NULL);
+    node("n1", "a-pool", "a", 1, 8);
+    node("n2", "b-pool", "b", 1, 8);
+    for (int i = 0; i < 8; i++) {
+        static char names[8][8];
+
+        (void)snprintf(names[i], sizeof(names[i]), "p%d", i);
+        mkpod(names[i], NULL, i % 2 ? "500m" : "1", "1Gi", "\"app\":\"w\"",
+              SPREAD(ZONE, 1, "DoNotSchedule", "w"));
+    }
+    solve();
+    plan_text(first, sizeof(first));
+    /* Reverse the pods, swap the nodes and the pools. */
+    for (size_t i = 0; i < F.n_pods / 2; i++) {
+        const struct kp_pod_view *t = F.pods[i];
+
+        F.pods[i] = F.pods[F.n_pods - 1 - i];
+        F.pods[F.n_pods - 1 - i] = t;
+    }
+    tmpn = F.nodes[0];
+    F.nodes[0] = F.nodes[1];
+    F.nodes[1] = tmpn;
+    tmpp = F.pools[0];
+    F.pools[0] = F.pools[1];
+    F.pools[1] = tmpp;
+    solve();
+    plan_text(second, sizeof(second));
+    /* Claims name pods and pools' types by name, so only pool indices differ: compare text. */
+    assert_string_equal(first, second);
+}
+
 /* --- step 2: topology spread, pod affinity and anti-affinity ------------------------------- */
 
 /* Zone spread, maxSkew 1, over the zones the pool can launch into: claims alternate zones
@@ -1940,6 +2011,7 @@ int main(int argc, char **argv)
         T(test_pool_filtered_out),
         T(test_refused),
         T(test_deterministic),
+        T(test_input_order),
         T(test_spread_zone),
         T(test_spread_counts_existing),
         T(test_spread_existing_node),
