@@ -61,6 +61,17 @@ void kp_reqset_done(struct kp_reqset *s)
     s->n = 0;
 }
 
+void kp_reqset_remove(struct kp_reqset *s, const char *key)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->v[i].key, key) == 0) {
+            req_done(&s->v[i]);
+            memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(s->v[0]));
+            s->n--;
+            return;
+        }
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);

@@ -75,6 +75,8 @@ int kp_reqset_add_requirements(struct kp_reqset *s, const struct kp_requirement 
 int kp_reqset_add_labels(struct kp_reqset *s, const struct kp_labels *l) KP_NONNULL(1, 2) KP_WUR;
 /* s := s ∩ other. Errors as kp_reqset_add; s is unchanged on failure. */
 int kp_reqset_intersect(struct kp_reqset *s, const struct kp_reqset *other) KP_NONNULL(1, 2) KP_WUR;
+/* Drops key's set from s (nothing when s does not constrain key). Never fails. */
+void kp_reqset_remove(struct kp_reqset *s, const char *key) KP_NONNULL(1, 2);
 /* A deep copy into *ret (initialised here). */
 int kp_reqset_copy(const struct kp_reqset *s, struct kp_reqset *ret) KP_NONNULL(1, 2) KP_WUR;
 

@@ -33,6 +33,28 @@ static const char *fmt(const struct kp_reqset *s, const char *key)
     return buf;
 }
 
+/* kp_reqset_remove drops one key and keeps the others sorted; an absent key is a no-op. */
+static void test_remove(void **state)
+{
+    struct kp_reqset s = KP_REQSET_INIT;
+
+    (void)state;
+    add(&s, "a", KP_SEL_IN, V("1"), 1);
+    add(&s, "b", KP_SEL_IN, V("2", "3"), 2);
+    add(&s, "c", KP_SEL_EXISTS, NULL, 0);
+    kp_reqset_remove(&s, "b");
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.v[0].key, "a");
+    assert_string_equal(s.v[1].key, "c");
+    assert_null(kp_reqset_get(&s, "b"));
+    kp_reqset_remove(&s, "zz");
+    assert_int_equal(s.n, 2);
+    kp_reqset_remove(&s, "c");
+    kp_reqset_remove(&s, "a");
+    assert_int_equal(s.n, 0);
+    kp_reqset_done(&s);
+}
+
 static void test_operators(void **state)
 {
     struct kp_reqset s = KP_REQSET_INIT;
@@ -275,6 +297,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_operators),
+        cmocka_unit_test(test_remove),
         cmocka_unit_test(test_intersections),
         cmocka_unit_test(test_intersects_compatible),
         cmocka_unit_test(test_instance_type_and_offerings),

@@ -1,0 +1,193 @@
+/* core/provisioning/scheduler-internal.h: what scheduler.c and topology.c share. Not for other
+ * modules: the scheduler's contract is scheduler.h.
+ *
+ * The solver's state lives for one kp_sched_solve() call on its caller's thread; nothing here is
+ * shared across threads. */
+#ifndef KP_CORE_PROVISIONING_SCHEDULER_INTERNAL_H
+#define KP_CORE_PROVISIONING_SCHEDULER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "api/obj-pod.h"
+#include "api/requirements.h"
+#include "core/provisioning/scheduler.h"
+
+/* Amounts sorted by name; names borrowed from the input (or static). */
+struct kp_sched_rv {
+    struct kp_sched_res *v;
+    size_t n, cap;
+};
+
+/* --- the solver's state ------------------------------------------------------------------- */
+
+enum kp_sched_gtype { KP_SCHED_SPREAD, KP_SCHED_AFFINITY, KP_SCHED_ANTI };
+
+struct kp_sched_domain {
+    const char *name; /* borrowed: input labels, instance type values or a claim's hostname */
+    int64_t count;
+};
+
+struct kp_sched_group {
+    enum kp_sched_gtype type;
+    bool inverse; /* a bound or batch pod's anti-affinity, enforced on the pods it selects */
+    const char *key;
+    int32_t max_skew;
+    int32_t min_domains;
+    bool all_ns;
+    const char *const *ns; /* when !all_ns and n_ns > 0 */
+    size_t n_ns;
+    const char *own_ns; /* when !all_ns and n_ns == 0 */
+    const struct kp_reqs *sel;
+    struct kp_label *extra; /* matchLabelKeys: key = the pod's value */
+    size_t n_extra;
+    /* Spread only: nodeAffinityPolicy / nodeTaintsPolicy Honor, from this pod. */
+    bool f_affinity, f_taints;
+    const struct kp_pod_view *fpod;
+    struct kp_reqset *freqs; /* one per required term (or one), the pod's strict requirements */
+    size_t n_freqs;
+    struct kp_sched_domain *d;
+    size_t n_d, cap_d;
+    size_t n_empty;
+};
+
+/* One pod being placed. */
+struct kp_sched_pod {
+    const struct kp_pod_view *p;
+    size_t idx;
+    struct kp_sched_rv req;
+    char *refuse; /* a feature this scheduler does not model: the pod fails with this */
+    /* Preferred terms by weight descending (stable): the order relaxation drops them in. */
+    size_t *pnode_order, *paff_order, *panti_order;
+    /* Group of each spread constraint and affinity term, by their index in the pod. */
+    size_t *g_spread, *g_aff, *g_paff, *g_anti, *g_panti, *g_inv;
+    size_t *sel, n_sel;         /* non-inverse groups that select this pod */
+    size_t *inv_sel, n_inv_sel; /* inverse groups that select this pod */
+    /* Relaxation state (reset for each attempt). */
+    size_t req_skip, paff_drop, panti_drop, pnode_drop;
+    size_t *spread_active, n_spread_active;
+    bool tol_pns;
+    unsigned steps;
+    struct kp_reqset reqs, strict;
+    bool reqs_invalid;
+};
+
+struct kp_sched_target {
+    /* existing node */
+    const struct kp_sched_node *node;
+    const char *hostname;
+    bool has_node_taints_copy;
+    struct kp_taint *taints_v;
+    struct kp_taints taints;
+    struct kp_sched_rv avail;
+    /* claim */
+    size_t pool;
+    size_t seq;
+    char name[40];
+    size_t *opts, n_opts;
+    size_t *pods, n_pods, cap_pods;
+    bool mv_relaxed; /* BestEffort lowered a minValues */
+    /* both */
+    struct kp_reqset reqs;
+    struct kp_sched_rv used;
+    const struct kp_host_port **ports;
+    size_t n_ports, cap_ports;
+};
+
+struct kp_sched_pool_state {
+    const struct kp_sched_pool *in;
+    const char *name;
+    bool usable;
+    struct kp_reqset reqs;
+    size_t *types, n_types;    /* indices into in->types that the pool's requirements allow */
+    struct kp_sched_rv *alloc; /* per in->types index */
+    struct kp_sched_rv *ovh;   /* DaemonSet overhead per in->types index */
+    const struct kp_host_port ***dports; /* DaemonSet host ports per in->types index */
+    size_t *n_dports;
+    bool limited;
+    struct kp_sched_rv remaining;
+};
+
+struct kp_sched_solver {
+    const struct kp_sched_input *in;
+    struct kp_sched_pod *pods;
+    size_t n_pods;
+    struct kp_sched_target *nodes; /* in->nodes then in->inflight */
+    size_t n_nodes;
+    size_t *node_order;
+    struct kp_sched_target **claims;
+    size_t n_claims, cap_claims;
+    size_t *claim_order;
+    struct kp_sched_pool_state *pools;
+    size_t n_pools;
+    size_t *pool_order;
+    size_t n_usable;
+    struct kp_sched_group *groups;
+    size_t n_groups, cap_groups;
+    bool pns_allowed; /* some NodePool has a PreferNoSchedule taint */
+    size_t max_types;
+    struct kp_sched_result *res;
+};
+
+/* A requirement's membership; an absent requirement (NULL) allows everything. */
+static inline bool req_has(const struct kp_req *r, const char *v)
+{
+    return !r || kp_req_has(r, v);
+}
+
+/* r's finite values (In), or false when r is absent or a complement. */
+static inline bool req_is_in(const struct kp_req *r)
+{
+    return r && !r->complement;
+}
+
+static inline bool is_empty_req(const struct kp_req *r)
+{
+    return r && !r->complement && r->n_values == 0;
+}
+
+/* --- scheduler.c ----------------------------------------------------------------------------- */
+
+/* Whether tl tolerates every taint of ts (PreferNoSchedule ones regardless when prefer_ok). */
+bool kp_sched_tolerates_all(const struct kp_tolerations *tl, const struct kp_taints *ts,
+                            bool prefer_ok) KP_NONNULL(1, 2);
+/* A requirement set from a node selector and one node selector term's expressions (term may be
+ * NULL). 0, -EINVAL, -ENOMEM or -KP_ELIMIT; *ret is filled on success only. */
+int kp_sched_strict_reqs(const struct kp_labels *sel, const struct kp_node_term *term,
+                         struct kp_reqset *ret) KP_NONNULL(1, 3) KP_WUR;
+
+/* --- topology.c ------------------------------------------------------------------------------ */
+
+/* The group of a pod (anti-)affinity term or topology spread constraint of pod p, made (with its
+ * domains and the counts of the bound pods) unless an equal one exists; *ret_idx is its index
+ * in s->groups. -EOPNOTSUPP for a namespaceSelector with expressions, -EINVAL for an empty
+ * topologyKey; -ENOMEM. */
+int kp_sched_group_from_term(struct kp_sched_solver *s, const struct kp_pod_view *p,
+                             const struct kp_pod_term *t, enum kp_sched_gtype type, bool inverse,
+                             size_t *ret_idx) KP_WUR;
+int kp_sched_group_from_spread(struct kp_sched_solver *s, const struct kp_pod_view *p,
+                               const struct kp_spread *c, size_t *ret_idx) KP_WUR;
+void kp_sched_group_done(struct kp_sched_group *g);
+/* The inverse groups of the bound pods' required anti-affinity, counted where they run. */
+int kp_sched_bound_anti_affinity(struct kp_sched_solver *s) KP_WUR;
+/* Fills each pod's lists of the groups that select it. Call once every group exists. */
+int kp_sched_pods_selections(struct kp_sched_solver *s) KP_WUR;
+/* Whether any group constrains the pod now (after its relaxation). */
+bool kp_sched_pod_has_topology(const struct kp_sched_pod *sp);
+/* Topology.AddRequirements: *reqs narrowed by every group the pod must satisfy now. 0 with *ok
+ * telling whether each left a domain (why says which did not), or a negative error. */
+int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                         struct kp_reqset *reqs, bool *ok, char *why, size_t why_size) KP_WUR;
+/* A cheap necessary condition for kp_sched_topo_narrow on reqs or any narrower set: *ok false
+ * means it would fail. No allocation beyond scratch. */
+int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                           const struct kp_reqset *reqs, bool *ok) KP_WUR;
+/* Topology.Record: the pod landed on a target with these taints and requirements. */
+int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                         const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;
+/* Topology.Register of a new claim's hostname in every hostname group. */
+int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host) KP_WUR;
+
+#endif

@@ -1,0 +1,1684 @@
+/* core/provisioning/scheduler.c: the provisioning scheduler (scheduler.h), pure.
+ *
+ * DESIGN
+ *
+ * What: Karpenter's Solve (pkg/controllers/provisioning/scheduling/scheduler.go) over value
+ * structs. Pods are queued largest first (cpu, then memory descending, then older, then uid,
+ * then input index). Each pod popped is tried, with its preferences intact, on
+ *   1. existing nodes and in-flight NodeClaims: initialized first, then by name (first fit);
+ *   2. the NodeClaims this solve already opened, fewest pods first (ties: opened earlier);
+ *   3. a new NodeClaim from each NodePool in weight order (weight descending, then name
+ *      descending, as Karpenter's OrderByWeight): the first that can take the pod wins.
+ * When nothing takes it, one preference is relaxed (preferences.go's order) and the pod is
+ * tried again; when nothing is left to relax the pod goes to the back of the queue with its
+ * preferences restored. The loop ends when the queue is empty or a whole turn of the queue made
+ * no progress (queue.go: a pod met again with the queue as long as when it was pushed).
+ *
+ * A NodeClaim under construction holds requirements (the NodePool's, narrowed by each pod's and
+ * by topology), the instance types still possible (the pool's types filtered by requirements,
+ * by fit of the summed requests plus that type's DaemonSet overhead in its allocatable, by host
+ * ports of the DaemonSets and by an available offering compatible with the requirements, then
+ * checked for minValues), the summed requests and the host ports in use. At the end, options are
+ * ordered by cheapest compatible available offering (ties: name, then catalog order), cut to
+ * max_instance_types, and the least DaemonSet overhead is added to the requests (nodeclaim.go).
+ *
+ * Topology (topology.go, topologygroup.go) is topology.c's: every distinct group of the batch
+ * holds a count per domain, taken once from the bound pods and kept current by each placement,
+ * so checking a pod never looks at other pods. Where Karpenter iterates a Go map (the domain of
+ * least count, the first domain of a self-affinity bootstrap) domains go in name order, which
+ * makes the choice the least name among equals.
+ *
+ * Threads: pure; any thread. Nothing here outlives the call but the plan. */
+#include "core/provisioning/scheduler-internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/str.h"
+#include "api/obj-karpenter.h"
+#include "core/lifecycle/lifecycle.h"
+#include "core/provider.h"
+
+#define MSG_SIZE 1024u
+
+/* --- resource vectors ---------------------------------------------------------------------- */
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+
+    if (kp_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+static bool rv_pos(const struct kp_sched_rv *r, const char *name, size_t *ret_pos)
+{
+    size_t lo = 0, hi = r->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(r->v[mid].name, name);
+
+        if (c == 0) {
+            *ret_pos = mid;
+            return true;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *ret_pos = lo;
+    return false;
+}
+
+static int64_t rv_get(const struct kp_sched_rv *r, const char *name)
+{
+    size_t pos;
+
+    return rv_pos(r, name, &pos) ? r->v[pos].milli : 0;
+}
+
+static int rv_add(struct kp_sched_rv *r, const char *name, int64_t milli)
+{
+    size_t pos;
+    struct kp_sched_res *nv;
+
+    if (rv_pos(r, name, &pos)) {
+        r->v[pos].milli = sat_add(r->v[pos].milli, milli);
+        return 0;
+    }
+    nv = kp_grow_array(r->v, &r->cap, r->n, sizeof(*r->v), 8);
+    if (!nv)
+        return -ENOMEM;
+    r->v = nv;
+    memmove(&r->v[pos + 1], &r->v[pos], (r->n - pos) * sizeof(*r->v));
+    r->v[pos].name = name;
+    r->v[pos].milli = milli;
+    r->n++;
+    return 0;
+}
+
+static int rv_add_res(struct kp_sched_rv *r, const struct kp_resources *res, int64_t sign)
+{
+    int rc;
+
+    for (size_t i = 0; i < res->n; i++)
+        if ((rc = rv_add(r, res->v[i].name, sign * res->v[i].milli)) < 0)
+            return rc;
+    return 0;
+}
+
+static int rv_add_rv(struct kp_sched_rv *r, const struct kp_sched_rv *o, int64_t sign)
+{
+    int rc;
+
+    for (size_t i = 0; i < o->n; i++)
+        if ((rc = rv_add(r, o->v[i].name, sign * o->v[i].milli)) < 0)
+            return rc;
+    return 0;
+}
+
+static void rv_done(struct kp_sched_rv *r)
+{
+    kp_free(r->v);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Whether a + b + c fits in avail for every resource any of them names (absent: 0), as
+ * Karpenter's resources.Fits. c may be NULL. */
+static bool rv_fits3(const struct kp_sched_rv *a, const struct kp_sched_rv *b,
+                     const struct kp_sched_rv *c, const struct kp_sched_rv *avail)
+{
+    const struct kp_sched_rv *all[3] = {a, b, c};
+
+    for (size_t k = 0; k < 3; k++) {
+        if (!all[k])
+            continue;
+        for (size_t i = 0; i < all[k]->n; i++) {
+            const char *name = all[k]->v[i].name;
+            int64_t sum =
+                sat_add(sat_add(rv_get(a, name), rv_get(b, name)), c ? rv_get(c, name) : 0);
+
+            if (sum > rv_get(avail, name))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* A pod's requests as the scheduler counts them: effective requests plus "pods: 1". */
+static int rv_pod(struct kp_sched_rv *r, const struct kp_resources *req)
+{
+    int rc;
+
+    if ((rc = rv_add_res(r, req, 1)) < 0)
+        return rc;
+    return rv_add(r, KP_SCHED_RES_PODS, 1000);
+}
+
+static void msg_append(char *msg, const char *fmt, ...) KP_PRINTF(2, 3);
+static void msg_append(char *msg, const char *fmt, ...)
+{
+    size_t len = strlen(msg);
+    va_list ap;
+
+    if (len + 1 >= MSG_SIZE)
+        return;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg + len, MSG_SIZE - len, fmt, ap); /* cut at MSG_SIZE on purpose */
+    va_end(ap);
+}
+
+static const char *node_hostname(const struct kp_sched_node *n)
+{
+    const char *h = kp_labels_get(&n->labels, KP_LABEL_HOSTNAME);
+
+    return h ? h : n->name;
+}
+
+/* A requirement set from a node selector and one node selector term's expressions. */
+int kp_sched_strict_reqs(const struct kp_labels *sel, const struct kp_node_term *term,
+                         struct kp_reqset *ret)
+{
+    struct kp_reqset s = KP_REQSET_INIT;
+    int rc;
+
+    if ((rc = kp_reqset_add_labels(&s, sel)) < 0 ||
+        (term && (rc = kp_reqset_add_requirements(&s, term->exprs.v, term->exprs.n)) < 0)) {
+        kp_reqset_done(&s);
+        return rc;
+    }
+    *ret = s;
+    return 0;
+}
+
+/* --- taints --------------------------------------------------------------------------------- */
+
+static bool pod_tolerates(const struct kp_sched_pod *sp, const struct kp_taint *t)
+{
+    return kp_tolerations_tolerate(&sp->p->tolerations, t) ||
+           (sp->tol_pns && t->effect == KP_TAINT_PREFER_NO_SCHEDULE);
+}
+
+/* The first taint of ts the pod does not tolerate, or NULL. */
+static const struct kp_taint *untolerated(const struct kp_sched_pod *sp, const struct kp_taints *ts)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (!pod_tolerates(sp, &ts->v[i]))
+            return &ts->v[i];
+    return NULL;
+}
+
+bool kp_sched_tolerates_all(const struct kp_tolerations *tl, const struct kp_taints *ts,
+                            bool prefer_ok)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (!kp_tolerations_tolerate(tl, &ts->v[i]) &&
+            !(prefer_ok && ts->v[i].effect == KP_TAINT_PREFER_NO_SCHEDULE))
+            return false;
+    return true;
+}
+
+static void taint_why(const struct kp_taint *t, char *why, size_t n)
+{
+    (void)snprintf(why, n, "did not tolerate taint %s%s%s:%s", t->key, t->value ? "=" : "",
+                   t->value ? t->value : "", kp_taint_effect_name(t->effect));
+}
+
+static bool ports_conflict(const struct kp_pod_view *p, const struct kp_host_port *const *used,
+                           size_t n_used)
+{
+    for (size_t i = 0; i < p->n_host_ports; i++)
+        for (size_t j = 0; j < n_used; j++)
+            if (kp_host_port_conflicts(&p->host_ports[i], used[j]))
+                return true;
+    return false;
+}
+
+static int ports_add(struct kp_sched_target *t, const struct kp_host_port *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_host_port **np =
+            kp_grow_array(t->ports, &t->cap_ports, t->n_ports, sizeof(*t->ports), 4);
+
+        if (!np)
+            return -ENOMEM;
+        t->ports = np;
+        t->ports[t->n_ports++] = &v[i];
+    }
+    return 0;
+}
+
+/* --- pod requirements and relaxation (preferences.go) -------------------------------------- */
+
+static const struct kp_node_term *active_required(const struct kp_sched_pod *sp)
+{
+    return sp->p->n_required ? &sp->p->required[sp->req_skip] : NULL;
+}
+
+/* Requirements (nodeSelector, the first remaining required term, the heaviest remaining
+ * preferred term) and strict requirements (without the preference), after relaxation. */
+static int pod_update_reqs(struct kp_sched_pod *sp)
+{
+    const struct kp_node_term *pref = NULL;
+    int rc;
+
+    kp_reqset_done(&sp->reqs);
+    kp_reqset_done(&sp->strict);
+    sp->reqs_invalid = false;
+    if (sp->pnode_drop < sp->p->n_preferred)
+        pref = &sp->p->preferred[sp->pnode_order[sp->pnode_drop]];
+    rc = kp_sched_strict_reqs(&sp->p->node_selector, active_required(sp), &sp->strict);
+    if (rc == 0 && (rc = kp_reqset_copy(&sp->strict, &sp->reqs)) == 0 && pref)
+        rc = kp_reqset_add_requirements(&sp->reqs, pref->exprs.v, pref->exprs.n);
+    if (rc == -EINVAL) {
+        sp->reqs_invalid = true;
+        return 0;
+    }
+    return rc;
+}
+
+/* The pod with every preference it starts with: all of them, or under PREFERENCE_POLICY=Ignore
+ * none (preferred terms count as dropped, ScheduleAnyway spreads are left out). */
+static void pod_reset(const struct kp_sched_solver *s, struct kp_sched_pod *sp)
+{
+    const struct kp_pod_view *p = sp->p;
+    bool ignore = s->in->ignore_preferences;
+
+    sp->req_skip = 0;
+    sp->paff_drop = ignore ? p->n_preferred_affinity : 0;
+    sp->panti_drop = ignore ? p->n_preferred_anti_affinity : 0;
+    sp->pnode_drop = ignore ? p->n_preferred : 0;
+    sp->n_spread_active = 0;
+    for (size_t i = 0; i < p->n_spread; i++)
+        if (!ignore || p->spread[i].do_not_schedule)
+            sp->spread_active[sp->n_spread_active++] = i;
+    sp->tol_pns = false;
+    sp->steps = 0;
+}
+
+static bool has_pns_toleration(const struct kp_pod_view *p)
+{
+    for (size_t i = 0; i < p->tolerations.n; i++) {
+        const struct kp_toleration *t = &p->tolerations.v[i];
+
+        if (t->exists && (!t->key || !*t->key) && t->effect == KP_TAINT_PREFER_NO_SCHEDULE)
+            return true;
+    }
+    return false;
+}
+
+/* One relaxation step in Karpenter's order; false when nothing is left to relax. */
+static bool pod_relax(const struct kp_sched_solver *s, struct kp_sched_pod *sp)
+{
+    const struct kp_pod_view *p = sp->p;
+
+    if (p->n_required - sp->req_skip > 1) {
+        sp->req_skip++;
+    } else if (sp->paff_drop < p->n_preferred_affinity) {
+        sp->paff_drop++;
+    } else if (sp->panti_drop < p->n_preferred_anti_affinity) {
+        sp->panti_drop++;
+    } else if (sp->pnode_drop < p->n_preferred) {
+        sp->pnode_drop++;
+    } else {
+        size_t i;
+
+        for (i = 0; i < sp->n_spread_active; i++)
+            if (!p->spread[sp->spread_active[i]].do_not_schedule)
+                break;
+        if (i < sp->n_spread_active) {
+            /* Karpenter moves the last constraint into the removed one's place. */
+            sp->spread_active[i] = sp->spread_active[sp->n_spread_active - 1];
+            sp->n_spread_active--;
+        } else if (s->pns_allowed && !sp->tol_pns && !has_pns_toleration(p)) {
+            sp->tol_pns = true;
+        } else {
+            return false;
+        }
+    }
+    sp->steps++;
+    return true;
+}
+
+/* Indices 0..n-1 ordered by weight descending, stable. */
+static size_t *weight_order(const void *base, size_t n, size_t stride, size_t weight_off)
+{
+    size_t *o = kp_calloc(n ? n : 1, sizeof(*o));
+
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int32_t w;
+        size_t j = i;
+
+        memcpy(&w, (const char *)base + i * stride + weight_off, sizeof(w));
+        while (j > 0) {
+            int32_t wj;
+
+            memcpy(&wj, (const char *)base + o[j - 1] * stride + weight_off, sizeof(wj));
+            if (wj >= w)
+                break;
+            o[j] = o[j - 1];
+            j--;
+        }
+        o[j] = i;
+    }
+    return o;
+}
+
+/* --- existing nodes (existingnode.go) ------------------------------------------------------ */
+
+static bool daemon_fits_node(const struct kp_sched_daemon *d, const struct kp_sched_target *t,
+                             bool *ret_ok, int *ret_err)
+{
+    struct kp_reqset r = KP_REQSET_INIT;
+    int rc;
+
+    *ret_ok = false;
+    *ret_err = 0;
+    if (!kp_sched_tolerates_all(&d->tolerations, &t->taints, false))
+        return true;
+    rc = kp_sched_strict_reqs(&d->node_selector, d->n_required ? &d->required[0] : NULL, &r);
+    if (rc == -EINVAL)
+        return true; /* a template we cannot read will not run anywhere we can tell */
+    if (rc < 0) {
+        *ret_err = rc;
+        return false;
+    }
+    *ret_ok = kp_reqset_compatible(&t->reqs, &r, NULL, NULL, 0);
+    kp_reqset_done(&r);
+    return true;
+}
+
+static int node_init(struct kp_sched_solver *s, struct kp_sched_target *t,
+                     const struct kp_sched_node *n)
+{
+    struct kp_sched_rv ds = {0}, running = {0};
+    const char *host;
+    int rc;
+
+    t->node = n;
+    t->hostname = node_hostname(n);
+    host = t->hostname;
+    /* A managed node that is not initialized yet will lose its startup and ephemeral taints. */
+    if (n->nodepool && !n->initialized) {
+        t->taints_v = kp_calloc(n->taints.n ? n->taints.n : 1, sizeof(*t->taints_v));
+        if (!t->taints_v)
+            return -ENOMEM;
+        for (size_t i = 0; i < n->taints.n; i++) {
+            const struct kp_taint *x = &n->taints.v[i];
+            bool startup = false;
+
+            for (size_t j = 0; j < n->startup_taints.n; j++)
+                startup = startup || (kp_streq(n->startup_taints.v[j].key, x->key) &&
+                                      n->startup_taints.v[j].effect == x->effect);
+            if (!startup && !kp_lifecycle_ephemeral_taint(x))
+                t->taints_v[t->taints.n++] = *x;
+        }
+        t->taints.v = t->taints_v;
+    } else {
+        t->taints = n->taints;
+    }
+    if ((rc = kp_reqset_add_labels(&t->reqs, &n->labels)) < 0 ||
+        (rc = kp_reqset_add(&t->reqs, KP_LABEL_HOSTNAME, KP_SEL_IN, &host, 1, 0)) < 0 ||
+        (rc = rv_add_res(&t->avail, &n->allocatable, 1)) < 0)
+        goto out;
+    for (size_t i = 0; i < n->n_pods; i++) {
+        const struct kp_pod_view *p = n->pods[i];
+
+        if (kp_pod_terminal(p))
+            continue;
+        if ((rc = rv_add_res(&t->avail, &p->requests, -1)) < 0 ||
+            (rc = rv_add(&t->avail, KP_SCHED_RES_PODS, -1000)) < 0 ||
+            (rc = ports_add(t, p->host_ports, p->n_host_ports)) < 0)
+            goto out;
+        if ((p->flags & KP_POD_DAEMONSET) && (rc = rv_pod(&running, &p->requests)) < 0)
+            goto out;
+    }
+    /* What the DaemonSets that would run here still need beyond their pods already bound. */
+    for (size_t i = 0; i < s->in->n_daemons; i++) {
+        const struct kp_sched_daemon *d = &s->in->daemons[i];
+        bool ok;
+
+        if (!daemon_fits_node(d, t, &ok, &rc)) {
+            goto out;
+        }
+        if (ok && (rc = rv_pod(&ds, &d->requests)) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < ds.n; i++) {
+        int64_t left = ds.v[i].milli - rv_get(&running, ds.v[i].name);
+
+        if (left > 0 && (rc = rv_add(&t->used, ds.v[i].name, left)) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    rv_done(&ds);
+    rv_done(&running);
+    return rc;
+}
+
+/* ExistingNode.CanAdd: taints, host ports, resources, requirements, topology. On success
+ * *ret_reqs holds the node's requirements narrowed by topology, or nothing when no topology
+ * applies (the node's own requirements then stand). */
+static int node_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                        const struct kp_sched_target *t, bool *ok, struct kp_reqset *ret_reqs)
+{
+    char why[KP_REQSET_WHY_SIZE];
+    struct kp_reqset r = KP_REQSET_INIT;
+    int rc;
+
+    *ok = false;
+    if (untolerated(sp, &t->taints) || ports_conflict(sp->p, t->ports, t->n_ports) ||
+        !rv_fits3(&t->used, &sp->req, NULL, &t->avail) ||
+        !kp_reqset_compatible(&t->reqs, &sp->reqs, NULL, NULL, 0))
+        return 0;
+    if (!kp_sched_pod_has_topology(sp)) {
+        *ok = true; /* *ret_reqs stays empty: the node's own requirements stand */
+        return 0;
+    }
+    if ((rc = kp_sched_topo_feasible(s, sp, &t->reqs, ok)) < 0 || !*ok)
+        return rc;
+    if ((rc = kp_reqset_copy(&t->reqs, &r)) < 0 ||
+        (rc = kp_sched_topo_narrow(s, sp, &r, ok, why, sizeof(why))) < 0 || !*ok) {
+        kp_reqset_done(&r);
+        return rc;
+    }
+    *ret_reqs = r;
+    return 0;
+}
+
+static int node_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct kp_sched_target *t,
+                    const struct kp_reqset *reqs)
+{
+    int rc;
+
+    if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
+        (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0)
+        return rc;
+    return kp_sched_topo_record(s, sp, &t->taints, reqs);
+}
+
+/* --- NodePools and instance types (nodeclaimtemplate.go, nodeclaim.go) -------------------- */
+
+/* The cheapest available offering of it compatible with reqs, or -1. */
+static int64_t type_price(const struct kp_instance_type *it, const struct kp_reqset *reqs)
+{
+    int64_t best = -1;
+
+    for (size_t i = 0; i < it->n_offerings; i++) {
+        const struct kp_offering *o = &it->offerings[i];
+
+        if (o->available &&
+            kp_reqset_compatible(reqs, &o->reqs, kp_reqset_well_known_labels, NULL, 0) &&
+            (best < 0 || o->price_micro_usd < best))
+            best = o->price_micro_usd;
+    }
+    return best;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* How many distinct values of r's key, allowed by r, the instance types (indices into types)
+ * have between them. */
+static int min_values_count(const struct kp_req *r, const struct kp_instance_type *types,
+                            const size_t *idx, size_t n, size_t *ret)
+{
+    const char **seen;
+    size_t n_seen = 0, room = 0, distinct = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_req *tr = kp_reqset_get(&types[idx[i]].reqs, r->key);
+
+        room += req_is_in(tr) ? tr->n_values : 0;
+    }
+    seen = kp_calloc(room ? room : 1, sizeof(*seen));
+    if (!seen)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_req *tr = kp_reqset_get(&types[idx[i]].reqs, r->key);
+
+        for (size_t j = 0; req_is_in(tr) && j < tr->n_values; j++)
+            if (kp_req_has(r, tr->values[j]))
+                seen[n_seen++] = tr->values[j];
+    }
+    qsort(seen, n_seen, sizeof(*seen), cmp_cstr);
+    for (size_t i = 0; i < n_seen; i++)
+        distinct += i == 0 || strcmp(seen[i - 1], seen[i]) != 0;
+    kp_free(seen);
+    *ret = distinct;
+    return 0;
+}
+
+/* The first key whose minValues the instance types cannot meet, or NULL (SatisfiesMinValues). */
+static const struct kp_req *min_values_unmet(const struct kp_reqset *reqs,
+                                             const struct kp_instance_type *types,
+                                             const size_t *idx, size_t n, int *ret_err)
+{
+    *ret_err = 0;
+    for (size_t k = 0; k < reqs->n; k++) {
+        size_t count;
+
+        if (!reqs->v[k].min_values)
+            continue;
+        if ((*ret_err = min_values_count(&reqs->v[k], types, idx, n, &count)) < 0)
+            return NULL;
+        if (count < reqs->v[k].min_values)
+            return &reqs->v[k];
+    }
+    return NULL;
+}
+
+/* key's set in s again, with minValues mv: a set's minValues only grows by intersection, so the
+ * set is rebuilt from what it reads as (values, excluded values, bounds). */
+static int req_set_min_values(struct kp_reqset *s, const char *key, uint32_t mv)
+{
+    struct kp_reqset old = KP_REQSET_INIT;
+    const struct kp_req *r;
+    const char *const *vals;
+    int rc;
+
+    if ((rc = kp_reqset_copy(s, &old)) < 0)
+        return rc;
+    r = kp_reqset_get(&old, key);
+    vals = (const char *const *)r->values;
+    kp_reqset_remove(s, key);
+    if (!r->complement) {
+        rc = kp_reqset_add(s, r->key, KP_SEL_IN, vals, r->n_values, mv);
+    } else {
+        char num[24];
+        const char *nv = num;
+
+        rc = kp_reqset_add(s, r->key, r->n_values ? KP_SEL_NOT_IN : KP_SEL_EXISTS, vals,
+                           r->n_values, mv);
+        if (rc == 0 && r->has_min) {
+            (void)snprintf(num, sizeof(num), "%" PRId64, r->min);
+            rc = kp_reqset_add(s, r->key, KP_SEL_GTE, &nv, 1, mv);
+        }
+        if (rc == 0 && r->has_max) {
+            (void)snprintf(num, sizeof(num), "%" PRId64, r->max);
+            rc = kp_reqset_add(s, r->key, KP_SEL_LTE, &nv, 1, mv);
+        }
+    }
+    kp_reqset_done(&old);
+    return rc;
+}
+
+/* MIN_VALUES_POLICY=BestEffort: each minValues the options cannot meet is lowered to what they
+ * do meet; *relaxed is set when one was. */
+static int min_values_relax(struct kp_reqset *reqs, const struct kp_instance_type *types,
+                            const size_t *idx, size_t n, bool *relaxed)
+{
+    for (size_t k = 0; k < reqs->n; k++) {
+        size_t count;
+        int rc;
+
+        if (!reqs->v[k].min_values)
+            continue;
+        if ((rc = min_values_count(&reqs->v[k], types, idx, n, &count)) < 0)
+            return rc;
+        if (count >= reqs->v[k].min_values)
+            continue;
+        /* The key string lives in reqs->v[k], which the rebuild frees: keep a copy. */
+        {
+            char *key = kp_strdup(reqs->v[k].key);
+
+            if (!key)
+                return -ENOMEM;
+            rc = req_set_min_values(reqs, key, (uint32_t)count);
+            kp_free(key);
+        }
+        if (rc < 0)
+            return rc;
+        *relaxed = true;
+    }
+    return 0;
+}
+
+/* isDaemonPodCompatible: tolerates the pool's taints (PreferNoSchedule always) and, for the
+ * first required term that works, compatible with the pool and intersecting the type. */
+static int daemon_fits_type(const struct kp_sched_daemon *d, const struct kp_sched_pool_state *pl,
+                            const struct kp_instance_type *it, bool *ok)
+{
+    size_t nt = d->n_required ? d->n_required : 1;
+
+    *ok = false;
+    if (!kp_sched_tolerates_all(&d->tolerations, &pl->in->np->tmpl.taints, true))
+        return 0;
+    for (size_t i = 0; i < nt && !*ok; i++) {
+        struct kp_reqset r = KP_REQSET_INIT;
+        int rc =
+            kp_sched_strict_reqs(&d->node_selector, d->n_required ? &d->required[i] : NULL, &r);
+
+        if (rc == -EINVAL)
+            continue;
+        if (rc < 0)
+            return rc;
+        *ok = kp_reqset_compatible(&pl->reqs, &r, kp_reqset_well_known_labels, NULL, 0) &&
+              kp_reqset_intersects(&it->reqs, &r, NULL, 0);
+        kp_reqset_done(&r);
+    }
+    return 0;
+}
+
+static int64_t type_capacity(const struct kp_instance_type *it, const char *name)
+{
+    if (strcmp(name, KP_SCHED_RES_NODES) == 0)
+        return 1000;
+    return kp_provider_res_get(it->capacity, it->n_capacity, name, NULL);
+}
+
+static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
+                     const struct kp_sched_pool *in)
+{
+    const struct kp_nodepool_view *np = in->np;
+    size_t nt = in->n_types ? in->n_types : 1;
+    int rc, err;
+
+    pl->in = in;
+    pl->name = np->e.name;
+    for (size_t i = 0; i < np->tmpl.taints.n; i++)
+        if (np->tmpl.taints.v[i].effect == KP_TAINT_PREFER_NO_SCHEDULE)
+            s->pns_allowed = true;
+    rc = kp_reqset_from_nodepool(np, &pl->reqs);
+    if (rc == -EINVAL)
+        return 0; /* not usable: the NodePool's validation reports it */
+    if (rc < 0)
+        return rc;
+    pl->types = kp_calloc(nt, sizeof(*pl->types));
+    pl->alloc = kp_calloc(nt, sizeof(*pl->alloc));
+    pl->ovh = kp_calloc(nt, sizeof(*pl->ovh));
+    pl->dports = kp_calloc(nt, sizeof(*pl->dports));
+    pl->n_dports = kp_calloc(nt, sizeof(*pl->n_dports));
+    if (!pl->types || !pl->alloc || !pl->ovh || !pl->dports || !pl->n_dports)
+        return -ENOMEM;
+    for (size_t i = 0; i < in->n_types; i++) {
+        const struct kp_instance_type *it = &in->types[i];
+
+        for (size_t j = 0; j < it->n_capacity; j++)
+            if ((rc = rv_add(&pl->alloc[i], it->capacity[j].name,
+                             kp_instance_type_allocatable(it, it->capacity[j].name))) < 0)
+                return rc;
+        for (size_t j = 0; j < s->in->n_daemons; j++) {
+            const struct kp_sched_daemon *d = &s->in->daemons[j];
+            bool ok;
+
+            if ((rc = daemon_fits_type(d, pl, it, &ok)) < 0)
+                return rc;
+            if (!ok)
+                continue;
+            if ((rc = rv_pod(&pl->ovh[i], &d->requests)) < 0)
+                return rc;
+            for (size_t k = 0; k < d->n_host_ports; k++) {
+                const struct kp_host_port **np2 =
+                    kp_reallocarray(pl->dports[i], pl->n_dports[i] + 1, sizeof(*np2));
+
+                if (!np2)
+                    return -ENOMEM;
+                pl->dports[i] = np2;
+                pl->dports[i][pl->n_dports[i]++] = &d->host_ports[k];
+            }
+        }
+        /* The template's own filter: requirements and an offering, nothing requested yet. */
+        if (kp_reqset_intersects(&it->reqs, &pl->reqs, NULL, 0) && type_price(it, &pl->reqs) >= 0)
+            pl->types[pl->n_types++] = i;
+    }
+    if (pl->n_types == 0)
+        return 0;
+    /* BestEffort keeps a pool whose types cannot meet its minValues (claims relax them). */
+    if ((min_values_unmet(&pl->reqs, in->types, pl->types, pl->n_types, &err) &&
+         !s->in->min_values_best_effort) ||
+        err)
+        return err;
+    pl->usable = true;
+    /* Limits: what is left after the capacity of the pool's nodes and in-flight claims. */
+    if (np->limits.n) {
+        pl->limited = true;
+        if ((rc = rv_add_res(&pl->remaining, &np->limits, 1)) < 0)
+            return rc;
+        for (size_t i = 0; i < s->n_nodes; i++) {
+            const struct kp_sched_node *n = s->nodes[i].node;
+
+            if (!n->nodepool || strcmp(n->nodepool, pl->name) != 0)
+                continue;
+            for (size_t j = 0; j < pl->remaining.n; j++) {
+                struct kp_sched_res *x = &pl->remaining.v[j];
+
+                x->milli = sat_add(x->milli, strcmp(x->name, KP_SCHED_RES_NODES) == 0
+                                                 ? -1000
+                                                 : -kp_resources_get(&n->capacity, x->name, NULL));
+            }
+        }
+    }
+    return 0;
+}
+
+static void pool_done(struct kp_sched_pool_state *pl)
+{
+    kp_reqset_done(&pl->reqs);
+    for (size_t i = 0; pl->in && i < pl->in->n_types; i++) {
+        if (pl->alloc)
+            rv_done(&pl->alloc[i]);
+        if (pl->ovh)
+            rv_done(&pl->ovh[i]);
+        if (pl->dports)
+            kp_free(pl->dports[i]);
+    }
+    kp_free(pl->types);
+    kp_free(pl->alloc);
+    kp_free(pl->ovh);
+    kp_free(pl->dports);
+    kp_free(pl->n_dports);
+    rv_done(&pl->remaining);
+}
+
+static void target_done(struct kp_sched_target *t)
+{
+    kp_free(t->taints_v);
+    rv_done(&t->avail);
+    rv_done(&t->used);
+    kp_free(t->opts);
+    kp_free(t->pods);
+    kp_reqset_done(&t->reqs);
+    kp_free(t->ports);
+}
+
+/* --- NodeClaims of this solve (nodeclaim.go) ----------------------------------------------- */
+
+struct proposal {
+    struct kp_reqset reqs;
+    size_t *opts, n_opts;
+    bool mv_relaxed;
+};
+
+static void proposal_done(struct proposal *pr)
+{
+    kp_reqset_done(&pr->reqs);
+    kp_free(pr->opts);
+    memset(pr, 0, sizeof(*pr));
+}
+
+/* Whether some option of t still has room (resources with its DaemonSet overhead, host ports)
+ * for the pod, requirements aside. No allocation. */
+static bool claim_room(const struct kp_sched_pool_state *pl, const struct kp_sched_target *t,
+                       const struct kp_sched_pod *sp)
+{
+    for (size_t i = 0; i < t->n_opts; i++) {
+        size_t ti = t->opts[i];
+
+        if (!ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]) &&
+            rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]))
+            return true;
+    }
+    return false;
+}
+
+/* NodeClaim.CanAdd for claim t (options t->opts) and pod sp. 0 with *ok and, when ok, *ret
+ * filled; when not, why says why. */
+static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                         const struct kp_sched_target *t, bool *ok, struct proposal *ret, char *why,
+                         size_t why_size)
+{
+    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    const struct kp_taint *bad;
+    struct proposal pr = {0};
+    bool reqs_met = false, fits = false, offering = false, ports = false;
+    const struct kp_req *mv;
+    int rc;
+
+    *ok = false;
+    if ((bad = untolerated(sp, &pl->in->np->tmpl.taints))) {
+        taint_why(bad, why, why_size);
+        return 0;
+    }
+    if (!kp_reqset_compatible(&t->reqs, &sp->reqs, kp_reqset_well_known_labels, why, why_size)) {
+        char tmp[KP_REQSET_WHY_SIZE];
+
+        (void)snprintf(tmp, sizeof(tmp), "%s", why);
+        (void)snprintf(why, why_size, "incompatible requirements, %s", tmp); /* cut on purpose */
+        return 0;
+    }
+    /* A claim already holding pods mostly fails on room: find out before copying anything (its
+     * reason is never shown, so the order of the checks does not matter for it). */
+    if (t->n_pods && !claim_room(pl, t, sp)) {
+        (void)snprintf(why, why_size, "no room left on the nodeclaim");
+        return 0;
+    }
+    if (t->n_pods && kp_sched_pod_has_topology(sp)) {
+        if ((rc = kp_sched_topo_feasible(s, sp, &t->reqs, ok)) < 0)
+            return rc;
+        if (!*ok) {
+            (void)snprintf(why, why_size, "topology rules the nodeclaim out");
+            return 0;
+        }
+        *ok = false;
+    }
+    if ((rc = kp_reqset_copy(&t->reqs, &pr.reqs)) < 0 ||
+        (rc = kp_reqset_intersect(&pr.reqs, &sp->reqs)) < 0 ||
+        (rc = kp_sched_topo_narrow(s, sp, &pr.reqs, ok, why, why_size)) < 0 || !*ok)
+        goto fail;
+    *ok = false;
+    if (ports_conflict(sp->p, t->ports, t->n_ports)) {
+        (void)snprintf(why, why_size, "host port conflict with a pod already on the nodeclaim");
+        goto fail;
+    }
+    pr.opts = kp_calloc(t->n_opts ? t->n_opts : 1, sizeof(*pr.opts));
+    if (!pr.opts) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < t->n_opts; i++) {
+        size_t ti = t->opts[i];
+        const struct kp_instance_type *it = &pl->in->types[ti];
+        bool c, f, o;
+
+        if (ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]))
+            continue;
+        ports = true;
+        c = kp_reqset_intersects(&it->reqs, &pr.reqs, NULL, 0);
+        f = rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]);
+        o = type_price(it, &pr.reqs) >= 0;
+        reqs_met = reqs_met || c;
+        fits = fits || f;
+        offering = offering || o;
+        if (c && f && o)
+            pr.opts[pr.n_opts++] = ti;
+    }
+    if (pr.n_opts == 0) {
+        if (!ports)
+            (void)snprintf(why, why_size,
+                           "host port conflict with daemonsets on every instance "
+                           "type");
+        else if (!reqs_met)
+            (void)snprintf(why, why_size, "no instance type met the scheduling requirements");
+        else if (!fits)
+            (void)snprintf(why, why_size,
+                           "no instance type has enough resources (with daemonset overhead)");
+        else if (!offering)
+            (void)snprintf(why, why_size, "no instance type has an available offering");
+        else
+            (void)snprintf(why, why_size,
+                           "no instance type met requirements, resources and offering together");
+        goto fail;
+    }
+    mv = min_values_unmet(&pr.reqs, pl->in->types, pr.opts, pr.n_opts, &rc);
+    if (rc < 0)
+        goto fail;
+    if (mv && s->in->min_values_best_effort) {
+        if ((rc = min_values_relax(&pr.reqs, pl->in->types, pr.opts, pr.n_opts, &pr.mv_relaxed)) <
+            0)
+            goto fail;
+    } else if (mv) {
+        (void)snprintf(why, why_size, "minValues requirement is not met for label %s", mv->key);
+        goto fail;
+    }
+    *ok = true;
+    *ret = pr;
+    return 0;
+fail:
+    proposal_done(&pr);
+    return rc;
+}
+
+static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct kp_sched_target *t,
+                     struct proposal *pr)
+{
+    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    size_t *np;
+    int rc;
+
+    np = kp_grow_array(t->pods, &t->cap_pods, t->n_pods, sizeof(*t->pods), 4);
+    if (!np)
+        return -ENOMEM;
+    t->pods = np;
+    t->pods[t->n_pods++] = sp->idx;
+    kp_reqset_done(&t->reqs);
+    t->reqs = pr->reqs;
+    kp_free(t->opts);
+    t->opts = pr->opts;
+    t->n_opts = pr->n_opts;
+    t->mv_relaxed = t->mv_relaxed || pr->mv_relaxed;
+    memset(pr, 0, sizeof(*pr));
+    if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
+        (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
+        (rc = kp_sched_topo_register_host(s, t->name)) < 0)
+        return rc;
+    return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs);
+}
+
+/* A fresh claim of pool pi: the template's requirements plus its own hostname, the options left
+ * within the pool's limits. *ok false (why set) when the limits leave nothing. */
+static int claim_new(struct kp_sched_solver *s, size_t pi, struct kp_sched_target **ret, bool *ok,
+                     char *why, size_t why_size)
+{
+    const struct kp_sched_pool_state *pl = &s->pools[pi];
+    struct kp_sched_target *t;
+    const char *host;
+    int rc;
+
+    *ok = false;
+    if (pl->limited) {
+        size_t pos;
+
+        if (rv_pos(&pl->remaining, KP_SCHED_RES_NODES, &pos) && pl->remaining.v[pos].milli <= 0) {
+            (void)snprintf(why, why_size, "node limits have been exhausted for nodepool");
+            return 0;
+        }
+    }
+    t = kp_calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->pool = pi;
+    t->seq = s->n_claims;
+    (void)snprintf(t->name, sizeof(t->name), "kp-sched-claim-%zu", s->n_claims);
+    host = t->name;
+    t->opts = kp_calloc(pl->n_types, sizeof(*t->opts));
+    if (!t->opts) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < pl->n_types; i++) {
+        const struct kp_instance_type *it = &pl->in->types[pl->types[i]];
+        bool within = true;
+
+        for (size_t j = 0; pl->limited && within && j < pl->remaining.n; j++)
+            within = type_capacity(it, pl->remaining.v[j].name) <= pl->remaining.v[j].milli;
+        if (within)
+            t->opts[t->n_opts++] = pl->types[i];
+    }
+    if (t->n_opts == 0) {
+        (void)snprintf(why, why_size, "all available instance types exceed limits for nodepool");
+        rc = 0;
+        goto fail;
+    }
+    if ((rc = kp_reqset_copy(&pl->reqs, &t->reqs)) < 0 ||
+        (rc = kp_reqset_add(&t->reqs, KP_LABEL_HOSTNAME, KP_SEL_IN, &host, 1, 0)) < 0)
+        goto fail;
+    *ok = true;
+    *ret = t;
+    return 0;
+fail:
+    target_done(t);
+    kp_free(t);
+    return rc;
+}
+
+/* subtractMax: the pool's remaining limits less the largest capacity among the claim's
+ * options (we cannot know which one the provider picks). */
+static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sched_target *t)
+{
+    for (size_t j = 0; pl->limited && j < pl->remaining.n; j++) {
+        int64_t max = 0;
+
+        for (size_t i = 0; i < t->n_opts; i++) {
+            int64_t c = type_capacity(&pl->in->types[t->opts[i]], pl->remaining.v[j].name);
+
+            if (c > max)
+                max = c;
+        }
+        pl->remaining.v[j].milli = sat_add(pl->remaining.v[j].milli, -max);
+    }
+}
+
+/* --- one pod ------------------------------------------------------------------------------- */
+
+/* Scheduler.add: existing nodes, then this solve's claims, then a new claim per pool. 0 with
+ * *placed; when not placed, msg says why. */
+static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
+{
+    char why[KP_REQSET_WHY_SIZE];
+    struct kp_sched_result *res = &s->res[sp->idx];
+    bool ok;
+    int rc;
+
+    *placed = false;
+    msg[0] = '\0';
+    if (sp->reqs_invalid) {
+        msg_append(msg, "invalid node selector or node affinity values");
+        return 0;
+    }
+    for (size_t k = 0; k < s->n_nodes; k++) {
+        struct kp_sched_target *t = &s->nodes[s->node_order[k]];
+        struct kp_reqset r = KP_REQSET_INIT;
+
+        if ((rc = node_can_add(s, sp, t, &ok, &r)) < 0)
+            return rc;
+        if (!ok)
+            continue;
+        rc = node_add(s, sp, t, r.n ? &r : &t->reqs);
+        kp_reqset_done(&r);
+        if (rc < 0)
+            return rc;
+        res->where = KP_SCHED_NODE;
+        res->index = s->node_order[k];
+        *placed = true;
+        return 0;
+    }
+    /* Claims already opened, fewest pods first (stable: ties keep their opening order). */
+    for (size_t i = 1; i < s->n_claims; i++) {
+        size_t v = s->claim_order[i], j = i;
+
+        while (j > 0 && s->claims[s->claim_order[j - 1]]->n_pods > s->claims[v]->n_pods) {
+            s->claim_order[j] = s->claim_order[j - 1];
+            j--;
+        }
+        s->claim_order[j] = v;
+    }
+    for (size_t k = 0; k < s->n_claims; k++) {
+        struct kp_sched_target *t = s->claims[s->claim_order[k]];
+        struct proposal pr = {0};
+
+        if ((rc = claim_can_add(s, sp, t, &ok, &pr, why, sizeof(why))) < 0)
+            return rc;
+        if (!ok)
+            continue;
+        rc = claim_add(s, sp, t, &pr);
+        proposal_done(&pr);
+        if (rc < 0)
+            return rc;
+        res->where = KP_SCHED_CLAIM;
+        res->index = t->seq;
+        *placed = true;
+        return 0;
+    }
+    if (s->in->n_pools == 0) {
+        msg_append(msg, "no nodepools found");
+        return 0;
+    }
+    if (s->n_usable == 0) {
+        msg_append(msg, "nodepool requirements filtered out all available instance types");
+        return 0;
+    }
+    for (size_t k = 0; k < s->n_usable; k++) {
+        size_t pi = s->pool_order[k];
+        struct kp_sched_target *t = NULL, **nc;
+        struct proposal pr = {0};
+        size_t *no;
+
+        why[0] = '\0';
+        if ((rc = claim_new(s, pi, &t, &ok, why, sizeof(why))) < 0)
+            return rc;
+        if (ok && (rc = claim_can_add(s, sp, t, &ok, &pr, why, sizeof(why))) < 0) {
+            target_done(t);
+            kp_free(t);
+            return rc;
+        }
+        if (!ok) {
+            if (t) {
+                target_done(t);
+                kp_free(t);
+            }
+            msg_append(msg, "%sincompatible with nodepool \"%s\", %s", msg[0] ? "; " : "",
+                       s->pools[pi].name, why);
+            continue;
+        }
+        no = kp_reallocarray(s->claim_order, s->n_claims + 1, sizeof(*no));
+        if (no)
+            s->claim_order = no;
+        nc = no ? kp_grow_array(s->claims, &s->cap_claims, s->n_claims, sizeof(*s->claims), 8)
+                : NULL;
+        if (!nc) {
+            proposal_done(&pr);
+            target_done(t);
+            kp_free(t);
+            return -ENOMEM;
+        }
+        s->claims = nc;
+        s->claims[s->n_claims] = t;
+        s->claim_order[s->n_claims] = s->n_claims;
+        s->n_claims++;
+        rc = claim_add(s, sp, t, &pr);
+        proposal_done(&pr);
+        if (rc < 0)
+            return rc;
+        pool_subtract_max(&s->pools[pi], t);
+        res->where = KP_SCHED_CLAIM;
+        res->index = t->seq;
+        *placed = true;
+        return 0;
+    }
+    return 0;
+}
+
+/* Scheduler.trySchedule: the pod with all its preferences, then relaxed one step at a time. */
+static int pod_try(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
+{
+    int rc;
+
+    pod_reset(s, sp);
+    for (;;) {
+        if ((rc = pod_update_reqs(sp)) < 0 || (rc = pod_add(s, sp, placed, msg)) < 0)
+            return rc;
+        if (*placed) {
+            s->res[sp->idx].relaxed = sp->steps;
+            return 0;
+        }
+        if (!pod_relax(s, sp))
+            return 0;
+    }
+}
+
+/* --- set-up -------------------------------------------------------------------------------- */
+
+static bool key_set(const char *k)
+{
+    return k && *k;
+}
+
+/* Whether every spread constraint and pod (anti-)affinity term names a topology key (the API
+ * requires one; a projection of an object written around validation may lack it). */
+static bool topology_keys_set(const struct kp_pod_view *p)
+{
+    for (size_t i = 0; i < p->n_spread; i++)
+        if (!key_set(p->spread[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_affinity; i++)
+        if (!key_set(p->affinity[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_anti_affinity; i++)
+        if (!key_set(p->anti_affinity[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_preferred_affinity; i++)
+        if (!key_set(p->preferred_affinity[i].topology_key))
+            return false;
+    for (size_t i = 0; i < p->n_preferred_anti_affinity; i++)
+        if (!key_set(p->preferred_anti_affinity[i].topology_key))
+            return false;
+    return true;
+}
+
+static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const struct kp_pod_view *p,
+                    size_t idx)
+{
+    const struct kp_pod_view *q = p;
+    int rc;
+
+    sp->p = p;
+    sp->idx = idx;
+    if ((rc = rv_pod(&sp->req, &p->requests)) < 0)
+        return rc;
+    for (size_t i = 0; i < p->n_required; i++)
+        if (p->required[i].fields.n) {
+            kp_msg_set(&sp->refuse, "node affinity matchFields is not supported");
+            return sp->refuse ? 0 : -ENOMEM;
+        }
+    if (!topology_keys_set(p)) {
+        kp_msg_set(&sp->refuse, "a topology spread or pod affinity term has no topologyKey");
+        return sp->refuse ? 0 : -ENOMEM;
+    }
+    sp->pnode_order = weight_order(q->preferred, q->n_preferred, sizeof(*q->preferred),
+                                   offsetof(struct kp_node_term, weight));
+    sp->paff_order =
+        weight_order(q->preferred_affinity, q->n_preferred_affinity, sizeof(*q->preferred_affinity),
+                     offsetof(struct kp_pod_term, weight));
+    sp->panti_order =
+        weight_order(q->preferred_anti_affinity, q->n_preferred_anti_affinity,
+                     sizeof(*q->preferred_anti_affinity), offsetof(struct kp_pod_term, weight));
+    sp->g_spread = kp_calloc(p->n_spread + 1, sizeof(size_t));
+    sp->spread_active = kp_calloc(p->n_spread + 1, sizeof(size_t));
+    sp->g_aff = kp_calloc(p->n_affinity + 1, sizeof(size_t));
+    sp->g_paff = kp_calloc(p->n_preferred_affinity + 1, sizeof(size_t));
+    sp->g_anti = kp_calloc(p->n_anti_affinity + 1, sizeof(size_t));
+    sp->g_panti = kp_calloc(p->n_preferred_anti_affinity + 1, sizeof(size_t));
+    sp->g_inv = kp_calloc(p->n_anti_affinity + 1, sizeof(size_t));
+    if (!sp->pnode_order || !sp->paff_order || !sp->panti_order || !sp->g_spread ||
+        !sp->spread_active || !sp->g_aff || !sp->g_paff || !sp->g_anti || !sp->g_panti ||
+        !sp->g_inv)
+        return -ENOMEM;
+    rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->n_spread; i++)
+        rc = kp_sched_group_from_spread(s, p, &p->spread[i], &sp->g_spread[i]);
+    for (size_t i = 0; rc == 0 && i < p->n_affinity; i++)
+        rc = kp_sched_group_from_term(s, p, &p->affinity[i], KP_SCHED_AFFINITY, false,
+                                      &sp->g_aff[i]);
+    for (size_t i = 0; rc == 0 && i < p->n_preferred_affinity; i++)
+        rc = kp_sched_group_from_term(s, p, &p->preferred_affinity[i], KP_SCHED_AFFINITY, false,
+                                      &sp->g_paff[i]);
+    for (size_t i = 0; rc == 0 && i < p->n_anti_affinity; i++)
+        rc = kp_sched_group_from_term(s, p, &p->anti_affinity[i], KP_SCHED_ANTI, false,
+                                      &sp->g_anti[i]);
+    for (size_t i = 0; rc == 0 && i < p->n_preferred_anti_affinity; i++)
+        rc = kp_sched_group_from_term(s, p, &p->preferred_anti_affinity[i], KP_SCHED_ANTI, false,
+                                      &sp->g_panti[i]);
+    for (size_t i = 0; rc == 0 && i < p->n_anti_affinity; i++)
+        rc = kp_sched_group_from_term(s, p, &p->anti_affinity[i], KP_SCHED_ANTI, true,
+                                      &sp->g_inv[i]);
+    if (rc == -EOPNOTSUPP || rc == -EINVAL) {
+        if (!sp->refuse)
+            kp_msg_set(&sp->refuse, rc == -EINVAL
+                                        ? "invalid node affinity values in a topology spread's "
+                                          "node filter"
+                                        : "pod affinity namespaceSelector with expressions is "
+                                          "not supported");
+        return sp->refuse ? 0 : -ENOMEM;
+    }
+
+    return rc;
+}
+
+/* --- orders -------------------------------------------------------------------------------- */
+
+typedef int (*idx_cmp_fn)(const void *ctx, size_t a, size_t b);
+
+/* A stable merge sort of indices with a context (qsort has none, and is not stable). */
+static int sort_idx(size_t *v, size_t n, idx_cmp_fn cmp, const void *ctx)
+{
+    size_t *tmp;
+
+    if (n < 2)
+        return 0;
+    tmp = kp_calloc(n, sizeof(*tmp));
+    if (!tmp)
+        return -ENOMEM;
+    for (size_t width = 1; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n;
+            size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t i = lo, j = mid, k = lo;
+
+            while (i < mid && j < hi)
+                tmp[k++] = cmp(ctx, v[j], v[i]) < 0 ? v[j++] : v[i++];
+            while (i < mid)
+                tmp[k++] = v[i++];
+            while (j < hi)
+                tmp[k++] = v[j++];
+        }
+        memcpy(v, tmp, n * sizeof(*v));
+    }
+    kp_free(tmp);
+    return 0;
+}
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+    return (a > b) - (a < b);
+}
+
+/* queue.go byCPUAndMemoryDescending, then creation, uid and input order. */
+static int cmp_pods(const void *ctx, size_t a, size_t b)
+{
+    const struct kp_sched_solver *s = ctx;
+    const struct kp_sched_pod *x = &s->pods[a], *y = &s->pods[b];
+    int c;
+
+    if ((c = cmp_i64(rv_get(&y->req, "cpu"), rv_get(&x->req, "cpu"))) ||
+        (c = cmp_i64(rv_get(&y->req, "memory"), rv_get(&x->req, "memory"))) ||
+        (c = cmp_i64(x->p->meta.creation_usec, y->p->meta.creation_usec)))
+        return c;
+    if ((c = strcmp(x->p->e.uid ? x->p->e.uid : "", y->p->e.uid ? y->p->e.uid : "")))
+        return c;
+    return cmp_i64((int64_t)a, (int64_t)b);
+}
+
+/* sortExistingNodes: initialized first, then by name. */
+static int cmp_nodes(const void *ctx, size_t a, size_t b)
+{
+    const struct kp_sched_solver *s = ctx;
+    const struct kp_sched_node *x = s->nodes[a].node, *y = s->nodes[b].node;
+    int c;
+
+    if (x->initialized != y->initialized)
+        return x->initialized ? -1 : 1;
+    if ((c = strcmp(x->name, y->name)))
+        return c;
+    return cmp_i64((int64_t)a, (int64_t)b);
+}
+
+/* OrderByWeight: weight descending, then name descending. */
+static int cmp_pools(const void *ctx, size_t a, size_t b)
+{
+    const struct kp_sched_solver *s = ctx;
+    const struct kp_nodepool_view *x = s->pools[a].in->np, *y = s->pools[b].in->np;
+    int c;
+
+    if ((c = cmp_i64(y->weight, x->weight)) || (c = strcmp(y->e.name, x->e.name)))
+        return c;
+    return cmp_i64((int64_t)a, (int64_t)b);
+}
+
+struct opt_ctx {
+    const struct kp_instance_type *types;
+    const int64_t *price; /* by type index */
+};
+
+/* OrderByPrice: cheapest compatible available offering, then name, then catalog order. */
+static int cmp_opts(const void *ctx, size_t a, size_t b)
+{
+    const struct opt_ctx *o = ctx;
+    int c;
+
+    if ((c = cmp_i64(o->price[a], o->price[b])) || (c = strcmp(o->types[a].name, o->types[b].name)))
+        return c;
+    return cmp_i64((int64_t)a, (int64_t)b);
+}
+
+/* --- finishing (FinalizeScheduling, ToNodeClaim) ------------------------------------------- */
+
+static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
+                        struct kp_sched_claim *out, bool *ok)
+{
+    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    const struct kp_instance_type *types = pl->in->types;
+    int64_t *price = kp_calloc(pl->in->n_types ? pl->in->n_types : 1, sizeof(*price));
+    const char **names = NULL, **cts = NULL;
+    size_t n_cts = 0, n_ct_room = 0, best = SIZE_MAX;
+    const struct kp_req *mv;
+    struct kp_sched_rv req = {0};
+    struct opt_ctx oc = {types, price};
+    int rc = -ENOMEM;
+
+    *ok = false;
+    if (!price)
+        goto out;
+    kp_reqset_remove(&t->reqs, KP_LABEL_HOSTNAME);
+    for (size_t i = 0; i < t->n_opts; i++) {
+        int64_t pr = type_price(&types[t->opts[i]], &t->reqs);
+
+        price[t->opts[i]] = pr < 0 ? INT64_MAX : pr; /* none left: last, as upstream */
+    }
+    if ((rc = sort_idx(t->opts, t->n_opts, cmp_opts, &oc)) < 0)
+        goto out;
+    if (t->n_opts > s->max_types)
+        t->n_opts = s->max_types;
+    mv = min_values_unmet(&t->reqs, types, t->opts, t->n_opts, &rc);
+    if (rc < 0)
+        goto out;
+    if (mv && s->in->min_values_best_effort) {
+        if ((rc = min_values_relax(&t->reqs, types, t->opts, t->n_opts, &t->mv_relaxed)) < 0)
+            goto out;
+    } else if (mv) {
+        rc = 0; /* the caller fails the pods */
+        goto out;
+    }
+    rc = -ENOMEM;
+    names = kp_calloc(t->n_opts, sizeof(*names));
+    for (size_t i = 0; i < t->n_opts; i++)
+        n_ct_room += types[t->opts[i]].n_offerings;
+    cts = kp_calloc(n_ct_room ? n_ct_room : 1, sizeof(*cts));
+    if (!names || !cts)
+        goto out;
+    /* The least DaemonSet overhead among the options (cpu, then memory, then price order). */
+    for (size_t i = 0; i < t->n_opts; i++) {
+        const struct kp_instance_type *it = &types[t->opts[i]];
+        const struct kp_sched_rv *o = &pl->ovh[t->opts[i]];
+
+        names[i] = it->name;
+        if (best == SIZE_MAX || rv_get(o, "cpu") < rv_get(&pl->ovh[best], "cpu") ||
+            (rv_get(o, "cpu") == rv_get(&pl->ovh[best], "cpu") &&
+             rv_get(o, "memory") < rv_get(&pl->ovh[best], "memory")))
+            best = t->opts[i];
+        for (size_t j = 0; j < it->n_offerings; j++) {
+            const struct kp_offering *of = &it->offerings[j];
+            const char *ct = kp_offering_value(of, KP_LABEL_CAPACITY_TYPE);
+            bool dup = false;
+
+            if (!ct || !of->available ||
+                !kp_reqset_compatible(&t->reqs, &of->reqs, kp_reqset_well_known_labels, NULL, 0))
+                continue;
+            for (size_t k = 0; !dup && k < n_cts; k++)
+                dup = kp_streq(cts[k], ct);
+            if (!dup)
+                cts[n_cts++] = ct;
+        }
+    }
+    if ((rc = kp_reqset_add(&t->reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, t->n_opts, 0)) <
+            0 ||
+        (n_cts &&
+         (rc = kp_reqset_add(&t->reqs, KP_LABEL_CAPACITY_TYPE, KP_SEL_IN, cts, n_cts, 0)) < 0) ||
+        (rc = rv_add_rv(&req, &t->used, 1)) < 0 || (rc = rv_add_rv(&req, &pl->ovh[best], 1)) < 0)
+        goto out;
+    out->types = kp_calloc(t->n_opts, sizeof(*out->types));
+    if (!out->types) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < t->n_opts; i++)
+        out->types[i] = &types[t->opts[i]];
+    out->n_types = t->n_opts;
+    out->pool = t->pool;
+    out->reqs = t->reqs;
+    t->reqs = (struct kp_reqset)KP_REQSET_INIT;
+    out->requests = req.v;
+    out->n_requests = req.n;
+    req.v = NULL;
+    out->pods = t->pods;
+    out->n_pods = t->n_pods;
+    out->min_values_relaxed = t->mv_relaxed;
+    t->pods = NULL;
+    *ok = true;
+    rc = 0;
+out:
+    kp_free(price);
+    kp_free(names);
+    kp_free(cts);
+    rv_done(&req);
+    return rc;
+}
+
+static void solver_done(struct kp_sched_solver *s)
+{
+    for (size_t i = 0; s->pods && i < s->n_pods; i++) {
+        struct kp_sched_pod *sp = &s->pods[i];
+
+        rv_done(&sp->req);
+        kp_free(sp->refuse);
+        kp_free(sp->pnode_order);
+        kp_free(sp->paff_order);
+        kp_free(sp->panti_order);
+        kp_free(sp->g_spread);
+        kp_free(sp->g_aff);
+        kp_free(sp->g_paff);
+        kp_free(sp->g_anti);
+        kp_free(sp->g_panti);
+        kp_free(sp->g_inv);
+        kp_free(sp->sel);
+        kp_free(sp->inv_sel);
+        kp_free(sp->spread_active);
+        kp_reqset_done(&sp->reqs);
+        kp_reqset_done(&sp->strict);
+    }
+    kp_free(s->pods);
+    for (size_t i = 0; s->nodes && i < s->n_nodes; i++)
+        target_done(&s->nodes[i]);
+    kp_free(s->nodes);
+    kp_free(s->node_order);
+    for (size_t i = 0; i < s->n_claims; i++) {
+        target_done(s->claims[i]);
+        kp_free(s->claims[i]);
+    }
+    kp_free(s->claims);
+    kp_free(s->claim_order);
+    for (size_t i = 0; s->pools && i < s->n_pools; i++)
+        pool_done(&s->pools[i]);
+    kp_free(s->pools);
+    kp_free(s->pool_order);
+    for (size_t i = 0; i < s->n_groups; i++)
+        kp_sched_group_done(&s->groups[i]);
+    kp_free(s->groups);
+}
+
+void kp_sched_plan_done(struct kp_sched_plan *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_claims; i++) {
+        kp_reqset_done(&p->claims[i].reqs);
+        kp_free(p->claims[i].types);
+        kp_free(p->claims[i].requests);
+        kp_free(p->claims[i].pods);
+    }
+    kp_free(p->claims);
+    for (size_t i = 0; i < p->n_pods; i++)
+        kp_free(p->pods[i].error);
+    kp_free(p->pods);
+    memset(p, 0, sizeof(*p));
+}
+
+static int solver_setup(struct kp_sched_solver *s)
+{
+    const struct kp_sched_input *in = s->in;
+    size_t nn = in->n_nodes + in->n_inflight;
+    int rc;
+
+    s->max_types = in->max_instance_types ? in->max_instance_types : KP_SCHED_MAX_INSTANCE_TYPES;
+    s->nodes = kp_calloc(nn ? nn : 1, sizeof(*s->nodes));
+    s->node_order = kp_calloc(nn ? nn : 1, sizeof(*s->node_order));
+    s->pools = kp_calloc(in->n_pools ? in->n_pools : 1, sizeof(*s->pools));
+    s->pool_order = kp_calloc(in->n_pools ? in->n_pools : 1, sizeof(*s->pool_order));
+    s->pods = kp_calloc(in->n_pods ? in->n_pods : 1, sizeof(*s->pods));
+    if (!s->nodes || !s->node_order || !s->pools || !s->pool_order || !s->pods)
+        return -ENOMEM;
+    for (size_t i = 0; i < nn; i++) {
+        const struct kp_sched_node *n =
+            i < in->n_nodes ? &in->nodes[i] : &in->inflight[i - in->n_nodes];
+
+        s->n_nodes++;
+        if ((rc = node_init(s, &s->nodes[i], n)) < 0)
+            return rc;
+        s->node_order[i] = i;
+    }
+    if ((rc = sort_idx(s->node_order, s->n_nodes, cmp_nodes, s)) < 0)
+        return rc;
+    for (size_t i = 0; i < in->n_pools; i++) {
+        s->n_pools++;
+        if ((rc = pool_init(s, &s->pools[i], &in->pools[i])) < 0)
+            return rc;
+        if (s->pools[i].usable)
+            s->pool_order[s->n_usable++] = i;
+    }
+    if ((rc = sort_idx(s->pool_order, s->n_usable, cmp_pools, s)) < 0)
+        return rc;
+    for (size_t i = 0; i < in->n_pods; i++) {
+        s->n_pods++;
+        if ((rc = pod_init(s, &s->pods[i], in->pods[i], i)) < 0)
+            return rc;
+    }
+    if ((rc = kp_sched_bound_anti_affinity(s)) < 0)
+        return rc;
+    return kp_sched_pods_selections(s);
+}
+
+/* The queue loop of Solve. */
+static int solver_run(struct kp_sched_solver *s)
+{
+    char msg[MSG_SIZE];
+    size_t n = 0, head = 0, len;
+    size_t *q = kp_calloc(s->n_pods ? s->n_pods : 1, sizeof(*q));
+    size_t *last = kp_calloc(s->n_pods ? s->n_pods : 1, sizeof(*last));
+    int rc = -ENOMEM;
+
+    if (!q || !last)
+        goto out;
+    for (size_t i = 0; i < s->n_pods; i++) {
+        last[i] = SIZE_MAX;
+        if (s->pods[i].refuse) {
+            if ((s->res[i].error = kp_strdup(s->pods[i].refuse)) == NULL)
+                goto out;
+            continue;
+        }
+        q[n++] = i;
+    }
+    if ((rc = sort_idx(q, n, cmp_pods, s)) < 0)
+        goto out;
+    len = n;
+    while (len > 0) {
+        size_t pi = q[head];
+        bool placed;
+
+        if (last[pi] == len)
+            break; /* a whole turn without progress */
+        head = (head + 1) % n;
+        len--;
+        if ((rc = pod_try(s, &s->pods[pi], &placed, msg)) < 0)
+            goto out;
+        kp_free(s->res[pi].error);
+        s->res[pi].error = NULL;
+        if (placed)
+            continue;
+        s->res[pi].where = KP_SCHED_FAILED;
+        if ((s->res[pi].error = kp_strdup(msg[0] ? msg : "no placement")) == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        q[(head + len) % n] = pi;
+        len++;
+        last[pi] = len;
+    }
+    rc = 0;
+out:
+    kp_free(q);
+    kp_free(last);
+    return rc;
+}
+
+int kp_sched_solve(const struct kp_sched_input *in, struct kp_sched_plan *ret)
+{
+    struct kp_sched_solver s = {0};
+    struct kp_sched_plan plan = {0};
+    size_t *map = NULL;
+    int rc = -ENOMEM;
+
+    memset(ret, 0, sizeof(*ret));
+    s.in = in;
+    plan.pods = kp_calloc(in->n_pods ? in->n_pods : 1, sizeof(*plan.pods));
+    if (!plan.pods)
+        goto out;
+    plan.n_pods = in->n_pods;
+    s.res = plan.pods;
+    if ((rc = solver_setup(&s)) < 0 || (rc = solver_run(&s)) < 0)
+        goto out;
+    rc = -ENOMEM;
+    plan.claims = kp_calloc(s.n_claims ? s.n_claims : 1, sizeof(*plan.claims));
+    map = kp_calloc(s.n_claims ? s.n_claims : 1, sizeof(*map));
+    if (!plan.claims || !map)
+        goto out;
+    for (size_t i = 0; i < s.n_claims; i++) {
+        struct kp_sched_target *t = s.claims[i];
+        bool ok;
+
+        map[i] = SIZE_MAX;
+        if ((rc = claim_finish(&s, t, &plan.claims[plan.n_claims], &ok)) < 0)
+            goto out;
+        if (ok) {
+            map[i] = plan.n_claims++;
+            continue;
+        }
+        /* Cutting the options to the cheapest max_instance_types broke minValues. */
+        for (size_t k = 0; k < t->n_pods; k++) {
+            struct kp_sched_result *r = &plan.pods[t->pods[k]];
+
+            r->where = KP_SCHED_FAILED;
+            kp_msg_set(&r->error, "minValues cannot be met by the %zu cheapest instance types",
+                       s.max_types);
+            if (!r->error) {
+                rc = -ENOMEM;
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < plan.n_pods; i++)
+        if (plan.pods[i].where == KP_SCHED_CLAIM)
+            plan.pods[i].index = map[plan.pods[i].index];
+    *ret = plan;
+    plan = (struct kp_sched_plan){0};
+    rc = 0;
+out:
+    kp_free(map);
+    solver_done(&s);
+    kp_sched_plan_done(&plan);
+    return rc;
+}
