@@ -17,6 +17,7 @@
 #include "api/obj-misc.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
+#include "api/obj-storage.h"
 
 #define MI (1024LL * 1024 * 1000) /* one MiB in milli-bytes */
 
@@ -421,6 +422,47 @@ static void test_pod_dra_and_ready(void **state)
     }
 }
 
+/* What the provisioner's PVC checks read: storage class, Lost, bind-completed. */
+static void test_pvc_fields(void **state)
+{
+    static const struct {
+        const char *json, *volume, *sc;
+        bool lost, bound_mark;
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"annotations\":{"
+         "\"pv.kubernetes.io/bind-completed\":\"yes\"}},\"spec\":{\"volumeName\":\"pv1\","
+         "\"storageClassName\":\"local\"},\"status\":{\"phase\":\"Bound\"}}",
+         "pv1", "local", false, true},
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\"},\"spec\":{\"volumeName\":"
+         "\"pv1\",\"storageClassName\":\"\"},\"status\":{\"phase\":\"Lost\"}}",
+         "pv1", NULL, true, false},
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"annotations\":{\"a\":"
+         "\"b\"}},\"spec\":{}}",
+         NULL, NULL, false, false},
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\"}}", NULL, NULL, false, false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        struct kp_entry *e = NULL;
+        const struct kp_pvc_view *v;
+
+        assert_int_equal(kp_pvc_decode(cases[i].json, strlen(cases[i].json), &e), 0);
+        v = kp_pvc_view(e);
+        if (cases[i].volume)
+            assert_string_equal(v->volume_name, cases[i].volume);
+        else
+            assert_null(v->volume_name);
+        if (cases[i].sc)
+            assert_string_equal(v->storage_class, cases[i].sc);
+        else
+            assert_null(v->storage_class);
+        assert_int_equal(v->lost, cases[i].lost);
+        assert_int_equal(v->bind_completed, cases[i].bound_mark);
+        kp_entry_unref(e);
+    }
+}
+
 /* Same content with another resourceVersion: equal fingerprints; a changed request: not. */
 static void test_pod_fingerprint(void **state)
 {
@@ -688,6 +730,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pod_owners),
         cmocka_unit_test(test_pod_do_not_disrupt),
         cmocka_unit_test(test_pod_dra_and_ready),
+        cmocka_unit_test(test_pvc_fields),
         cmocka_unit_test(test_pod_shapes_shared),
         cmocka_unit_test(test_pod_resize_requests),
         cmocka_unit_test(test_pod_fingerprint),
