@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "api/obj-misc.h"
 #include "api/obj-pod.h"
+#include "api/obj-storage.h"
 #include "core/provisioning/pods.h"
 
 /* A pending pod kube-scheduler gave up on; each %s adds members to metadata, spec and status. */
@@ -233,7 +234,7 @@ static void test_validate(void **state)
     for (size_t i = 0; i < KP_ARRAY_SIZE(validate); i++) {
         struct kp_entry *e = pod("", validate[i].spec, "", false);
         char *msg = NULL;
-        int got = kp_podsel_validate(kp_pod_view(e), &msg);
+        int got = kp_podsel_validate(kp_pod_view(e), /* pvcs= */ NULL, &msg);
 
         kp_entry_unref(e);
         if (got != (int)validate[i].want) {
@@ -253,6 +254,134 @@ static void test_validate(void **state)
     assert_false(kp_podsel_verdict_has_event(KP_PODSEL_AVOIDS_KARPENTER));
     assert_true(kp_podsel_verdict_has_event(KP_PODSEL_INVALID));
     assert_true(kp_podsel_verdict_has_event(KP_PODSEL_DRA));
+}
+
+/* --- ValidatePersistentVolumeClaims ------------------------------------------------------ */
+
+#define PVC_FMT                                                                                    \
+    "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\"%s},\"spec\":{%s},\"status\":{%s}}"
+#define VOLUMES(v) ",\"volumes\":[" v "]"
+#define CLAIM(vol, claim)                                                                          \
+    "{\"name\":\"" vol "\",\"persistentVolumeClaim\":{\"claimName\":\"" claim "\"}}"
+#define BIND_MARK ",\"annotations\":{\"pv.kubernetes.io/bind-completed\":\"yes\"}"
+
+/* The claims every case can see. */
+static const struct {
+    const char *name, *ns, *meta, *spec, *status;
+} pvc_defs[] = {
+    {"bound", "d", BIND_MARK, "\"volumeName\":\"pv1\",\"storageClassName\":\"local\"",
+     "\"phase\":\"Bound\""},
+    {"deleting", "d", ",\"deletionTimestamp\":\"2026-11-30T08:00:00Z\"" BIND_MARK,
+     "\"volumeName\":\"pv2\"", "\"phase\":\"Bound\""},
+    {"lost", "d", BIND_MARK, "\"volumeName\":\"pv3\"", "\"phase\":\"Lost\""},
+    {"no-mark", "d", "", "\"volumeName\":\"pv4\"", "\"phase\":\"Pending\""},
+    {"waiting", "d", "", "\"storageClassName\":\"local\"", "\"phase\":\"Pending\""},
+    {"no-class", "d", "", "\"storageClassName\":\"\"", "\"phase\":\"Pending\""},
+    {"elsewhere", "other", BIND_MARK, "\"volumeName\":\"pv5\"", "\"phase\":\"Bound\""},
+};
+
+struct pvc_set {
+    struct kp_entry *e[KP_ARRAY_SIZE(pvc_defs)];
+};
+
+static const struct kp_pvc_view *pvc_get(void *ctx, const char *ns, const char *name)
+{
+    const struct pvc_set *set = ctx;
+
+    for (size_t i = 0; i < KP_ARRAY_SIZE(set->e); i++)
+        if (strcmp(set->e[i]->ns, ns) == 0 && strcmp(set->e[i]->name, name) == 0)
+            return kp_pvc_view(set->e[i]);
+    return NULL;
+}
+
+static const struct {
+    const char *name, *spec;
+    enum kp_podsel_verdict want;
+    const char *msg;
+} pvc_cases[] = {
+    {"no claims", VOLUMES("{\"name\":\"tmp\",\"emptyDir\":{}}"), KP_PODSEL_VALID, NULL},
+    {"a bound claim with the bind-completed mark", VOLUMES(CLAIM("v", "bound")), KP_PODSEL_VALID,
+     NULL},
+    {"an unbound claim with a storage class", VOLUMES(CLAIM("v", "waiting")), KP_PODSEL_VALID,
+     NULL},
+    {"a missing claim", VOLUMES(CLAIM("v", "gone")), KP_PODSEL_INVALID,
+     "getting persistent volume claim, persistentvolumeclaims \"gone\" not found"},
+    {"a claim of that name in another namespace only", VOLUMES(CLAIM("v", "elsewhere")),
+     KP_PODSEL_INVALID,
+     "getting persistent volume claim, persistentvolumeclaims \"elsewhere\" not found"},
+    {"a claim being deleted", VOLUMES(CLAIM("v", "deleting")), KP_PODSEL_INVALID,
+     "persistentvolumeclaim is being deleted"},
+    {"a Lost claim", VOLUMES(CLAIM("v", "lost")), KP_PODSEL_INVALID,
+     "persistentvolumeclaim bound to non-existent persistentvolume"},
+    {"a bound claim without the mark", VOLUMES(CLAIM("v", "no-mark")), KP_PODSEL_INVALID,
+     "pvc is considered unbound because it does not contain annotation"},
+    {"an unbound claim without a storage class", VOLUMES(CLAIM("v", "no-class")), KP_PODSEL_INVALID,
+     "unbound pvc must define a storage class"},
+    {"only the first failing claim is reported",
+     VOLUMES(CLAIM("a", "bound") "," CLAIM("b", "lost") "," CLAIM("c", "no-class")),
+     KP_PODSEL_INVALID, "persistentvolumeclaim bound to non-existent persistentvolume"},
+    {"claim problems join the others",
+     ",\"nodeSelector\":{\"kubernetes.io/hostname\":\"h1\"}" VOLUMES(CLAIM("v", "lost")),
+     KP_PODSEL_INVALID,
+     RESTRICTED("kubernetes.io/hostname") "; persistentvolumeclaim bound to non-existent "
+                                          "persistentvolume"},
+};
+
+static void test_validate_pvcs(void **state)
+{
+    struct pvc_set set;
+    const struct kp_podsel_pvcs pvcs = {pvc_get, &set};
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(pvc_defs); i++) {
+        char json[1024];
+        int n = snprintf(json, sizeof(json), PVC_FMT, pvc_defs[i].name, pvc_defs[i].ns,
+                         pvc_defs[i].meta, pvc_defs[i].spec, pvc_defs[i].status);
+
+        set.e[i] = NULL;
+        assert_true(n > 0 && (size_t)n < sizeof(json));
+        assert_int_equal(kp_pvc_decode(json, (size_t)n, &set.e[i]), 0);
+    }
+    for (size_t i = 0; i < KP_ARRAY_SIZE(pvc_cases); i++) {
+        struct kp_entry *e = pod("", pvc_cases[i].spec, "", false);
+        char *msg = NULL;
+        int got = kp_podsel_validate(kp_pod_view(e), &pvcs, &msg);
+        bool msg_ok = !pvc_cases[i].msg ? msg == NULL : msg && strcmp(msg, pvc_cases[i].msg) == 0;
+
+        if (got != (int)pvc_cases[i].want || !msg_ok) {
+            print_error("\"%s\": verdict %d (want %d)\n got  %s\n want %s\n", pvc_cases[i].name,
+                        got, pvc_cases[i].want, msg ? msg : "(null)",
+                        pvc_cases[i].msg ? pvc_cases[i].msg : "(null)");
+            kp_free(msg);
+            kp_entry_unref(e);
+            fail();
+        }
+        /* Without a lookup no claim is checked (the last case has another problem). */
+        assert_int_equal(kp_podsel_validate(kp_pod_view(e), NULL, NULL),
+                         i + 1 < KP_ARRAY_SIZE(pvc_cases) ? KP_PODSEL_VALID : KP_PODSEL_INVALID);
+        kp_free(msg);
+        kp_entry_unref(e);
+    }
+    /* A round hands its lookup on. */
+    {
+        struct kp_entry *e = pod("", VOLUMES(CLAIM("v", "gone")), "", false);
+        const struct kp_pod_view *pv = kp_pod_view(e);
+        struct kp_podsel_input in = {.pending = &pv, .n_pending = 1, .pvcs = &pvcs};
+        struct kp_podsel_round r;
+
+        assert_int_equal(kp_podsel_select(&in, &r), 0);
+        assert_int_equal(r.n_pods, 0);
+        assert_int_equal(r.ignored, 1);
+        assert_int_equal(r.refused[0].verdict, KP_PODSEL_INVALID);
+        kp_podsel_round_done(&r);
+        in.pvcs = NULL;
+        assert_int_equal(kp_podsel_select(&in, &r), 0);
+        assert_int_equal(r.n_pods, 1);
+        kp_podsel_round_done(&r);
+        kp_entry_unref(e);
+    }
+    for (size_t i = 0; i < KP_ARRAY_SIZE(set.e); i++)
+        kp_entry_unref(set.e[i]);
 }
 
 /* --- IsCurrentlyReschedulable ------------------------------------------------------------- */
@@ -485,7 +614,14 @@ static int round_select(struct round_fx *fx, struct kp_podsel_round *ret)
 {
     const struct kp_pod_view *pend[6], *del[3];
     const struct kp_pdb_view *pdbs[1] = {(const struct kp_pdb_view *)fx->pdb};
-    struct kp_podsel_input in = {pend, 6, del, 3, pdbs, 1, NOW};
+    struct kp_podsel_input in = {.pending = pend,
+                                 .n_pending = 6,
+                                 .deleting = del,
+                                 .n_deleting = 3,
+                                 .pdbs = pdbs,
+                                 .n_pdbs = 1,
+                                 .now_usec = NOW,
+                                 .pvcs = NULL};
 
     for (size_t i = 0; i < 6; i++)
         pend[i] = kp_pod_view(fx->pending[i]);
@@ -556,9 +692,8 @@ static int torture_round(void)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_provisionable),
-        cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_reschedulable),
+        cmocka_unit_test(test_provisionable), cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_validate_pvcs), cmocka_unit_test(test_reschedulable),
         cmocka_unit_test(test_round),
     };
     const struct kp_torture_case cases[] = {

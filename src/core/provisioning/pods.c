@@ -25,7 +25,11 @@
  *    (beta.kubernetes.io/arch -> kubernetes.io/arch and the like); karpenter.sh/capacity-type
  *    In with none of on-demand, spot, reserved; a value that is no valid label value; a
  *    Gt/Lt/Gte/Lte bound below zero;
- *  - a required term with matchFields.
+ *  - a required term with matchFields;
+ *  - with a PVC lookup, the first claim that is missing, being deleted, Lost, bound without
+ *    pv.kubernetes.io/bind-completed, or unbound without a storage class (Karpenter stops at
+ *    its first failing claim too; its PersistentVolume, StorageClass and CSI driver checks need
+ *    projections kpssh does not keep and are not made).
  * Operators, key syntax and In without values are the API server's to refuse (and the
  * projection's: such a pod never reaches the cache), so they are not checked twice.
  *
@@ -47,6 +51,7 @@
 #include "base/err.h"
 #include "api/obj-misc.h"
 #include "api/obj-pod.h"
+#include "api/obj-storage.h"
 #include "api/requirements.h"
 #include "core/termination/drain.h"
 
@@ -325,7 +330,43 @@ out:
     return r == -ENOMEM ? r : avoids;
 }
 
-int kp_podsel_validate(const struct kp_pod_view *p, char **ret_msg)
+/* Karpenter's ValidatePersistentVolumeClaims, as far as the PVC projection reaches (pods.h):
+ * the first failing claim, with its text. */
+static void kp_check_pvcs(struct kp_why *w, const struct kp_pod_view *p,
+                          const struct kp_podsel_pvcs *pvcs)
+{
+    for (size_t i = 0; i < p->n_pvc_claims; i++) {
+        const struct kp_pvc_view *c = pvcs->get(pvcs->ctx, p->e.ns, p->pvc_claims[i]);
+
+        if (!c) {
+            /* The API server's NotFound text, as Karpenter's Get returns it. */
+            kp_why_add(w,
+                       "getting persistent volume claim, persistentvolumeclaims \"%s\" not found",
+                       p->pvc_claims[i]);
+            return;
+        }
+        if (c->meta.deletion_usec != 0) {
+            kp_why_add(w, "persistentvolumeclaim is being deleted");
+            return;
+        }
+        if (c->lost) {
+            kp_why_add(w, "persistentvolumeclaim bound to non-existent persistentvolume");
+            return;
+        }
+        if (c->volume_name && !c->bind_completed) {
+            /* kube-scheduler binds such a claim as Immediate and waits for the mark. */
+            kp_why_add(w, "pvc is considered unbound because it does not contain annotation");
+            return;
+        }
+        if (!c->volume_name && !c->storage_class) {
+            kp_why_add(w, "unbound pvc must define a storage class");
+            return;
+        }
+    }
+}
+
+int kp_podsel_validate(const struct kp_pod_view *p, const struct kp_podsel_pvcs *pvcs,
+                       char **ret_msg)
 {
     struct kp_why w = {.buf = KP_BUF_INIT(KP_MSG_MAX), .count = 0};
     int avoids, verdict;
@@ -344,6 +385,8 @@ int kp_podsel_validate(const struct kp_pod_view *p, char **ret_msg)
             kp_why_add(&w, "%s", kp_msg_match_fields);
         kp_check_requirements(&w, &p->required[i].exprs);
     }
+    if (pvcs)
+        kp_check_pvcs(&w, p, pvcs);
     if (avoids)
         verdict = KP_PODSEL_AVOIDS_KARPENTER;
     else if (w.count > 0)
@@ -459,7 +502,7 @@ int kp_podsel_select(const struct kp_podsel_input *in, struct kp_podsel_round *r
             r.skipped++;
             continue;
         }
-        if ((rc = kp_podsel_validate(p, &msg)) < 0)
+        if ((rc = kp_podsel_validate(p, in->pvcs, &msg)) < 0)
             goto out;
         if (rc == KP_PODSEL_VALID) {
             r.pods[r.n_pods++] = p;

@@ -27,6 +27,7 @@
 
 struct kp_pdb_view;
 struct kp_pod_view;
+struct kp_pvc_view;
 
 /* The gauge Karpenter sets to the number of pending pods validation refused in the last round
  * (struct kp_podsel_round.ignored). Not registered here. */
@@ -61,10 +62,18 @@ enum kp_podsel_verdict {
      * nodes. Ignored and counted, no event. */
     KP_PODSEL_AVOIDS_KARPENTER,
     /* Validation refused it (restricted label, matchFields, a value that cannot be a label,
-     * a negative Gt/Lt bound, no known capacity type). Ignored, counted, FailedScheduling. */
+     * a negative Gt/Lt bound, no known capacity type, a claim that cannot be used). Ignored,
+     * counted, FailedScheduling. */
     KP_PODSEL_INVALID,
     /* It has DRA claims. Not scheduled, FailedScheduling, not counted as ignored. */
     KP_PODSEL_DRA,
+};
+
+/* How validation finds a pod's PersistentVolumeClaims (the caller's PVC store): get returns the
+ * claim ns/name or NULL when there is none; the view must stay valid for the call. */
+struct kp_podsel_pvcs {
+    const struct kp_pvc_view *(*get)(void *ctx, const char *ns, const char *name);
+    void *ctx;
 };
 
 /* Karpenter's Validate(), then its DRA refusal, of one provisionable pod. Returns the verdict
@@ -73,9 +82,17 @@ enum kp_podsel_verdict {
  * (e.g. "configured to not run on a Karpenter provisioned node"); it may stay NULL when the
  * text could not be allocated, the verdict stands. Requirements the API server already refuses
  * (unsupported operators, keys that are no qualified names, In without values) cannot reach a
- * projection and are not checked again. Volume checks (PVC missing or being deleted, storage
- * class) are not made here. */
-int kp_podsel_validate(const struct kp_pod_view *p, char **ret_msg) KP_NONNULL(1) KP_WUR;
+ * projection and are not checked again.
+ *
+ * With pvcs (NULL: no volume checks), the first of the pod's persistentVolumeClaim volumes that
+ * fails one of Karpenter's claim checks is reported: the claim is missing, being deleted, Lost,
+ * bound (volumeName set) without the pv.kubernetes.io/bind-completed mark, or unbound without a
+ * storage class. Not made (they need projections kpssh does not have): the bound volume's
+ * PersistentVolume exists and is not being deleted; an unbound claim's StorageClass exists, does
+ * not bind Immediate, has no unsupported topology key; the CSI provisioner is supported; generic
+ * ephemeral volumes (the projection lists persistentVolumeClaim volumes only). */
+int kp_podsel_validate(const struct kp_pod_view *p, const struct kp_podsel_pvcs *pvcs,
+                       char **ret_msg) KP_NONNULL(1) KP_WUR;
 
 /* Karpenter's IsCurrentlyReschedulable at now_usec (realtime, as status.startTime): the pod is
  * reschedulable (active, or a terminating StatefulSet pod; not owned by a DaemonSet or a Node),
@@ -100,7 +117,8 @@ struct kp_podsel_input {
     size_t n_deleting;
     const struct kp_pdb_view *const *pdbs;
     size_t n_pdbs;
-    int64_t now_usec; /* realtime */
+    int64_t now_usec;                  /* realtime */
+    const struct kp_podsel_pvcs *pvcs; /* NULL: no volume checks (kp_podsel_validate) */
 };
 
 /* A pod the round leaves out, and why. */
