@@ -118,11 +118,12 @@ static const struct script scripts[] = {
       {TRIGGER, "a", 0, KP_BATCH_OPENED},
       {TRIGGER, "b", 1000 * MS, KP_BATCH_LATE},
       {TRIGGER, "a", 1100 * MS, KP_BATCH_DUPLICATE}, /* still this window's key */
+      {TRIGGER, "c", 1200 * MS, KP_BATCH_LATE},
       {CLOSE, NULL, 0, 1},
       {BEGIN, NULL, 1500 * MS, KP_BATCH_OPEN},
       {DEADLINE, NULL, 0, 2500 * MS},
       {TRIGGER, "b", 1600 * MS, KP_BATCH_EXTENDED}, /* a late key was not remembered */
-      {CLOSE, NULL, 0, 2}}},
+      {CLOSE, NULL, 0, 3}}},                        /* b and c (late), then b again */
     {"a key seen while the consumer was busy is a duplicate in the window it opens",
      0,
      0,

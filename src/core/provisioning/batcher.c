@@ -91,6 +91,7 @@ enum kp_batch_trigger kp_batcher_trigger(struct kp_batcher *b, const char *key, 
         if (key && b->seen && kp_map_contains(b->seen, key))
             return KP_BATCH_DUPLICATE;
         b->armed = true;
+        b->n_late++;
         return KP_BATCH_LATE;
     }
     if (kp_batcher_seen(b, key))
@@ -132,8 +133,9 @@ size_t kp_batcher_close(struct kp_batcher *b)
     size_t n = b->state == KP_BATCH_OPEN ? b->n_triggers : 0;
 
     if (b->state == KP_BATCH_OPEN) {
-        /* Only a late trigger can have armed an open window; it opens the next one. */
-        b->n_triggers = b->armed ? 1 : 0;
+        /* Only late triggers can have armed an open window; they count in the next one. */
+        b->n_triggers = b->n_late;
+        b->n_late = 0;
     }
     b->seen = kp_map_free(b->seen);
     b->seen_overflow = false;

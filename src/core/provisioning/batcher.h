@@ -70,6 +70,7 @@ struct kp_batcher {
     uint64_t opened_usec; /* OPEN: when the window opened */
     uint64_t last_usec;   /* OPEN: the last trigger that counted */
     size_t n_triggers;    /* triggers that counted (not duplicates) since the last close */
+    size_t n_late;        /* OPEN: KP_BATCH_LATE triggers, which count in the next window */
     struct kp_map *seen;  /* keys of this cycle; NULL until the first */
     bool seen_overflow;   /* a key was not remembered this cycle (KP_BATCH_MAX_KEYS, memory) */
 };

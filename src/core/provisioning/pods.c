@@ -111,19 +111,21 @@ const char *kp_podsel_skip_name(enum kp_podsel_skip s)
  * kept in count), as base/err.h's messages do. */
 struct kp_why {
     struct kp_buf buf;
-    unsigned count;
+    unsigned count; /* problems found */
+    bool cut;       /* some text was lost (past the ceiling, or memory) */
 };
 
 static void KP_PRINTF(2, 3) kp_why_add(struct kp_why *w, const char *fmt, ...)
 {
     va_list ap;
 
-    if (w->count++ > 0 && kp_buf_puts(&w->buf, "; ") < 0)
+    if (w->count++ > 0 && kp_buf_puts(&w->buf, "; ") < 0) {
+        w->cut = true;
         return;
-    va_start(ap, fmt);
-    if (kp_buf_vprintf(&w->buf, fmt, ap) < 0) {
-        /* Past the ceiling or out of memory: the text so far stands, the rest is dropped. */
     }
+    va_start(ap, fmt);
+    if (kp_buf_vprintf(&w->buf, fmt, ap) < 0)
+        w->cut = true; /* the text so far stands, the rest is dropped */
     va_end(ap);
 }
 
@@ -368,7 +370,7 @@ static void kp_check_pvcs(struct kp_why *w, const struct kp_pod_view *p,
 int kp_podsel_validate(const struct kp_pod_view *p, const struct kp_podsel_pvcs *pvcs,
                        char **ret_msg)
 {
-    struct kp_why w = {.buf = KP_BUF_INIT(KP_MSG_MAX), .count = 0};
+    struct kp_why w = {.buf = KP_BUF_INIT(KP_MSG_MAX), .count = 0, .cut = false};
     int avoids, verdict;
 
     if ((avoids = kp_avoids_karpenter(p)) < 0)
@@ -397,8 +399,8 @@ int kp_podsel_validate(const struct kp_pod_view *p, const struct kp_podsel_pvcs 
         verdict = KP_PODSEL_VALID;
     if (verdict == KP_PODSEL_DRA)
         kp_msg_set(ret_msg, "%s", kp_msg_dra);
-    else if (verdict != KP_PODSEL_VALID)
-        kp_msg_set(ret_msg, "%s", kp_buf_str(&w.buf));
+    else if (verdict != KP_PODSEL_VALID && !(w.cut && !*kp_buf_str(&w.buf)))
+        kp_msg_set(ret_msg, "%s", kp_buf_str(&w.buf)); /* no text at all: *ret_msg stays NULL */
     kp_buf_done(&w.buf);
     return verdict;
 }
