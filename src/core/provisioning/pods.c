@@ -487,14 +487,13 @@ int kp_podsel_select(const struct kp_podsel_input *in, struct kp_podsel_round *r
     memset(ret, 0, sizeof(*ret));
     if (kp_add_overflow(in->n_pending, in->n_deleting, &total))
         return -ENOMEM;
-    /* Both arrays are sized for every candidate, so appending below cannot fail. */
-    if (total > 0) {
-        r.pods = kp_calloc(total, sizeof(*r.pods));
-        r.refused = kp_calloc(total, sizeof(*r.refused));
-        if (!r.pods || !r.refused) {
-            rc = -ENOMEM;
-            goto out;
-        }
+    /* Both arrays are sized for every candidate, so appending below cannot fail; never empty,
+     * so they exist whatever the counts (and the analyzers can see it). */
+    r.pods = kp_calloc(KP_MAX(total, (size_t)1), sizeof(*r.pods));
+    r.refused = kp_calloc(KP_MAX(total, (size_t)1), sizeof(*r.refused));
+    if (!r.pods || !r.refused) {
+        rc = -ENOMEM;
+        goto out;
     }
     for (size_t i = 0; i < in->n_pending; i++) {
         const struct kp_pod_view *p = in->pending[i];
