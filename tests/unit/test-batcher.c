@@ -270,6 +270,72 @@ static void test_key_ceiling(void **state)
     kp_batcher_done(&b);
 }
 
+/* A random walk (fixed seed) of triggers over 8 keys, waits and closes at increasing times,
+ * checked against the rules stated in batcher.h rather than against a second implementation:
+ * a window closes no later than max after it opened and no earlier than idle after its last
+ * counting trigger unless max came first; a duplicate is a key seen since the last close; a
+ * trigger opens a window only while the consumer waits; close counts what counted. */
+static void test_random_walk(void **state)
+{
+    const uint64_t idle = 300 * MS, max = 2000 * MS;
+    uint64_t rng = 0x9e3779b97f4a7c15ULL, now = 0, last = 0, counted = 0, late = 0;
+    bool seen[8] = {false}, late_seen[8] = {false};
+    struct kp_batcher b;
+
+    (void)state;
+    kp_batcher_init(&b, idle, max);
+    for (int step = 0; step < 20000; step++) {
+        uint64_t r;
+
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        r = rng % 100;
+        now += (rng >> 8) % (200 * MS);
+        if (r < 70) {
+            unsigned k = (unsigned)((rng >> 40) % 8);
+            char key[4] = {'k', (char)('0' + k), 0, 0};
+            enum kp_batch_state before = b.state;
+            bool was_due = kp_batcher_due(&b, now);
+            enum kp_batch_trigger t = kp_batcher_trigger(&b, key, now);
+
+            if (t == KP_BATCH_DUPLICATE) {
+                assert_true(seen[k]);
+                continue;
+            }
+            assert_false(seen[k] && !late_seen[k] && !was_due);
+            if (was_due) {
+                assert_int_equal(t, KP_BATCH_LATE);
+                late++;
+                late_seen[k] = true;
+                continue;
+            }
+            seen[k] = true;
+            counted++;
+            assert_int_equal(t, before == KP_BATCH_BUSY      ? KP_BATCH_ARMED
+                                : before == KP_BATCH_WAITING ? KP_BATCH_OPENED
+                                                             : KP_BATCH_EXTENDED);
+            if (t != KP_BATCH_ARMED)
+                last = now;
+        } else if (r < 85) {
+            if (kp_batcher_wait_begin(&b, now) == KP_BATCH_OPEN && b.opened_usec == now)
+                last = now;
+        } else if (b.state == KP_BATCH_OPEN) {
+            uint64_t d = kp_batcher_deadline(&b);
+
+            assert_true(d <= b.opened_usec + max);
+            assert_true(d == b.opened_usec + max || d == last + idle);
+            assert_true(d >= last);
+            if (!kp_batcher_due(&b, now))
+                continue;
+            assert_int_equal(kp_batcher_close(&b), counted);
+            counted = late;
+            late = 0;
+            memset(seen, 0, sizeof(seen));
+            memset(late_seen, 0, sizeof(late_seen));
+        }
+    }
+    kp_batcher_done(&b);
+}
+
 /* Every allocation of a cycle may fail: each trigger still counts, nothing leaks. */
 static int torture_triggers(void)
 {
@@ -392,10 +458,10 @@ static void test_waiter_stop(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_scripts),        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_key_ceiling),    cmocka_unit_test(test_waiter_armed),
-        cmocka_unit_test(test_waiter_nothing), cmocka_unit_test(test_waiter_wakes),
-        cmocka_unit_test(test_waiter_stop),
+        cmocka_unit_test(test_scripts),      cmocka_unit_test(test_random_walk),
+        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_key_ceiling),
+        cmocka_unit_test(test_waiter_armed), cmocka_unit_test(test_waiter_nothing),
+        cmocka_unit_test(test_waiter_wakes), cmocka_unit_test(test_waiter_stop),
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_triggers),
