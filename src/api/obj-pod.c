@@ -786,13 +786,52 @@ void kp_pod_shapes_stats(size_t *ret_count, size_t *ret_bytes)
     pthread_mutex_unlock(&kp_shapes_lock);
 }
 
+/* Whether the array at key of obj (absent: no) has an element; a wrong type is -KP_EPARSE. */
+static int kp_nonempty_array(const json_t *obj, const char *key, bool *ret)
+{
+    json_t *arr;
+    int r;
+
+    if ((r = kp_obj_opt_array(obj, key, &arr)) < 0)
+        return r;
+    *ret = kp_json_array_size(arr) > 0;
+    return 0;
+}
+
+/* Karpenter's HasDRARequirements: pod-level resourceClaims, or claims of any regular or init
+ * container's resources (ephemeral containers are not looked at, as in Karpenter). */
+static int kp_pod_spec_dra(const json_t *spec, bool *ret)
+{
+    static const char *const lists[] = {"initContainers", "containers"};
+    bool any = false;
+    int r;
+
+    if ((r = kp_nonempty_array(spec, "resourceClaims", &any)) < 0)
+        return r;
+    for (size_t l = 0; l < KP_ARRAY_SIZE(lists) && !any; l++) {
+        json_t *arr;
+
+        if ((r = kp_obj_opt_array(spec, lists[l], &arr)) < 0)
+            return r;
+        for (size_t i = 0; i < kp_json_array_size(arr) && !any; i++) {
+            json_t *res;
+
+            if ((r = kp_obj_opt_object(kp_json_array_at(arr, i), "resources", &res)) < 0 ||
+                (r = kp_nonempty_array(res, "claims", &any)) < 0)
+                return r;
+        }
+    }
+    *ret = any;
+    return 0;
+}
+
 /* The spec-derived fields, into v (a whole pod view; a shape uses only these fields). */
 static int kp_pod_spec_fill(const json_t *spec, struct kp_pack *p, struct kp_pod_view *v)
 {
     json_t *ns_sel, *tol, *affinity, *na, *pa, *paa, *spread;
     const char *sched = NULL, *pc = NULL;
     int64_t grace = 30;
-    bool host_net = false;
+    bool host_net = false, dra = false;
     int r;
 
     if ((r = kp_obj_opt_str(spec, "schedulerName", &sched)) < 0 ||
@@ -807,6 +846,10 @@ static int kp_pod_spec_fill(const json_t *spec, struct kp_pack *p, struct kp_pod
     if (r < 0 && r != -ENOENT)
         return r;
     v->flags = host_net ? KP_POD_HOST_NETWORK : 0;
+    if ((r = kp_pod_spec_dra(spec, &dra)) < 0)
+        return r;
+    if (dra)
+        v->flags |= KP_POD_DRA;
     v->scheduler_name = kp_pack_str(p, sched);
     v->priority_class = kp_pack_str(p, pc && *pc ? pc : NULL);
     if ((r = kp_pod_spec_requests(spec, p, &v->requests)) < 0 ||
@@ -980,6 +1023,8 @@ static int kp_pod_fill(const json_t *obj, struct kp_pack *p, void *view)
             v->flags |= KP_POD_UNSCHEDULABLE;
         if (strcmp(type, "Ready") == 0 && strcmp(st, "True") == 0)
             v->flags |= KP_POD_READY;
+        if (strcmp(type, "Ready") == 0 && strcmp(st, "False") == 0)
+            v->flags |= KP_POD_READY_FALSE;
     }
     if (annotations) {
         r = kp_json_get_str(annotations, "karpenter.sh/do-not-disrupt", &dnd);

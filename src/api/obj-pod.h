@@ -29,6 +29,11 @@ enum kp_pod_flags {
     KP_POD_STATEFULSET = 1 << 6, /* owned by apps/v1 StatefulSet */
     KP_POD_NODE_OWNED = 1 << 7,  /* owned by v1 Node: the mirror of a static pod */
     KP_POD_PREEMPTING = 1 << 8,  /* status.nominatedNodeName set (IsPreempting) */
+    /* Karpenter's HasDRARequirements: spec.resourceClaims, or resources.claims of a container or
+     * init container, non-empty (Dynamic Resource Allocation, which kpssh does not model). */
+    KP_POD_DRA = 1 << 9,
+    KP_POD_READY_FALSE = 1 << 10, /* condition Ready=False (not Unknown, not absent): PDBs with
+                                   * unhealthyPodEvictionPolicy AlwaysAllow let it go */
 };
 
 /* A host port a container asks for (containerPort with hostPort != 0; regular containers

@@ -9,6 +9,7 @@
 #include "api/obj-storage.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "json/json.h"
@@ -63,15 +64,24 @@ int kp_volumeattachment_decode(const char *p, size_t n, struct kp_entry **ret)
 static int pvc_fill(const json_t *obj, struct kp_pack *p, void *view)
 {
     struct kp_pvc_view *v = view;
-    json_t *spec = NULL;
-    const char *vol = NULL;
+    json_t *spec = NULL, *status = NULL, *annotations = NULL;
+    const char *vol = NULL, *sc = NULL, *phase = NULL, *s;
     int r;
 
     if ((r = kp_obj_meta(obj, true, p, &v->e, &v->meta)) < 0 ||
         (r = kp_obj_opt_object(obj, "spec", &spec)) < 0 ||
-        (r = kp_obj_opt_str(spec, "volumeName", &vol)) < 0)
+        (r = kp_obj_opt_str(spec, "volumeName", &vol)) < 0 ||
+        (r = kp_obj_opt_str(spec, "storageClassName", &sc)) < 0 ||
+        (r = kp_obj_opt_object(obj, "status", &status)) < 0 ||
+        (r = kp_obj_opt_str(status, "phase", &phase)) < 0 ||
+        (r = kp_json_path_object(obj, "metadata.annotations", &annotations)) < -ENOENT)
         return r;
     v->volume_name = kp_pack_str(p, empty(vol) ? NULL : vol);
+    v->storage_class = kp_pack_str(p, empty(sc) ? NULL : sc);
+    v->lost = phase && strcmp(phase, "Lost") == 0;
+    /* Any value counts, as for kube-scheduler's binder: the key's presence is the mark. */
+    v->bind_completed =
+        annotations && kp_json_get_str(annotations, "pv.kubernetes.io/bind-completed", &s) == 0;
     return 0;
 }
 

@@ -4,8 +4,10 @@
  * Karpenter's termination waits until the attach-detach controller has deleted the
  * VolumeAttachments of a terminating Node (semantics §3.4 step 6), except those whose
  * PersistentVolume belongs to a pod that is not drained (pod -> PVC -> spec.volumeName ->
- * VolumeAttachment.spec.source.persistentVolumeName): the PVC projection exists for that one
- * lookup. Each keeps only what that decision reads. All functions are pure; any thread. */
+ * VolumeAttachment.spec.source.persistentVolumeName): the PVC projection exists for that
+ * lookup, and for the provisioner's PVC checks of a pending pod (core/provisioning/pods.h:
+ * deleting, Lost, bound without bind-completed, unbound without a storage class). Each keeps
+ * only what those decisions read. All functions are pure; any thread. */
 #ifndef KP_API_OBJ_STORAGE_H
 #define KP_API_OBJ_STORAGE_H
 
@@ -32,7 +34,10 @@ kp_volumeattachment_view(const struct kp_entry *e)
 struct kp_pvc_view {
     struct kp_entry e;
     struct kp_meta meta;
-    const char *volume_name; /* spec.volumeName; NULL while unbound */
+    const char *volume_name;   /* spec.volumeName; NULL while unbound */
+    const char *storage_class; /* spec.storageClassName; NULL when unset or "" */
+    bool lost;                 /* status.phase Lost: its PersistentVolume is gone */
+    bool bind_completed;       /* annotation pv.kubernetes.io/bind-completed present */
 };
 /* Projects a decoded PersistentVolumeClaim. 0, -KP_EPARSE, -ENOMEM. */
 int kp_pvc_project(const json_t *obj, struct kp_entry **ret) KP_WUR;

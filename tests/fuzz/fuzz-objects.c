@@ -75,5 +75,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         kp_entry_unref(e);
     }
+    /* A PVC's strings point into its own block and come from the input. */
+    if (kp_pvc_decode((const char *)data, size, &e) == 0) {
+        const struct kp_pvc_view *c = kp_pvc_view(e);
+        size_t total = (c->volume_name ? strlen(c->volume_name) : 0) +
+                       (c->storage_class ? strlen(c->storage_class) : 0);
+
+        if (total > size || (c->storage_class && !*c->storage_class))
+            abort();
+        kp_entry_unref(e);
+    }
     return 0;
 }

@@ -17,6 +17,7 @@
 #include "api/obj-misc.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
+#include "api/obj-storage.h"
 
 #define MI (1024LL * 1024 * 1000) /* one MiB in milli-bytes */
 
@@ -363,6 +364,105 @@ static void test_pod_do_not_disrupt(void **state)
     kp_entry_unref(yes);
 }
 
+/* Karpenter's HasDRARequirements from each place a claim can be named, and Ready=False kept
+ * apart from Ready Unknown (PDBs that always allow unhealthy pods read it). */
+static void test_pod_dra_and_ready(void **state)
+{
+    static const struct {
+        const char *spec;
+        bool dra;
+    } cases[] = {
+        {"{\"containers\":[]}", false},
+        {"{\"containers\":[],\"resourceClaims\":[]}", false},
+        {"{\"containers\":[],\"resourceClaims\":[{\"name\":\"gpu\","
+         "\"resourceClaimTemplateName\":\"gpu-t\"}]}",
+         true},
+        {"{\"containers\":[{\"name\":\"c\",\"resources\":{\"claims\":[{\"name\":\"gpu\"}]}}]}",
+         true},
+        {"{\"containers\":[{\"name\":\"c\",\"resources\":{\"claims\":[]}}]}", false},
+        {"{\"initContainers\":[{\"name\":\"i\",\"resources\":{\"claims\":[{\"name\":"
+         "\"gpu\"}]}}],\"containers\":[]}",
+         true},
+        /* Ephemeral containers are not looked at, as in Karpenter. */
+        {"{\"containers\":[],\"ephemeralContainers\":[{\"name\":\"e\",\"resources\":{"
+         "\"claims\":[{\"name\":\"gpu\"}]}}]}",
+         false},
+    };
+    static const struct {
+        const char *status;
+        uint32_t want; /* of KP_POD_READY | KP_POD_READY_FALSE */
+    } ready[] = {
+        {"{}", 0},
+        {"{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}", KP_POD_READY_FALSE},
+        {"{\"conditions\":[{\"type\":\"Ready\",\"status\":\"Unknown\"}]}", 0},
+        {"{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}", KP_POD_READY},
+    };
+    char json[1024];
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        struct kp_entry *e;
+
+        assert_true(snprintf(json, sizeof(json), POD_HEAD "},\"spec\":%s}", cases[i].spec) > 0);
+        e = decode_str(json);
+        if (!!(kp_pod_view(e)->flags & KP_POD_DRA) != cases[i].dra)
+            fail_msg("case %zu: DRA flag %d", i, !cases[i].dra);
+        kp_entry_unref(e);
+    }
+    for (size_t i = 0; i < KP_ARRAY_SIZE(ready); i++) {
+        struct kp_entry *e;
+
+        assert_true(snprintf(json, sizeof(json),
+                             POD_HEAD "},\"spec\":{\"containers\":[]},\"status\":%s}",
+                             ready[i].status) > 0);
+        e = decode_str(json);
+        assert_int_equal(kp_pod_view(e)->flags & (KP_POD_READY | KP_POD_READY_FALSE),
+                         ready[i].want);
+        kp_entry_unref(e);
+    }
+}
+
+/* What the provisioner's PVC checks read: storage class, Lost, bind-completed. */
+static void test_pvc_fields(void **state)
+{
+    static const struct {
+        const char *json, *volume, *sc;
+        bool lost, bound_mark;
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"annotations\":{"
+         "\"pv.kubernetes.io/bind-completed\":\"yes\"}},\"spec\":{\"volumeName\":\"pv1\","
+         "\"storageClassName\":\"local\"},\"status\":{\"phase\":\"Bound\"}}",
+         "pv1", "local", false, true},
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\"},\"spec\":{\"volumeName\":"
+         "\"pv1\",\"storageClassName\":\"\"},\"status\":{\"phase\":\"Lost\"}}",
+         "pv1", NULL, true, false},
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\",\"annotations\":{\"a\":"
+         "\"b\"}},\"spec\":{}}",
+         NULL, NULL, false, false},
+        {"{\"metadata\":{\"name\":\"c\",\"namespace\":\"d\"}}", NULL, NULL, false, false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        struct kp_entry *e = NULL;
+        const struct kp_pvc_view *v;
+
+        assert_int_equal(kp_pvc_decode(cases[i].json, strlen(cases[i].json), &e), 0);
+        v = kp_pvc_view(e);
+        if (cases[i].volume)
+            assert_string_equal(v->volume_name, cases[i].volume);
+        else
+            assert_null(v->volume_name);
+        if (cases[i].sc)
+            assert_string_equal(v->storage_class, cases[i].sc);
+        else
+            assert_null(v->storage_class);
+        assert_int_equal(v->lost, cases[i].lost);
+        assert_int_equal(v->bind_completed, cases[i].bound_mark);
+        kp_entry_unref(e);
+    }
+}
+
 /* Same content with another resourceVersion: equal fingerprints; a changed request: not. */
 static void test_pod_fingerprint(void **state)
 {
@@ -409,6 +509,10 @@ static void test_pod_rejects(void **state)
         "[{\"containerPort\":1,\"hostPort\":70000}]}]}}",
         "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"},\"spec\":{\"containers\":[{\"ports\":"
         "[{\"containerPort\":1,\"hostPort\":1,\"protocol\":\"ICMP\"}]}]}}",
+        "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"},\"spec\":{\"containers\":[],"
+        "\"resourceClaims\":{\"name\":\"gpu\"}}}",
+        "{\"metadata\":{\"name\":\"p\",\"namespace\":\"d\"},\"spec\":{\"containers\":[{"
+        "\"resources\":{\"claims\":\"gpu\"}}]}}",
     };
 
     (void)state;
@@ -625,6 +729,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pod_level_resources),
         cmocka_unit_test(test_pod_owners),
         cmocka_unit_test(test_pod_do_not_disrupt),
+        cmocka_unit_test(test_pod_dra_and_ready),
+        cmocka_unit_test(test_pvc_fields),
         cmocka_unit_test(test_pod_shapes_shared),
         cmocka_unit_test(test_pod_resize_requests),
         cmocka_unit_test(test_pod_fingerprint),
