@@ -73,8 +73,6 @@ static void test_defaults(void **state)
     assert_int_equal(o.kube_client_burst, 300);
     assert_string_equal(o.bootstrap_group, "system:bootstrappers:kpssh");
     assert_string_equal(o.pod_name, "");
-    assert_int_equal(o.batch_idle_duration, 1 * SEC);
-    assert_int_equal(o.batch_max_duration, 10 * SEC);
     kp_options_done(&o);
     kp_buf_done(&err);
 }
@@ -196,47 +194,11 @@ static void test_errors(void **state)
         expect_error((const char *[]){"x", NULL},
                      (const char *[]){"KPSSH_BOOTSTRAP_GROUP=system:bootstrappers:", NULL}, want);
     }
-    /* Options no code reads are not offered. */
+    /* Options no code reads are not offered (the batch windows arrive with the provisioner). */
+    expect_error((const char *[]){"x", "--batch-max-duration=5s", NULL}, NULL,
+                 "unknown option --batch-max-duration (see --help)");
     expect_error((const char *[]){"x", "--memory-limit=1", NULL}, NULL,
                  "unknown option --memory-limit (see --help)");
-}
-
-/* The provisioner's batch windows (core/provisioning/batcher.h): Karpenter's names and
- * defaults, sub-second values allowed, bounds 1ms..1h. */
-static void test_batch_durations(void **state)
-{
-    struct kp_controller_options o;
-    struct kp_buf err = KP_BUF_INIT(4096);
-    enum kp_options_action action;
-
-    (void)state;
-    {
-        const char *argv[] = {"x", NULL};
-        const char *envp[] = {"KPSSH_BATCH_IDLE_DURATION=250ms", "KPSSH_BATCH_MAX_DURATION=1m30s",
-                              NULL};
-
-        assert_int_equal(parse(&o, argv, envp, &action, &err), 0);
-        assert_int_equal(o.batch_idle_duration, 250 * 1000ULL);
-        assert_int_equal(o.batch_max_duration, 90 * SEC);
-        kp_options_done(&o);
-    }
-    {
-        const char *argv[] = {"x", "--batch-idle-duration=2s", "--batch-max-duration", "1h", NULL};
-        const char *envp[] = {"KPSSH_BATCH_IDLE_DURATION=250ms", "KPSSH_BATCH_MAX_DURATION=30s",
-                              NULL};
-
-        assert_int_equal(parse(&o, argv, envp, &action, &err), 0);
-        assert_int_equal(o.batch_idle_duration, 2 * SEC); /* flag over env */
-        assert_int_equal(o.batch_max_duration, 3600 * SEC);
-        kp_options_done(&o);
-    }
-    kp_buf_done(&err);
-    expect_error((const char *[]){"x", "--batch-idle-duration=500us", NULL}, NULL,
-                 "--batch-idle-duration=\"500us\": must be between 1ms and 1h0m0s");
-    expect_error((const char *[]){"x", "--batch-max-duration=2h", NULL}, NULL,
-                 "--batch-max-duration=\"2h\": must be between 1ms and 1h0m0s");
-    expect_error((const char *[]){"x", NULL}, (const char *[]){"KPSSH_BATCH_MAX_DURATION=10", NULL},
-                 "KPSSH_BATCH_MAX_DURATION=\"10\": expected a duration such as 30s, 2m or 1h30m");
 }
 
 static void test_actions(void **state)
@@ -360,7 +322,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_precedence_and_forms),
         cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_batch_durations),
         cmocka_unit_test(test_actions),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_effective_config_redacts),

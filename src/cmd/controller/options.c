@@ -152,13 +152,6 @@ static const struct kp_option options[] = {
     KP_OPT_DURATION_("orphan-node-grace", "1m", USEC_S, 24 * USEC_H, orphan_node_grace,
                      "how old a Node with a providerID of ours and no NodeClaim must be before "
                      "garbage collection deletes it (a NodeClaim may still be on its way)"),
-    KP_OPT_DURATION_("batch-idle-duration", "1s", KP_USEC_PER_MSEC, USEC_H, batch_idle_duration,
-                     "a provisioning batch window closes once no new pending pod has arrived "
-                     "for this long (Karpenter's BATCH_IDLE_DURATION)"),
-    KP_OPT_DURATION_("batch-max-duration", "10s", KP_USEC_PER_MSEC, USEC_H, batch_max_duration,
-                     "longest provisioning batch window, from its first pending pod: longer "
-                     "windows see more pods at once, for fewer, larger nodes (Karpenter's "
-                     "BATCH_MAX_DURATION)"),
 };
 
 const struct kp_option *kp_options_table(size_t *ret_n)

@@ -59,9 +59,6 @@ struct kp_controller_options {
     uint64_t registration_ttl;
     uint64_t gc_interval;
     uint64_t orphan_node_grace;
-    /* provisioning (core/provisioning/batcher.h) */
-    uint64_t batch_idle_duration;
-    uint64_t batch_max_duration;
 };
 
 enum kp_option_type {
