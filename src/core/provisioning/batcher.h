@@ -39,7 +39,7 @@
 
 struct kp_map;
 
-/* Karpenter's defaults (--batch-idle-duration, --batch-max-duration). */
+/* Karpenter's defaults; kp_batcher_init takes the caller's (options arrive with the provisioner). */
 #define KP_BATCH_IDLE_DEFAULT_USEC (1000000ULL)
 #define KP_BATCH_MAX_DEFAULT_USEC (10000000ULL)
 /* How long the consumer waits for a first trigger before it goes round its loop once (Karpenter
