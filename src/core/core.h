@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 struct kp_client;
+struct kp_cluster_state;
 struct kp_core_observer;
 struct kp_ctx;
 struct kp_events;
@@ -79,6 +80,9 @@ struct kp_core_env {
     struct kp_core_timing timing; /* 0 fields: defaults */
     unsigned workers;             /* reconcile workers per controller; 0: 1 */
     uint64_t (*now_usec)(void);   /* wall clock; NULL: kp_real_usec */
+    /* The cluster state (core/state/cluster.h), made from this env during set-up and set here
+     * before the controllers that read it are made (the provisioner); borrowed. */
+    struct kp_cluster_state *cluster;
 };
 
 /* The NodeClass label Karpenter stamps on its NodeClaims and Nodes, "<group>/<kind lowercased>"

@@ -36,6 +36,7 @@
 #include "core/gc/gc.h"
 #include "core/lifecycle/lifecycle.h"
 #include "core/nodepool/nodepool.h"
+#include "core/provisioning/provisioner.h"
 #include "core/termination/termination.h"
 #include "http/metrics.h"
 #include "k8s/events.h"
@@ -165,10 +166,11 @@ CORE_ROW(termination)
 CORE_ROW(nodepool)
 CORE_ROW(gc)
 CORE_ROW(expiration)
+CORE_ROW(provisioner)
 
 static const struct core_row core_rows[] = {
     CORE_ROW_REF(lifecycle), CORE_ROW_REF(termination), CORE_ROW_REF(nodepool),
-    CORE_ROW_REF(gc),        CORE_ROW_REF(expiration),
+    CORE_ROW_REF(gc),        CORE_ROW_REF(expiration),  CORE_ROW_REF(provisioner),
 };
 #define CORE_N KP_ARRAY_SIZE(core_rows)
 _Static_assert(CORE_N <= KP_ARRAY_SIZE(((struct core_state *)0)->ctl), "room for every row");
@@ -242,6 +244,7 @@ static int core_setup(const struct kp_controller_env *env, void **ret_state)
         kp_log_error_errno(r, "cannot set up the cluster state");
         goto fail;
     }
+    s->core.cluster = s->cluster;
     for (size_t i = 0; i < CORE_N; i++)
         if ((r = core_rows[i].make(&s->core, &s->ctl[i])) < 0) {
             kp_log_error_errno(r, "core controller setup failed",

@@ -1,0 +1,1018 @@
+/* core/provisioning/provisioner.c: Karpenter's provisioner (provisioner.h).
+ *
+ * DESIGN
+ *
+ * What: one singleton key. Pod events trigger the batcher (a pod that is provisionable by
+ * pods.h's first check, keyed by its uid so a pod that keeps changing counts once per window)
+ * and enqueue the key; a reconcile asks the batcher whether the window has closed: not open
+ * (nothing triggered) ends it, open and not due requeues it for the deadline, due takes the
+ * batch and runs a round. Triggers that arrive during a round arm the next window, and their
+ * enqueue brings the key back once the round is done (the queue merges it while processing).
+ *
+ * A round, from caches only (no list of the API server):
+ *   1. waits for the cluster state to be synced and for every NodeClaim the last round created
+ *      to be in the NodeClaim cache (else the next round would not see them in flight and
+ *      would provision their pods again);
+ *   2. selects the pods (kp_podsel_select): the unbound pods of the Pod cache, then the pods
+ *      bound to state nodes marked for deletion; refused pods get FailedScheduling;
+ *   3. builds the scheduler's input from one cluster-state snapshot: state nodes with a Node
+ *      (not marked for deletion) with their bound pods, NodeClaims without a Node as in-flight
+ *      nodes, the Ready NodePools of this provider with their catalogs;
+ *   4. solves, nominates the existing nodes that took pods, creates the NodeClaims (each from
+ *      its NodePool's template, kp_provisioner_nodeclaim), and tells every pod where it goes or
+ *      why it cannot go anywhere.
+ * A round that left pods pending (or could not run) triggers itself again after
+ * KP_PROVISIONER_RETRY_USEC, so a pod that no event touches is looked at again.
+ *
+ * Events are Karpenter's: Nominated "Pod should schedule on: nodeclaim/<name>" (or node/<name>)
+ * and FailedScheduling "Failed to schedule pod, <why>"; the recorder's own rate limit applies.
+ *
+ * Threads: handlers (informer threads) take mu for the batcher only; the round runs on the one
+ * worker and owns everything it builds. */
+#include "core/provisioning/provisioner.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/ctx.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "base/time.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/controller.h"
+#include "k8s/events.h"
+#include "k8s/informer.h"
+#include "k8s/reconciler.h"
+#include "k8s/store.h"
+#include "api/indexes.h"
+#include "api/informers.h"
+#include "api/obj-karpenter.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
+#include "api/obj-storage.h"
+#include "api/quantity.h"
+#include "api/requirements.h"
+#include "core/conds.h"
+#include "core/core.h"
+#include "core/nodepool/hash.h"
+#include "core/observe.h"
+#include "core/provider.h"
+#include "core/provisioning/batcher.h"
+#include "core/provisioning/pods.h"
+#include "core/provisioning/scheduler.h"
+#include "core/state/cluster.h"
+
+#define SYNC_WAIT_USEC (1000000ULL)
+/* How long a created NodeClaim may be missing from the cache before rounds go on anyway. */
+#define CREATED_WAIT_USEC (10 * 1000000ULL)
+#define NOTE_MAX 1024
+
+/* --- the NodeClaim of a planned claim (pure) --------------------------------------------------- */
+
+static bool binary_resource(const char *name)
+{
+    return kp_streq(name, "memory") || kp_streq(name, "ephemeral-storage") ||
+           kp_startswith(name, "hugepages-") != NULL;
+}
+
+static int quantity_text(const char *name, int64_t milli, char buf[KP_QUANTITY_STRMAX])
+{
+    struct kp_quantity q = {.milli = milli,
+                            .format = binary_resource(name) && milli % 1000 == 0
+                                          ? KP_QUANTITY_BINARY_SI
+                                          : KP_QUANTITY_DECIMAL_SI};
+
+    return kp_quantity_format(&q, buf, KP_QUANTITY_STRMAX);
+}
+
+static bool well_known(const char *key)
+{
+    for (size_t i = 0; kp_reqset_well_known_labels[i]; i++)
+        if (kp_streq(kp_reqset_well_known_labels[i], key))
+            return true;
+    return false;
+}
+
+/* Keys only the simulation uses (Karpenter's schedulingSimulationKeys). */
+static bool simulation_key(const char *key)
+{
+    return kp_streq(key, KP_CORE_LABEL_REGISTERED) || kp_streq(key, KP_CORE_LABEL_INITIALIZED);
+}
+
+/* One requirement entry {key, operator, values?, minValues?} appended to arr. */
+static int req_entry(json_t *arr, const char *key, const char *op, const char *const *values,
+                     size_t n, const char *single, uint32_t min_values)
+{
+    json_t *o = NULL, *vals = NULL;
+    int r;
+
+    if ((r = kp_json_patch_new(&o)) < 0)
+        return r;
+    if ((r = kp_json_patch_set_str(o, KP_JSON_PATH("key"), key)) < 0 ||
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("operator"), op)) < 0)
+        goto out;
+    if (values || single) {
+        if ((r = kp_json_array_new(&vals)) < 0)
+            goto out;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+            json_t *s = NULL;
+
+            if ((r = kp_json_string_new(values[i], &s)) >= 0)
+                r = kp_json_array_append_steal(vals, s);
+        }
+        if (r >= 0 && single) {
+            json_t *s = NULL;
+
+            if ((r = kp_json_string_new(single, &s)) >= 0)
+                r = kp_json_array_append_steal(vals, s);
+        }
+        if (r < 0)
+            goto out;
+        r = kp_json_patch_set_steal(o, KP_JSON_PATH("values"), vals);
+        vals = NULL;
+        if (r < 0)
+            goto out;
+    }
+    if (min_values && (r = kp_json_patch_set_int(o, KP_JSON_PATH("minValues"), min_values)) < 0)
+        goto out;
+    r = kp_json_array_append_steal(arr, o);
+    o = NULL;
+out:
+    kp_json_unref(vals);
+    kp_json_unref(o);
+    return r;
+}
+
+/* The requirement set as NodeSelectorRequirements: a finite set is In (DoesNotExist when
+ * empty); a complement is NotIn its exclusions (Exists without any) plus Gt/Lt for its bounds.
+ * minValues rides on the key's first entry. */
+static int requirements_json(const struct kp_reqset *s, json_t **ret)
+{
+    json_t *arr = NULL;
+    int r;
+
+    if ((r = kp_json_array_new(&arr)) < 0)
+        return r;
+    for (size_t i = 0; i < s->n && r >= 0; i++) {
+        const struct kp_req *q = &s->v[i];
+        const char *const *vals = (const char *const *)q->values;
+        char bound[24];
+
+        if (simulation_key(q->key))
+            continue;
+        if (!q->complement) {
+            r = req_entry(arr, q->key, q->n_values ? "In" : "DoesNotExist",
+                          q->n_values ? vals : NULL, q->n_values, NULL, q->min_values);
+            continue;
+        }
+        if (q->n_values || (!q->has_min && !q->has_max))
+            r = req_entry(arr, q->key, q->n_values ? "NotIn" : "Exists", q->n_values ? vals : NULL,
+                          q->n_values, NULL, q->min_values);
+        if (r >= 0 && q->has_min) {
+            (void)snprintf(bound, sizeof(bound), "%lld", (long long)q->min - 1);
+            r = req_entry(arr, q->key, "Gt", NULL, 0, bound, q->n_values ? 0 : q->min_values);
+        }
+        if (r >= 0 && q->has_max) {
+            (void)snprintf(bound, sizeof(bound), "%lld", (long long)q->max + 1);
+            r = req_entry(arr, q->key, "Lt", NULL, 0, bound,
+                          q->n_values || q->has_min ? 0 : q->min_values);
+        }
+    }
+    if (r < 0) {
+        kp_json_unref(arr);
+        return r;
+    }
+    *ret = arr;
+    return 0;
+}
+
+static int taints_json(json_t *o, const char *field, const struct kp_taints *t)
+{
+    json_t *arr = NULL;
+    int r;
+
+    if (t->n == 0)
+        return 0;
+    if ((r = kp_json_array_new(&arr)) < 0)
+        return r;
+    for (size_t i = 0; i < t->n && r >= 0; i++) {
+        json_t *e = NULL;
+
+        if ((r = kp_json_patch_new(&e)) < 0)
+            break;
+        if ((r = kp_json_patch_set_str(e, KP_JSON_PATH("key"), t->v[i].key)) >= 0 &&
+            (!t->v[i].value ||
+             (r = kp_json_patch_set_str(e, KP_JSON_PATH("value"), t->v[i].value)) >= 0))
+            r = kp_json_patch_set_str(e, KP_JSON_PATH("effect"),
+                                      kp_taint_effect_name(t->v[i].effect));
+        if (r >= 0)
+            r = kp_json_array_append_steal(arr, e);
+        else
+            kp_json_unref(e);
+    }
+    if (r < 0) {
+        kp_json_unref(arr);
+        return r;
+    }
+    return kp_json_patch_set_steal(o, KP_JSON_PATH("spec", field), arr);
+}
+
+int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_sched_claim *c,
+                             json_t **ret)
+{
+    const struct kp_nodeclass_ref *ref = &np->tmpl.node_class_ref;
+    char hash[KP_NODEPOOL_HASH_MAX], key[320], gen[300];
+    json_t *o = NULL, *v = NULL, *owners = NULL, *owner = NULL;
+    int r;
+
+    if ((r = kp_json_patch_new(&o)) < 0)
+        return r;
+    (void)snprintf(gen, sizeof(gen), "%s-", np->e.name);
+    if ((r = kp_json_patch_set_str(o, KP_JSON_PATH("apiVersion"), "karpenter.sh/v1")) < 0 ||
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("kind"), "NodeClaim")) < 0 ||
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("metadata", "generateName"), gen)) < 0)
+        goto out;
+    /* Labels: requirement-pinned custom labels, then the template's, then ours (later wins). */
+    for (size_t i = 0; i < c->reqs.n && r >= 0; i++) {
+        const struct kp_req *q = &c->reqs.v[i];
+
+        if (!q->complement && q->n_values == 1 && !well_known(q->key) && !simulation_key(q->key) &&
+            !kp_streq(q->key, KP_LABEL_HOSTNAME) && !kp_startswith(q->key, "karpenter.sh/"))
+            r = kp_json_patch_set_str(o, KP_JSON_PATH("metadata", "labels", q->key), q->values[0]);
+    }
+    for (size_t i = 0; i < np->tmpl_labels.n && r >= 0; i++)
+        r = kp_json_patch_set_str(o, KP_JSON_PATH("metadata", "labels", np->tmpl_labels.v[i].key),
+                                  np->tmpl_labels.v[i].value);
+    if (r < 0 ||
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("metadata", "labels", KP_CORE_LABEL_NODEPOOL),
+                                   np->e.name)) < 0)
+        goto out;
+    if (kp_core_nodeclass_label(ref->group, ref->kind, key, sizeof(key)) && ref->name &&
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("metadata", "labels", key), ref->name)) < 0)
+        goto out;
+    for (size_t i = 0; i < np->tmpl_annotations.n && r >= 0; i++)
+        r = kp_json_patch_set_str(
+            o, KP_JSON_PATH("metadata", "annotations", np->tmpl_annotations.v[i].key),
+            np->tmpl_annotations.v[i].value);
+    kp_nodepool_hash(np, hash);
+    if (r < 0 ||
+        (r = kp_json_patch_set_str(
+             o, KP_JSON_PATH("metadata", "annotations", KP_CORE_ANN_NODEPOOL_HASH), hash)) < 0 ||
+        (r = kp_json_patch_set_str(
+             o, KP_JSON_PATH("metadata", "annotations", KP_CORE_ANN_NODEPOOL_HASH_VERSION),
+             KP_NODEPOOL_HASH_VERSION)) < 0 ||
+        (c->min_values_relaxed &&
+         (r = kp_json_patch_set_str(
+              o, KP_JSON_PATH("metadata", "annotations", KP_PROVISIONER_ANN_MIN_VALUES_RELAXED),
+              "true")) < 0))
+        goto out;
+    /* The owner: the NodePool, as Karpenter's (blockOwnerDeletion; not a controller ref). */
+    if ((r = kp_json_array_new(&owners)) < 0 || (r = kp_json_patch_new(&owner)) < 0)
+        goto out;
+    if ((r = kp_json_patch_set_str(owner, KP_JSON_PATH("apiVersion"), "karpenter.sh/v1")) < 0 ||
+        (r = kp_json_patch_set_str(owner, KP_JSON_PATH("kind"), "NodePool")) < 0 ||
+        (r = kp_json_patch_set_str(owner, KP_JSON_PATH("name"), np->e.name)) < 0 ||
+        (r = kp_json_patch_set_str(owner, KP_JSON_PATH("uid"), np->e.uid ? np->e.uid : "")) < 0 ||
+        (r = kp_json_patch_set_bool(owner, KP_JSON_PATH("blockOwnerDeletion"), true)) < 0 ||
+        (r = kp_json_array_append_steal(owners, owner)) < 0)
+        goto out;
+    owner = NULL;
+    r = kp_json_patch_set_steal(o, KP_JSON_PATH("metadata", "ownerReferences"), owners);
+    owners = NULL;
+    if (r < 0)
+        goto out;
+    /* spec */
+    if ((r = requirements_json(&c->reqs, &v)) < 0)
+        goto out;
+    r = kp_json_patch_set_steal(o, KP_JSON_PATH("spec", "requirements"), v);
+    v = NULL;
+    for (size_t i = 0; i < c->n_requests && r >= 0; i++) {
+        char q[KP_QUANTITY_STRMAX];
+
+        if ((r = quantity_text(c->requests[i].name, c->requests[i].milli, q)) >= 0)
+            r = kp_json_patch_set_str(
+                o, KP_JSON_PATH("spec", "resources", "requests", c->requests[i].name), q);
+    }
+    if (r < 0 || (r = taints_json(o, "taints", &np->tmpl.taints)) < 0 ||
+        (r = taints_json(o, "startupTaints", &np->tmpl.startup_taints)) < 0)
+        goto out;
+    if ((ref->group && (r = kp_json_patch_set_str(o, KP_JSON_PATH("spec", "nodeClassRef", "group"),
+                                                  ref->group)) < 0) ||
+        (ref->kind && (r = kp_json_patch_set_str(o, KP_JSON_PATH("spec", "nodeClassRef", "kind"),
+                                                 ref->kind)) < 0) ||
+        (ref->name && (r = kp_json_patch_set_str(o, KP_JSON_PATH("spec", "nodeClassRef", "name"),
+                                                 ref->name)) < 0))
+        goto out;
+    if (np->tmpl.expire_after.text &&
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("spec", "expireAfter"),
+                                   np->tmpl.expire_after.text)) < 0)
+        goto out;
+    if (np->tmpl.termination_grace_period.text &&
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("spec", "terminationGracePeriod"),
+                                   np->tmpl.termination_grace_period.text)) < 0)
+        goto out;
+    *ret = o;
+    o = NULL;
+    r = 0;
+out:
+    kp_json_unref(owner);
+    kp_json_unref(owners);
+    kp_json_unref(v);
+    kp_json_unref(o);
+    return r;
+}
+
+/* --- the controller ------------------------------------------------------------------------------ */
+
+struct kp_provisioner_controller {
+    const struct kp_core_env *env;
+    struct kp_cluster_state *cluster;
+    struct kp_informer *pods, *nodes, *nodeclaims, *nodepools, *pvcs;
+    struct kp_controller *base;
+    pthread_mutex_t mu; /* guards b */
+    struct kp_batcher b;
+    /* The worker's own: NodeClaims the last round created, until the cache has them. */
+    char **created;
+    size_t n_created;
+    uint64_t created_at;
+    struct kp_entry **pvc_refs; /* the PVCs the round's validation read */
+    size_t n_pvc_refs;
+    uint64_t retry_at; /* under mu: a round left pods pending; trigger again then (mono) */
+};
+
+static struct kp_events *events(struct kp_provisioner_controller *ctl)
+{
+    return ctl->env->events ? ctl->env->events : kp_controller_events(ctl->base);
+}
+
+static void pod_event(struct kp_provisioner_controller *ctl, const struct kp_pod_view *p,
+                      enum kp_event_type type, const char *reason, const char *note)
+{
+    struct kp_events *ev = events(ctl);
+    const struct kp_event_ref ref = {
+        .kind = "Pod", .api_version = "v1", .ns = p->e.ns, .name = p->e.name, .uid = p->e.uid};
+
+    if (ev) /* a dropped event is counted by the recorder */
+        (void)kp_events_emit(ev, &ref, type, reason, /* action= */ "Provisioning", note);
+}
+
+static void trigger(struct kp_provisioner_controller *ctl, const char *key)
+{
+    pthread_mutex_lock(&ctl->mu);
+    (void)kp_batcher_trigger(&ctl->b, key, kp_mono_usec());
+    pthread_mutex_unlock(&ctl->mu);
+    (void)kp_reconciler_enqueue(kp_controller_reconciler(ctl->base), KP_PROVISIONER_KEY);
+}
+
+static void on_pod(struct kp_provisioner_controller *ctl, const struct kp_entry *e)
+{
+    const struct kp_pod_view *p = kp_pod_view(e);
+
+    if (kp_podsel_provisionable(p) == KP_PODSEL_PROVISIONABLE)
+        trigger(ctl, p->e.uid);
+}
+
+static void on_pod_add(void *ctx, const struct kp_entry *e)
+{
+    on_pod(ctx, e);
+}
+
+static void on_pod_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    (void)old_e;
+    on_pod(ctx, new_e);
+}
+
+/* A Node that starts being deleted brings its pods to the next round (Karpenter's trigger on
+ * deleting nodes). */
+static void on_node_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    if (!kp_node_view(old_e)->meta.deletion_usec && kp_node_view(new_e)->meta.deletion_usec)
+        trigger(ctx, NULL);
+}
+
+/* --- one round ------------------------------------------------------------------------------- */
+
+/* What a round builds and frees; everything the scheduler borrows lives here. */
+struct round {
+    struct kp_state_snapshot *snap;
+    struct kp_store_list pods_all;      /* every pod (the pending ones are picked from it) */
+    struct kp_store_list *bound;        /* per snapshot node: its pods */
+    const struct kp_pod_view **pending; /* unbound pod views */
+    size_t n_pending;
+    const struct kp_pod_view **deleting; /* pods of nodes marked for deletion */
+    size_t n_deleting;
+    const struct kp_pod_view ***node_pods; /* per sched node: bound pod views */
+    struct kp_sched_node *nodes, *inflight;
+    size_t n_nodes, n_inflight;
+    const char **node_pid;     /* per sched node (nodes then inflight): providerID */
+    struct kp_label **lab_own; /* per in-flight node: its labels array */
+    struct kp_store_list pools_l;
+    struct kp_sched_pool *pools;
+    struct kp_instance_catalog **cats;
+    size_t n_pools;
+    struct kp_podsel_round sel;
+    struct kp_sched_plan plan;
+};
+
+static void round_done(struct round *rd)
+{
+    kp_sched_plan_done(&rd->plan);
+    kp_podsel_round_done(&rd->sel);
+    for (size_t i = 0; rd->cats && i < rd->n_pools; i++)
+        kp_instance_catalog_unref(rd->cats[i]);
+    kp_free(rd->cats);
+    kp_free(rd->pools);
+    kp_store_list_free(&rd->pools_l);
+    for (size_t i = 0; rd->node_pods && i < 2 * rd->snap->n; i++)
+        kp_free(rd->node_pods[i]);
+    kp_free(rd->node_pods);
+    if (rd->bound)
+        for (size_t i = 0; i < rd->snap->n; i++)
+            kp_store_list_free(&rd->bound[i]);
+    kp_free(rd->bound);
+    for (size_t i = 0; rd->lab_own && i < rd->n_inflight; i++)
+        kp_free(rd->lab_own[i]);
+    kp_free(rd->lab_own);
+    kp_free(rd->nodes);
+    kp_free(rd->inflight);
+    kp_free(rd->node_pid);
+    kp_free(rd->pending);
+    kp_free(rd->deleting);
+    kp_store_list_free(&rd->pods_all);
+    kp_state_snapshot_free(rd->snap);
+    memset(rd, 0, sizeof(*rd));
+}
+
+static const struct kp_pvc_view *pvc_get(void *ctx, const char *ns, const char *name)
+{
+    struct kp_provisioner_controller *ctl = ctx;
+    struct kp_entry *e = NULL, **v;
+    char key[512];
+
+    if ((size_t)snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name ? name : "") >= sizeof(key))
+        return NULL;
+    if (kp_store_get(kp_informer_store(ctl->pvcs), key, &e) < 0)
+        return NULL;
+    /* The round keeps the reference until it ends: the view must outlive the informer's. */
+    if (!(v = kp_reallocarray(ctl->pvc_refs, ctl->n_pvc_refs + 1, sizeof(*v)))) {
+        kp_entry_unref(e);
+        return NULL; /* read as a missing claim: the pod waits for the next round */
+    }
+    ctl->pvc_refs = v;
+    ctl->pvc_refs[ctl->n_pvc_refs++] = e;
+    return kp_pvc_view(e);
+}
+
+static void pvc_refs_drop(struct kp_provisioner_controller *ctl)
+{
+    for (size_t i = 0; i < ctl->n_pvc_refs; i++)
+        kp_entry_unref(ctl->pvc_refs[i]);
+    kp_free(ctl->pvc_refs);
+    ctl->pvc_refs = NULL;
+    ctl->n_pvc_refs = 0;
+}
+
+static bool node_active(const struct kp_state_node *n)
+{
+    return !(n->flags & KP_STATE_NODE_MARKED_FOR_DELETION);
+}
+
+/* The bound, resource-holding pods of store list l as views (terminal ones left out). */
+static int pod_views(const struct kp_store_list *l, const struct kp_pod_view ***ret, size_t *ret_n)
+{
+    const struct kp_pod_view **v = kp_calloc(l->n ? l->n : 1, sizeof(*v));
+    size_t n = 0;
+
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < l->n; i++)
+        if (!kp_pod_terminal(kp_pod_view(l->v[i])))
+            v[n++] = kp_pod_view(l->v[i]);
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+/* Labels of an in-flight NodeClaim: its own labels plus the single values of its requirements
+ * (Karpenter's in-flight node: NodeClaim labels and requirements). */
+static int inflight_labels(const struct kp_nodeclaim_view *nc, struct kp_labels *ret,
+                           struct kp_label **ret_own)
+{
+    struct kp_reqset rs = KP_REQSET_INIT;
+    struct kp_label *v;
+    size_t n = 0;
+    int r;
+
+    if ((r = kp_reqset_from_nodeclaim(nc, &rs)) < 0)
+        return r;
+    v = kp_calloc(nc->meta.labels.n + rs.n + 1, sizeof(*v));
+    if (!v) {
+        kp_reqset_done(&rs);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nc->meta.labels.n; i++)
+        v[n++] = nc->meta.labels.v[i];
+    for (size_t i = 0; i < rs.n; i++) {
+        const char *one = kp_req_single(&rs.v[i]);
+
+        if (!one || kp_labels_get(&nc->meta.labels, rs.v[i].key))
+            continue;
+        /* Borrow the key and value from the NodeClaim's own requirement entries, which outlive
+         * the round (the snapshot holds the entry); the set is freed below. */
+        for (size_t j = 0; j < nc->spec.requirements.n; j++) {
+            const struct kp_requirement *q = &nc->spec.requirements.v[j];
+
+            if (kp_streq(q->key, rs.v[i].key) && q->n_values == 1 && kp_streq(q->values[0], one)) {
+                v[n].key = q->key;
+                v[n].value = q->values[0];
+                n++;
+                break;
+            }
+        }
+    }
+    kp_reqset_done(&rs);
+    ret->v = v;
+    ret->n = n;
+    *ret_own = v;
+    return 0;
+}
+
+static bool pool_ready(const struct kp_nodepool_view *np)
+{
+    const struct kp_condition *c = kp_conditions_get(&np->conditions, "Ready");
+
+    return c && c->status == KP_COND_TRUE;
+}
+
+/* Steps 2 and 3: the round's pods and the scheduler's input. */
+static int round_build(struct kp_provisioner_controller *ctl, struct kp_client *c,
+                       const struct kp_ctx *cx, struct round *rd, struct kp_sched_input *in)
+{
+    const struct kp_provider *p = ctl->env->provider;
+    struct kp_podsel_pvcs pvcs = {.get = pvc_get, .ctx = ctl};
+    struct kp_podsel_input si = {0};
+    size_t nn = 0, ni = 0, total;
+    int r;
+
+    if ((r = kp_cluster_state_snapshot(ctl->cluster, &rd->snap)) < 0 ||
+        (r = kp_store_list(kp_informer_store(ctl->pods), &rd->pods_all)) < 0)
+        return r;
+    if (!(rd->pending = kp_calloc(rd->pods_all.n + 1, sizeof(*rd->pending))) ||
+        !(rd->bound = kp_calloc(rd->snap->n + 1, sizeof(*rd->bound))))
+        return -ENOMEM;
+    for (size_t i = 0; i < rd->pods_all.n; i++) {
+        const struct kp_pod_view *pv = kp_pod_view(rd->pods_all.v[i]);
+
+        if (!pv->node_name)
+            rd->pending[rd->n_pending++] = pv;
+    }
+    /* Bound pods per state node, from the pod index (never a scan per node). */
+    total = 0;
+    for (size_t i = 0; i < rd->snap->n; i++) {
+        const struct kp_state_node *sn = &rd->snap->v[i];
+
+        if (sn->node_name && (r = kp_store_by_index(kp_informer_store(ctl->pods), KP_INDEX_POD_NODE,
+                                                    sn->node_name, &rd->bound[i])) < 0)
+            return r;
+        if (!node_active(sn))
+            total += rd->bound[i].n;
+    }
+    if (!(rd->deleting = kp_calloc(total + 1, sizeof(*rd->deleting))))
+        return -ENOMEM;
+    for (size_t i = 0; i < rd->snap->n; i++)
+        if (!node_active(&rd->snap->v[i]))
+            for (size_t j = 0; j < rd->bound[i].n; j++)
+                rd->deleting[rd->n_deleting++] = kp_pod_view(rd->bound[i].v[j]);
+    si.pending = rd->pending;
+    si.n_pending = rd->n_pending;
+    si.deleting = rd->deleting;
+    si.n_deleting = rd->n_deleting;
+    si.now_usec = (int64_t)kp_core_now(ctl->env);
+    si.pvcs = &pvcs;
+    if ((r = kp_podsel_select(&si, &rd->sel)) < 0)
+        return r;
+
+    /* Existing nodes and in-flight NodeClaims. */
+    if (!(rd->nodes = kp_calloc(rd->snap->n + 1, sizeof(*rd->nodes))) ||
+        !(rd->inflight = kp_calloc(rd->snap->n + 1, sizeof(*rd->inflight))) ||
+        !(rd->node_pods = kp_calloc(2 * rd->snap->n + 1, sizeof(*rd->node_pods))) ||
+        !(rd->node_pid = kp_calloc(2 * rd->snap->n + 1, sizeof(*rd->node_pid))) ||
+        !(rd->lab_own = kp_calloc(rd->snap->n + 1, sizeof(*rd->lab_own))))
+        return -ENOMEM;
+    for (size_t i = 0; i < rd->snap->n; i++) {
+        const struct kp_state_node *sn = &rd->snap->v[i];
+        const struct kp_nodeclaim_view *nc =
+            sn->nodeclaim ? kp_nodeclaim_view(sn->nodeclaim) : NULL;
+
+        if (!node_active(sn) || sn->node_name || !nc)
+            continue;
+        rd->inflight[ni] = (struct kp_sched_node){
+            .name = nc->e.name,
+            .nodepool = sn->nodepool,
+            .initialized = false,
+            .taints = nc->spec.taints,
+            .startup_taints = nc->spec.startup_taints,
+            .allocatable = sn->allocatable,
+            .capacity = sn->capacity,
+        };
+        r = inflight_labels(nc, &rd->inflight[ni].labels, &rd->lab_own[ni]);
+        ni++; /* counted either way: round_done frees lab_own[0 .. n_inflight) */
+        rd->n_inflight = ni;
+        if (r < 0)
+            return r;
+    }
+    rd->n_inflight = ni;
+    for (size_t i = 0; i < rd->snap->n; i++) {
+        const struct kp_state_node *sn = &rd->snap->v[i];
+        const struct kp_node_view *nv = sn->node ? kp_node_view(sn->node) : NULL;
+        const struct kp_nodeclaim_view *nc =
+            sn->nodeclaim ? kp_nodeclaim_view(sn->nodeclaim) : NULL;
+        size_t n_pods = 0;
+
+        if (!node_active(sn) || !nv)
+            continue;
+        if ((r = pod_views(&rd->bound[i], &rd->node_pods[nn], &n_pods)) < 0)
+            return r;
+        rd->nodes[nn] = (struct kp_sched_node){
+            .name = nv->e.name,
+            .nodepool = sn->nodepool,
+            .initialized = (sn->flags & KP_STATE_NODE_INITIALIZED) != 0,
+            .labels = nv->meta.labels,
+            .taints = nv->taints,
+            .allocatable = sn->allocatable,
+            .capacity = sn->capacity,
+            .pods = rd->node_pods[nn],
+            .n_pods = n_pods,
+        };
+        if (nc)
+            rd->nodes[nn].startup_taints = nc->spec.startup_taints;
+        rd->node_pid[nn] = sn->provider_id;
+        nn++;
+    }
+    rd->n_nodes = nn;
+    /* In-flight entries follow the nodes in the plan's index space; their providerIDs too. */
+    for (size_t i = 0, k = 0; i < rd->snap->n && k < ni; i++) {
+        const struct kp_state_node *sn = &rd->snap->v[i];
+
+        if (node_active(sn) && !sn->node_name && sn->nodeclaim)
+            rd->node_pid[nn + k++] = sn->provider_id;
+    }
+
+    /* NodePools: Ready, not being deleted, of this provider, with their catalogs. */
+    if ((r = kp_store_list(kp_informer_store(ctl->nodepools), &rd->pools_l)) < 0)
+        return r;
+    if (!(rd->pools = kp_calloc(rd->pools_l.n + 1, sizeof(*rd->pools))) ||
+        !(rd->cats = kp_calloc(rd->pools_l.n + 1, sizeof(*rd->cats))))
+        return -ENOMEM;
+    for (size_t i = 0; i < rd->pools_l.n; i++) {
+        const struct kp_nodepool_view *np = kp_nodepool_view(rd->pools_l.v[i]);
+        struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+        struct kp_instance_catalog *cat = NULL;
+
+        if (np->meta.deletion_usec || np->replicas >= 0 || !pool_ready(np) ||
+            !kp_provider_supports(p, &np->tmpl.node_class_ref))
+            continue;
+        r = p->ops->get_instance_types(p->self, cx, c, np, &cat, &err);
+        if (r < 0) {
+            kp_log_warn_errno(r, "no instance types for nodepool", KP_LF("nodepool", np->e.name),
+                              KP_LF("detail", err.message ? err.message : ""));
+            kp_provider_err_done(&err);
+            continue; /* the other pools still provision */
+        }
+        kp_provider_err_done(&err);
+        rd->cats[rd->n_pools] = cat;
+        rd->pools[rd->n_pools] = (struct kp_sched_pool){
+            .np = np, .types = cat ? cat->v : NULL, .n_types = cat ? cat->n : 0};
+        rd->n_pools++;
+    }
+    *in = (struct kp_sched_input){
+        .pods = (const struct kp_pod_view *const *)rd->sel.pods,
+        .n_pods = rd->sel.n_pods,
+        .nodes = rd->nodes,
+        .n_nodes = rd->n_nodes,
+        .inflight = rd->inflight,
+        .n_inflight = rd->n_inflight,
+        .pools = rd->pools,
+        .n_pools = rd->n_pools,
+    };
+    return 0;
+}
+
+static void remember_created(struct kp_provisioner_controller *ctl, const char *name)
+{
+    char **v = kp_reallocarray(ctl->created, ctl->n_created + 1, sizeof(*v));
+    char *copy = kp_strdup(name);
+
+    if (!v || !copy) { /* forgetting only makes the next round less careful, never wrong */
+        kp_free(copy);
+        if (v)
+            ctl->created = v;
+        return;
+    }
+    ctl->created = v;
+    ctl->created[ctl->n_created++] = copy;
+    ctl->created_at = kp_mono_usec();
+}
+
+/* Whether every NodeClaim the last round created is in the cache (or waited for long enough);
+ * forgets them once they are. */
+static bool created_seen(struct kp_provisioner_controller *ctl)
+{
+    for (size_t i = 0; i < ctl->n_created; i++) {
+        struct kp_entry *e = NULL;
+        int r = kp_store_get(kp_informer_store(ctl->nodeclaims), ctl->created[i], &e);
+
+        kp_entry_unref(e);
+        if (r == -ENOENT && kp_mono_usec() - ctl->created_at < CREATED_WAIT_USEC)
+            return false;
+    }
+    for (size_t i = 0; i < ctl->n_created; i++)
+        kp_free(ctl->created[i]);
+    kp_free(ctl->created);
+    ctl->created = NULL;
+    ctl->n_created = 0;
+    return true;
+}
+
+/* Creates the NodeClaim of plan claim k; its name in ret_name (owned). */
+static int create_claim(struct kp_provisioner_controller *ctl, struct kp_client *c,
+                        const struct kp_sched_input *in, const struct kp_sched_claim *sc,
+                        char **ret_name)
+{
+    const struct kp_nodepool_view *np = in->pools[sc->pool].np;
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *obj = NULL, *got = NULL;
+    const char *name = NULL;
+    int r;
+
+    if ((r = kp_provisioner_nodeclaim(np, sc, &obj)) < 0)
+        return r;
+    r = kp_client_create(c, &KP_RES_NODECLAIM, NULL, obj, &got, &e);
+    if (r < 0) {
+        kp_log_error_errno(r, "could not launch nodeclaim", KP_LF("nodepool", np->e.name),
+                           KP_LF("detail", e.message ? e.message : ""));
+        goto out;
+    }
+    if (kp_json_path_str(got, "metadata.name", &name) < 0 || !name ||
+        !(*ret_name = kp_strdup(name))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    kp_log_info("created nodeclaim", KP_LF("NodePool", np->e.name), KP_LF("NodeClaim", name),
+                KP_LF("pods", (int64_t)sc->n_pods), KP_LF("instance-types", (int64_t)sc->n_types),
+                KP_LF("cheapest", sc->n_types ? sc->types[0]->name : ""));
+    kp_core_count(
+        ctl->env->observer, KP_CM_NODECLAIMS_CREATED,
+        KP_CM_LABELS("provisioned", np->e.name, sc->min_values_relaxed ? "true" : "false"));
+out:
+    kp_error_done(&e);
+    kp_json_unref(got);
+    kp_json_unref(obj);
+    return r;
+}
+
+/* Step 4: acts on the plan. Returns how many pods are left pending (refused, failed, or on a
+ * NodeClaim that could not be created). */
+static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client *c,
+                        struct round *rd, const struct kp_sched_input *in)
+{
+    const struct kp_sched_plan *plan = &rd->plan;
+    char **names = kp_calloc(plan->n_claims + 1, sizeof(*names));
+    int64_t now = (int64_t)kp_core_now(ctl->env);
+    size_t left = 0;
+    char note[NOTE_MAX];
+
+    for (size_t i = 0; i < rd->sel.n_refused; i++) {
+        const struct kp_podsel_refused *f = &rd->sel.refused[i];
+
+        left++;
+        if (kp_podsel_verdict_has_event(f->verdict)) {
+            (void)snprintf(note, sizeof(note), KP_PODSEL_EVENT_PREFIX "%s",
+                           f->message ? f->message : "the pod is not valid");
+            pod_event(ctl, f->pod, KP_EVENT_WARNING, KP_PROVISIONER_EVENT_FAILED, note);
+        }
+    }
+    for (size_t k = 0; k < plan->n_claims; k++) {
+        int r = names ? create_claim(ctl, c, in, &plan->claims[k], &names[k]) : -ENOMEM;
+
+        if (r == 0)
+            remember_created(ctl, names[k]);
+    }
+    for (size_t i = 0; i < plan->n_pods && i < in->n_pods; i++) {
+        const struct kp_sched_result *res = &plan->pods[i];
+        const struct kp_pod_view *pv = in->pods[i];
+
+        switch (res->where) {
+        case KP_SCHED_FAILED:
+            left++;
+            (void)snprintf(note, sizeof(note), KP_PODSEL_EVENT_PREFIX "%s",
+                           res->error ? res->error : "no placement");
+            pod_event(ctl, pv, KP_EVENT_WARNING, KP_PROVISIONER_EVENT_FAILED, note);
+            kp_log_debug("could not schedule pod", KP_LF("Pod", pv->e.name),
+                         KP_LF("error", res->error ? res->error : ""));
+            break;
+        case KP_SCHED_NODE: {
+            bool existing = res->index < in->n_nodes;
+            const struct kp_sched_node *n =
+                existing ? &in->nodes[res->index] : &in->inflight[res->index - in->n_nodes];
+            const char *pid = rd->node_pid[res->index];
+
+            if (pid && kp_cluster_state_nominate(ctl->cluster, pid,
+                                                 now + KP_PROVISIONER_NOMINATION_USEC) < 0)
+                kp_log_debug("nominated node is gone from cluster state", KP_LF("node", n->name));
+            (void)snprintf(note, sizeof(note), "Pod should schedule on: %s/%s",
+                           existing ? "node" : "nodeclaim", n->name);
+            pod_event(ctl, pv, KP_EVENT_NORMAL, KP_PROVISIONER_EVENT_NOMINATED, note);
+            if (!existing)
+                left++; /* still pending until its NodeClaim's Node is there */
+            break;
+        }
+        case KP_SCHED_CLAIM:
+            left++;
+            if (!names || res->index >= plan->n_claims || !names[res->index])
+                break; /* its NodeClaim was not created: the next round tries again */
+            (void)snprintf(note, sizeof(note), "Pod should schedule on: nodeclaim/%s",
+                           names[res->index]);
+            pod_event(ctl, pv, KP_EVENT_NORMAL, KP_PROVISIONER_EVENT_NOMINATED, note);
+            break;
+        }
+    }
+    for (size_t k = 0; names && k < plan->n_claims; k++)
+        kp_free(names[k]);
+    kp_free(names);
+    return left;
+}
+
+static int run_round(struct kp_provisioner_controller *ctl, struct kp_client *c,
+                     const struct kp_ctx *cx, size_t *ret_left)
+{
+    struct round rd = {0};
+    struct kp_sched_input in = {0};
+    uint64_t t0 = kp_mono_usec();
+    int r;
+
+    *ret_left = 0;
+    if ((r = round_build(ctl, c, cx, &rd, &in)) < 0)
+        goto out;
+    if (in.n_pods == 0 && rd.sel.n_refused == 0)
+        goto out;
+    if ((r = kp_sched_solve(&in, &rd.plan)) < 0) {
+        kp_log_error_errno(r, "scheduling simulation failed", KP_LF("pods", (int64_t)in.n_pods));
+        goto out;
+    }
+    *ret_left = round_act(ctl, c, &rd, &in);
+    if (rd.plan.n_claims > 0) /* Karpenter's line; a round that only waits says nothing */
+        kp_log_info("computed new nodeclaim(s) to fit pod(s)",
+                    KP_LF("nodeclaims", (int64_t)rd.plan.n_claims),
+                    KP_LF("pods", (int64_t)in.n_pods),
+                    KP_LF("duration_ms", (int64_t)((kp_mono_usec() - t0) / 1000)));
+out:
+    round_done(&rd);
+    pvc_refs_drop(ctl);
+    return r;
+}
+
+static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                     uint64_t *ret_requeue)
+{
+    struct kp_provisioner_controller *ctl = ctx;
+    uint64_t now = kp_mono_usec();
+    enum kp_batch_state st;
+    size_t left = 0;
+    int r;
+
+    (void)key;
+    pthread_mutex_lock(&ctl->mu);
+    if (ctl->retry_at && now >= ctl->retry_at) {
+        ctl->retry_at = 0;
+        (void)kp_batcher_trigger(&ctl->b, NULL, now);
+    }
+    st = kp_batcher_wait_begin(&ctl->b, now);
+    if (st != KP_BATCH_OPEN) {
+        pthread_mutex_unlock(&ctl->mu);
+        return 0; /* nothing triggered: the next trigger (or retry) enqueues the key */
+    }
+    if (!kp_batcher_due(&ctl->b, now)) {
+        uint64_t d = kp_batcher_deadline(&ctl->b);
+
+        pthread_mutex_unlock(&ctl->mu);
+        *ret_requeue = d > now ? d - now : 1;
+        return 0;
+    }
+    (void)kp_batcher_close(&ctl->b);
+    pthread_mutex_unlock(&ctl->mu);
+
+    if (!kp_cluster_state_synced(ctl->cluster) || !created_seen(ctl)) {
+        trigger(ctl, NULL); /* the batch is not lost: it opens again */
+        *ret_requeue = SYNC_WAIT_USEC;
+        return 0;
+    }
+    r = run_round(ctl, c, cx, &left);
+    if (r < 0 || left > 0) {
+        /* Pods still pending are looked at again even when no event comes. */
+        pthread_mutex_lock(&ctl->mu);
+        ctl->retry_at = kp_mono_usec() + KP_PROVISIONER_RETRY_USEC;
+        pthread_mutex_unlock(&ctl->mu);
+        *ret_requeue = KP_PROVISIONER_RETRY_USEC;
+    }
+    return r;
+}
+
+int kp_provisioner_controller_new(const struct kp_core_env *env,
+                                  struct kp_provisioner_controller **ret)
+{
+    struct kp_provisioner_controller *ctl = NULL;
+    struct kp_controller_opts co = {0};
+    int r;
+
+    if (!env || !env->client || !env->informers || !env->provider || !env->cluster || !ret)
+        return -EINVAL;
+    if (!(ctl = kp_calloc(1, sizeof(*ctl))))
+        return -ENOMEM;
+    if ((r = pthread_mutex_init(&ctl->mu, NULL)) != 0) {
+        kp_free(ctl);
+        return -r;
+    }
+    kp_batcher_init(&ctl->b, 0, 0);
+    ctl->env = env;
+    ctl->cluster = env->cluster;
+    if ((r = kp_informers_pods(env->informers, &ctl->pods)) < 0 ||
+        (r = kp_informers_nodes(env->informers, &ctl->nodes)) < 0 ||
+        (r = kp_informers_nodeclaims(env->informers, &ctl->nodeclaims)) < 0 ||
+        (r = kp_informers_nodepools(env->informers, &ctl->nodepools)) < 0 ||
+        (r = kp_informers_pvcs(env->informers, &ctl->pvcs)) < 0)
+        goto out;
+    co.name = "provisioner";
+    co.group = "";
+    co.kind = "Pod";
+    co.client = env->client;
+    co.reconcile = reconcile;
+    co.ctx = ctl;
+    co.workers = 1; /* one key */
+    co.parent = env->parent;
+    co.events = env->events;
+    if ((r = kp_controller_new(&co, &ctl->base)) < 0 ||
+        (r = kp_controller_add_index(ctl->base, ctl->pods, KP_INDEX_POD_NODE, kp_index_pod_node)) <
+            0 ||
+        (r = kp_controller_watch(ctl->base, ctl->pods,
+                                 &(struct kp_informer_handler){.on_add = on_pod_add,
+                                                               .on_update = on_pod_update,
+                                                               .ctx = ctl})) < 0 ||
+        (r = kp_controller_watch(
+             ctl->base, ctl->nodes,
+             &(struct kp_informer_handler){.on_update = on_node_update, .ctx = ctl})) < 0 ||
+        (r = kp_controller_read(ctl->base, ctl->nodeclaims)) < 0 ||
+        (r = kp_controller_read(ctl->base, ctl->nodepools)) < 0 ||
+        (r = kp_controller_read(ctl->base, ctl->pvcs)) < 0)
+        goto out;
+    *ret = ctl;
+    ctl = NULL;
+out:
+    kp_provisioner_controller_free(ctl);
+    return r;
+}
+
+int kp_provisioner_controller_start(struct kp_provisioner_controller *ctl)
+{
+    int r = kp_controller_start(ctl->base);
+
+    if (r < 0)
+        return r;
+    /* Pods pending before this start were seen by the informer's first list (their add
+     * events triggered); a round with nothing to do ends at once. */
+    trigger(ctl, NULL);
+    return 0;
+}
+
+void kp_provisioner_controller_stop(struct kp_provisioner_controller *ctl)
+{
+    if (ctl)
+        kp_controller_stop(ctl->base);
+}
+
+bool kp_provisioner_controller_ready(struct kp_provisioner_controller *ctl)
+{
+    return ctl && kp_controller_ready(ctl->base);
+}
+
+struct kp_provisioner_controller *
+kp_provisioner_controller_free(struct kp_provisioner_controller *ctl)
+{
+    if (!ctl)
+        return NULL;
+    kp_controller_free(ctl->base);
+    for (size_t i = 0; i < ctl->n_created; i++)
+        kp_free(ctl->created[i]);
+    kp_free(ctl->created);
+    pvc_refs_drop(ctl);
+    kp_batcher_done(&ctl->b);
+    pthread_mutex_destroy(&ctl->mu);
+    kp_free(ctl);
+    return NULL;
+}
