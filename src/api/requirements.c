@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -320,23 +321,10 @@ static int req_copy(const struct kp_req *a, struct kp_req *ret)
 /* The index of key in s, or where it would go (*found false). */
 static size_t find(const struct kp_reqset *s, const char *key, bool *found)
 {
-    size_t lo = 0, hi = s->n;
+    size_t pos;
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(s->v[mid].key, key);
-
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *found = false;
-    return lo;
+    *found = kp_sorted_find(s->v, s->n, sizeof(*s->v), offsetof(struct kp_req, key), key, &pos);
+    return pos;
 }
 
 const struct kp_req *kp_reqset_get(const struct kp_reqset *s, const char *key)

@@ -395,3 +395,29 @@ void kp_strv_done(struct kp_strv *sv)
     sv->n = 0;
     sv->cap = 0;
 }
+
+bool kp_sorted_find(const void *base, size_t n, size_t size, size_t key_off, const char *key,
+                    size_t *ret_pos)
+{
+    const unsigned char *b = base;
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *k;
+        int c;
+
+        memcpy(&k, b + mid * size + key_off, sizeof(k));
+        c = strcmp(k, key);
+        if (c == 0) {
+            *ret_pos = mid;
+            return true;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *ret_pos = lo;
+    return false;
+}

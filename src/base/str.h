@@ -74,4 +74,10 @@ bool kp_strv_contains(const struct kp_strv *sv, const char *s);
 /* Frees every entry and the vector; the strv is empty afterwards. */
 void kp_strv_done(struct kp_strv *sv);
 
+/* Binary search in base[0..n), elements of size bytes sorted by strcmp on the const char *
+ * member at byte offset key_off (offsetof): true with its index in *ret_pos when key is there,
+ * else false with the index it would be inserted at. */
+bool kp_sorted_find(const void *base, size_t n, size_t size, size_t key_off, const char *key,
+                    size_t *ret_pos) KP_NONNULL(5, 6);
+
 #endif

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -893,6 +894,34 @@ static int torture_utf8_scrub(void)
     return 0;
 }
 
+/* kp_sorted_find over structs keyed by a string member: hits, and every insertion point. */
+static void test_sorted_find(void **state)
+{
+    struct item {
+        int pad;
+        const char *name;
+    } v[] = {{1, "b"}, {2, "d"}, {3, "f"}};
+    size_t pos = 99;
+
+    (void)state;
+    assert_true(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "d", &pos));
+    assert_int_equal(pos, 1);
+    assert_true(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "b", &pos));
+    assert_int_equal(pos, 0);
+    assert_true(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "f", &pos));
+    assert_int_equal(pos, 2);
+    assert_false(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "a", &pos));
+    assert_int_equal(pos, 0);
+    assert_false(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "c", &pos));
+    assert_int_equal(pos, 1);
+    assert_false(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "e", &pos));
+    assert_int_equal(pos, 2);
+    assert_false(kp_sorted_find(v, 3, sizeof(v[0]), offsetof(struct item, name), "g", &pos));
+    assert_int_equal(pos, 3);
+    assert_false(kp_sorted_find(NULL, 0, sizeof(v[0]), offsetof(struct item, name), "a", &pos));
+    assert_int_equal(pos, 0);
+}
+
 int main(int argc, char **argv)
 {
     static const struct CMUnitTest tests[] = {
@@ -919,6 +948,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_strv_consume_enomem),
         cmocka_unit_test(test_utf8_len),
         cmocka_unit_test(test_utf8_scrub),
+        cmocka_unit_test(test_sorted_find),
     };
     static const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_strjoin), KP_TORTURE(torture_strset),     KP_TORTURE(torture_strdup),

@@ -37,6 +37,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -61,23 +62,8 @@ static int64_t sat_add(int64_t a, int64_t b)
 
 static bool rv_pos(const struct kp_sched_rv *r, const char *name, size_t *ret_pos)
 {
-    size_t lo = 0, hi = r->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(r->v[mid].name, name);
-
-        if (c == 0) {
-            *ret_pos = mid;
-            return true;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *ret_pos = lo;
-    return false;
+    return kp_sorted_find(r->v, r->n, sizeof(*r->v), offsetof(struct kp_sched_res, name), name,
+                          ret_pos);
 }
 
 static int64_t rv_get(const struct kp_sched_rv *r, const char *name)

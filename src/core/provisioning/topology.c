@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -37,23 +38,8 @@
 
 static bool group_dom_pos(const struct kp_sched_group *g, const char *name, size_t *ret_pos)
 {
-    size_t lo = 0, hi = g->n_d;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(g->d[mid].name, name);
-
-        if (c == 0) {
-            *ret_pos = mid;
-            return true;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    *ret_pos = lo;
-    return false;
+    return kp_sorted_find(g->d, g->n_d, sizeof(*g->d), offsetof(struct kp_sched_domain, name), name,
+                          ret_pos);
 }
 
 static const struct kp_sched_domain *group_find(const struct kp_sched_group *g, const char *name)
