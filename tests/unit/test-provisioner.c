@@ -111,7 +111,10 @@ static void test_template(void **state)
         str_at(o, KP_JSON_PATH("metadata", "labels", "karpenter.kpssh.dev/sshnodeclass")),
         "rack-a");
     assert_string_equal(str_at(o, KP_JSON_PATH("metadata", "labels", "example.com/rack")), "r7");
-    assert_null(str_at(o, KP_JSON_PATH("metadata", "labels", "example.com/region")));
+    /* a finite set pins its first value (deterministic); a complement pins none */
+    assert_string_equal(str_at(o, KP_JSON_PATH("metadata", "labels", "example.com/region")), "eu");
+    assert_null(str_at(o, KP_JSON_PATH("metadata", "labels", "example.com/gen")));
+    assert_null(str_at(o, KP_JSON_PATH("metadata", "labels", "example.com/any")));
     assert_null(str_at(o, KP_JSON_PATH("metadata", "labels", KP_LABEL_ZONE))); /* well-known */
     assert_null(str_at(o, KP_JSON_PATH("metadata", "labels", KP_CORE_LABEL_REGISTERED)));
     /* annotations */
@@ -142,14 +145,15 @@ static void test_template(void **state)
                                               "\"web\",\"effect\":\"NoSchedule\"}]"));
     assert_non_null(strstr(kp_buf_str(&dump), "\"startupTaints\":[{\"key\":"
                                               "\"example.com/agent\",\"effect\":\"NoExecute\"}]"));
-    /* requirements: In with minValues, NotIn, Gt from the bound, Exists; no simulation key */
+    /* requirements: In with minValues, NotIn, the bound as Gte (Gt 3 is Gte 4), Exists; no
+     * simulation key */
     assert_non_null(e = req_of(o, KP_LABEL_INSTANCE_TYPE, "In"));
     assert_int_equal(kp_json_get_int(e, "minValues", &mv), 0);
     assert_int_equal(mv, 2);
     assert_non_null(req_of(o, KP_LABEL_ARCH, "NotIn"));
-    assert_non_null(e = req_of(o, "example.com/gen", "Gt"));
-    assert_non_null(strstr(kp_buf_str(&dump), "\"key\":\"example.com/gen\",\"operator\":\"Gt\","
-                                              "\"values\":[\"3\"]"));
+    assert_non_null(e = req_of(o, "example.com/gen", "Gte"));
+    assert_non_null(strstr(kp_buf_str(&dump), "\"key\":\"example.com/gen\",\"operator\":\"Gte\","
+                                              "\"values\":[\"4\"]"));
     assert_non_null(req_of(o, "example.com/any", "Exists"));
     assert_null(req_of(o, KP_CORE_LABEL_REGISTERED, "In"));
 

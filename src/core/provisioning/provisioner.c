@@ -10,9 +10,9 @@
  * enqueue brings the key back once the round is done (the queue merges it while processing).
  *
  * A round, from caches only (no list of the API server):
- *   1. waits for the cluster state to be synced and for every NodeClaim the last round created
- *      to be in the NodeClaim cache (else the next round would not see them in flight and
- *      would provision their pods again);
+ *   1. waits for the cluster state to be synced and for every NodeClaim earlier rounds
+ *      created to be in the state's snapshot (else this round would not see them in flight
+ *      and would provision their pods again; the snapshot, not the cache, is what counts);
  *   2. selects the pods (kp_podsel_select): the unbound pods of the Pod cache, then the pods
  *      bound to state nodes marked for deletion; refused pods get FailedScheduling;
  *   3. builds the scheduler's input from one cluster-state snapshot: state nodes with a Node
@@ -173,13 +173,15 @@ static int requirements_json(const struct kp_reqset *s, json_t **ret)
         if (q->n_values || (!q->has_min && !q->has_max))
             r = req_entry(arr, q->key, q->n_values ? "NotIn" : "Exists", q->n_values ? vals : NULL,
                           q->n_values, NULL, q->min_values);
+        /* The set keeps inclusive bounds; Gte/Lte say them as they are (Gt min-1 would
+         * write -1 for Gte 0, which the CRD refuses, and max+1 could overflow). */
         if (r >= 0 && q->has_min) {
-            (void)snprintf(bound, sizeof(bound), "%lld", (long long)q->min - 1);
-            r = req_entry(arr, q->key, "Gt", NULL, 0, bound, q->n_values ? 0 : q->min_values);
+            (void)snprintf(bound, sizeof(bound), "%lld", (long long)q->min);
+            r = req_entry(arr, q->key, "Gte", NULL, 0, bound, q->n_values ? 0 : q->min_values);
         }
         if (r >= 0 && q->has_max) {
-            (void)snprintf(bound, sizeof(bound), "%lld", (long long)q->max + 1);
-            r = req_entry(arr, q->key, "Lt", NULL, 0, bound,
+            (void)snprintf(bound, sizeof(bound), "%lld", (long long)q->max);
+            r = req_entry(arr, q->key, "Lte", NULL, 0, bound,
                           q->n_values || q->has_min ? 0 : q->min_values);
         }
     }
@@ -230,6 +232,8 @@ int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_
     json_t *o = NULL, *v = NULL, *owners = NULL, *owner = NULL;
     int r;
 
+    if (!np->e.uid || !*np->e.uid)
+        return -EINVAL; /* an ownerReference needs the NodePool's uid */
     if ((r = kp_json_patch_new(&o)) < 0)
         return r;
     (void)snprintf(gen, sizeof(gen), "%s-", np->e.name);
@@ -241,7 +245,9 @@ int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_
     for (size_t i = 0; i < c->reqs.n && r >= 0; i++) {
         const struct kp_req *q = &c->reqs.v[i];
 
-        if (!q->complement && q->n_values == 1 && !well_known(q->key) && !simulation_key(q->key) &&
+        /* Karpenter stamps any value of the set; the first of the sorted values is ours, so the
+         * same plan gives the same NodeClaim. A complement (NotIn, Exists, bounds) pins none. */
+        if (!q->complement && q->n_values >= 1 && !well_known(q->key) && !simulation_key(q->key) &&
             !kp_streq(q->key, KP_LABEL_HOSTNAME) && !kp_startswith(q->key, "karpenter.sh/"))
             r = kp_json_patch_set_str(o, KP_JSON_PATH("metadata", "labels", q->key), q->values[0]);
     }
@@ -277,7 +283,7 @@ int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_
     if ((r = kp_json_patch_set_str(owner, KP_JSON_PATH("apiVersion"), "karpenter.sh/v1")) < 0 ||
         (r = kp_json_patch_set_str(owner, KP_JSON_PATH("kind"), "NodePool")) < 0 ||
         (r = kp_json_patch_set_str(owner, KP_JSON_PATH("name"), np->e.name)) < 0 ||
-        (r = kp_json_patch_set_str(owner, KP_JSON_PATH("uid"), np->e.uid ? np->e.uid : "")) < 0 ||
+        (r = kp_json_patch_set_str(owner, KP_JSON_PATH("uid"), np->e.uid)) < 0 ||
         (r = kp_json_patch_set_bool(owner, KP_JSON_PATH("blockOwnerDeletion"), true)) < 0 ||
         (r = kp_json_array_append_steal(owners, owner)) < 0)
         goto out;
@@ -550,7 +556,11 @@ static bool pool_ready(const struct kp_nodepool_view *np)
     return c && c->status == KP_COND_TRUE;
 }
 
-/* Steps 2 and 3: the round's pods and the scheduler's input. */
+static bool created_known(struct kp_provisioner_controller *ctl,
+                          const struct kp_state_snapshot *snap);
+
+/* Steps 2 and 3: the round's pods and the scheduler's input. -EAGAIN: a NodeClaim an earlier
+ * round created is not in the snapshot yet (the round must wait for it). */
 static int round_build(struct kp_provisioner_controller *ctl, struct kp_client *c,
                        const struct kp_ctx *cx, struct round *rd, struct kp_sched_input *in)
 {
@@ -560,8 +570,11 @@ static int round_build(struct kp_provisioner_controller *ctl, struct kp_client *
     size_t nn = 0, ni = 0, total;
     int r;
 
-    if ((r = kp_cluster_state_snapshot(ctl->cluster, &rd->snap)) < 0 ||
-        (r = kp_store_list(kp_informer_store(ctl->pods), &rd->pods_all)) < 0)
+    if ((r = kp_cluster_state_snapshot(ctl->cluster, &rd->snap)) < 0)
+        return r;
+    if (!created_known(ctl, rd->snap))
+        return -EAGAIN; /* the round waits for them */
+    if ((r = kp_store_list(kp_informer_store(ctl->pods), &rd->pods_all)) < 0)
         return r;
     if (!(rd->pending = kp_calloc(rd->pods_all.n + 1, sizeof(*rd->pending))) ||
         !(rd->bound = kp_calloc(rd->snap->n + 1, sizeof(*rd->bound))))
@@ -720,23 +733,46 @@ static void remember_created(struct kp_provisioner_controller *ctl, const char *
     ctl->created_at = kp_mono_usec();
 }
 
-/* Whether every NodeClaim the last round created is in the cache (or waited for long enough);
- * forgets them once they are. */
-static bool created_seen(struct kp_provisioner_controller *ctl)
+static void created_forget(struct kp_provisioner_controller *ctl, size_t i)
 {
-    for (size_t i = 0; i < ctl->n_created; i++) {
+    kp_free(ctl->created[i]);
+    ctl->created[i] = ctl->created[--ctl->n_created];
+}
+
+/* Whether every NodeClaim earlier rounds created is in the cluster state snapshot snap, so this
+ * round counts it in flight; forgets the ones that are. One the cache does not hold is waited
+ * for CREATED_WAIT_USEC after its creation (the watch may trail the create), then forgotten
+ * (deleted since). One without a providerID is still launching: the state does not hold it
+ * yet (Karpenter's Synced() waits for it too). Checking the snapshot itself, not the cache,
+ * closes the gap between an informer's store update and the state's handler. */
+static bool created_known(struct kp_provisioner_controller *ctl,
+                          const struct kp_state_snapshot *snap)
+{
+    for (size_t i = 0; i < ctl->n_created;) {
         struct kp_entry *e = NULL;
+        bool in_snap = false;
         int r = kp_store_get(kp_informer_store(ctl->nodeclaims), ctl->created[i], &e);
 
-        kp_entry_unref(e);
-        if (r == -ENOENT && kp_mono_usec() - ctl->created_at < CREATED_WAIT_USEC)
+        if (r == -ENOENT) {
+            if (kp_mono_usec() - ctl->created_at < CREATED_WAIT_USEC)
+                return false;
+            created_forget(ctl, i);
+            continue;
+        }
+        if (r < 0)
             return false;
+        if (!kp_nodeclaim_view(e)->provider_id) {
+            kp_entry_unref(e);
+            return false;
+        }
+        kp_entry_unref(e);
+        for (size_t j = 0; j < snap->n && !in_snap; j++)
+            in_snap =
+                snap->v[j].nodeclaim_name && kp_streq(snap->v[j].nodeclaim_name, ctl->created[i]);
+        if (!in_snap)
+            return false;
+        created_forget(ctl, i);
     }
-    for (size_t i = 0; i < ctl->n_created; i++)
-        kp_free(ctl->created[i]);
-    kp_free(ctl->created);
-    ctl->created = NULL;
-    ctl->n_created = 0;
     return true;
 }
 
@@ -780,7 +816,7 @@ out:
 /* Step 4: acts on the plan. Returns how many pods are left pending (refused, failed, or on a
  * NodeClaim that could not be created). */
 static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client *c,
-                        struct round *rd, const struct kp_sched_input *in)
+                        const struct kp_ctx *cx, struct round *rd, const struct kp_sched_input *in)
 {
     const struct kp_sched_plan *plan = &rd->plan;
     char **names = kp_calloc(plan->n_claims + 1, sizeof(*names));
@@ -799,7 +835,13 @@ static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client 
         }
     }
     for (size_t k = 0; k < plan->n_claims; k++) {
-        int r = names ? create_claim(ctl, c, in, &plan->claims[k], &names[k]) : -ENOMEM;
+        int r;
+
+        /* A replica that lost its Lease, or is stopping, writes nothing more: the next leader
+         * plans again from what exists. */
+        if (kp_ctx_err(cx) < 0)
+            break;
+        r = names ? create_claim(ctl, c, in, &plan->claims[k], &names[k]) : -ENOMEM;
 
         if (r == 0)
             remember_created(ctl, names[k]);
@@ -818,6 +860,10 @@ static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client 
                          KP_LF("error", res->error ? res->error : ""));
             break;
         case KP_SCHED_NODE: {
+            if (res->index >= in->n_nodes + in->n_inflight) {
+                left++;
+                break;
+            }
             bool existing = res->index < in->n_nodes;
             const struct kp_sched_node *n =
                 existing ? &in->nodes[res->index] : &in->inflight[res->index - in->n_nodes];
@@ -866,7 +912,7 @@ static int run_round(struct kp_provisioner_controller *ctl, struct kp_client *c,
         kp_log_error_errno(r, "scheduling simulation failed", KP_LF("pods", (int64_t)in.n_pods));
         goto out;
     }
-    *ret_left = round_act(ctl, c, &rd, &in);
+    *ret_left = round_act(ctl, c, cx, &rd, &in);
     if (rd.plan.n_claims > 0) /* Karpenter's line; a round that only waits says nothing */
         kp_log_info("computed new nodeclaim(s) to fit pod(s)",
                     KP_LF("nodeclaims", (int64_t)rd.plan.n_claims),
@@ -895,8 +941,12 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     }
     st = kp_batcher_wait_begin(&ctl->b, now);
     if (st != KP_BATCH_OPEN) {
+        /* Nothing triggered: the next trigger enqueues the key; a retry due later brings it
+         * back then (whatever else brought it back sooner). */
+        if (ctl->retry_at > now)
+            *ret_requeue = ctl->retry_at - now;
         pthread_mutex_unlock(&ctl->mu);
-        return 0; /* nothing triggered: the next trigger (or retry) enqueues the key */
+        return 0;
     }
     if (!kp_batcher_due(&ctl->b, now)) {
         uint64_t d = kp_batcher_deadline(&ctl->b);
@@ -908,12 +958,13 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     (void)kp_batcher_close(&ctl->b);
     pthread_mutex_unlock(&ctl->mu);
 
-    if (!kp_cluster_state_synced(ctl->cluster) || !created_seen(ctl)) {
+    if (!kp_cluster_state_synced(ctl->cluster) || (r = run_round(ctl, c, cx, &left)) == -EAGAIN) {
         trigger(ctl, NULL); /* the batch is not lost: it opens again */
         *ret_requeue = SYNC_WAIT_USEC;
         return 0;
     }
-    r = run_round(ctl, c, cx, &left);
+    if (r < 0) /* logged; tried again with the pending pods, not with the key's backoff */
+        kp_log_error_errno(r, "provisioning round failed");
     if (r < 0 || left > 0) {
         /* Pods still pending are looked at again even when no event comes. */
         pthread_mutex_lock(&ctl->mu);
@@ -921,7 +972,7 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         pthread_mutex_unlock(&ctl->mu);
         *ret_requeue = KP_PROVISIONER_RETRY_USEC;
     }
-    return r;
+    return 0;
 }
 
 int kp_provisioner_controller_new(const struct kp_core_env *env,

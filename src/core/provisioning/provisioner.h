@@ -48,11 +48,12 @@ typedef struct json_t json_t;
 
 /* The NodeClaim object for one planned claim of NodePool np (Karpenter's NodeClaimTemplate
  * ToNodeClaim): generateName "<pool>-"; labels: the template's, karpenter.sh/nodepool, the node
- * class label, and the custom labels the requirements pin to one value (a key that is not
- * well-known, In with exactly one value); annotations: the template's, the NodePool hash and
- * its version, min-values-relaxed when set; an ownerReference to the NodePool; spec: the
- * narrowed requirements (with minValues), the planned requests, the template's taints, startup
- * taints, nodeClassRef, expireAfter and terminationGracePeriod. Pure. 0 or -ENOMEM. */
+ * class label, and the custom labels the requirements pin (a key that is not well-known with a
+ * finite set of values gets the first of them); annotations: the template's, the NodePool hash
+ * and its version, min-values-relaxed when set; an ownerReference to the NodePool; spec: the
+ * narrowed requirements (with minValues; bounds as Gte/Lte), the planned requests, the
+ * template's taints, startup taints, nodeClassRef, expireAfter and terminationGracePeriod.
+ * Pure. 0, -ENOMEM, or -EINVAL (a NodePool without a uid, which an ownerReference needs). */
 int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_sched_claim *c,
                              json_t **ret) KP_NONNULL(1, 2, 3) KP_WUR;
 
