@@ -65,14 +65,9 @@ crd_names() { # crd_names GROUP: names of the CRDs of GROUP in deploy/crds
         | select(.kind == "CustomResourceDefinition" and .spec.group == $g) | .metadata.name' | sort
 }
 
-delete_crds() { # removes every CRD of our two groups (and their objects) from the lab
-    local names
-    names="$(k get crd -o json | jq -r '.items[].metadata.name
-        | select(endswith(".karpenter.sh") or endswith(".karpenter.kpssh.dev"))')"
-    [ -n "$names" ] || return 0
-    # shellcheck disable=SC2086 # one word per CRD
-    k delete crd $names --wait=true --timeout=120s >/dev/null
-}
+# Removes every CRD of our two groups (and their objects) from the lab, and waits until they are
+# gone: the next test must not apply its CRDs into a delete still in progress.
+delete_crds() { "$REPO/tests/lab/crds.sh" delete; }
 
 cleanup() {
     set +e

@@ -74,8 +74,8 @@ common=(--kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --leader-election-name
     --bind-address 127.0.0.1 --shutdown-timeout 20s --probe-interval 10m --probe-timeout 120s)
 
 # --- set-up ------------------------------------------------------------------------------------
-kc apply --server-side -f "$KP_REPO/deploy/crds" >/dev/null
-kc wait --for=condition=established --timeout=60s crd --all >/dev/null
+# The CRDs, once any delete an earlier test started has finished (tests/lab/crds.sh says why).
+"$KP_REPO/tests/lab/crds.sh" apply
 kc create namespace "$NS" >/dev/null
 kc create secret generic hung-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
 

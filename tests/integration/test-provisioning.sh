@@ -86,8 +86,8 @@ created_is() { # created_is <nodepool> <count>: karpenter_nodeclaims_created_tot
 }
 
 # --- set-up ------------------------------------------------------------------------------------
-kc apply --server-side -f "$KP_REPO/deploy/crds" >/dev/null
-kc wait --for=condition=established --timeout=60s crd --all >/dev/null
+# The CRDs, once any delete an earlier test started has finished (tests/lab/crds.sh says why).
+"$KP_REPO/tests/lab/crds.sh" apply
 kc create namespace "$NS" >/dev/null
 kc create namespace "$APPS" >/dev/null
 kc create secret generic prov-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null

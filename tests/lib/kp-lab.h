@@ -134,7 +134,8 @@ void kp_lab_key_secret(const struct kp_lab *lab, struct kp_client *c, const char
                        const char *name);
 
 /* Applies the repository's CRDs (deploy/crds under $KP_REPO, server-side, as the chart installs
- * them) with the lab's kubectl and waits until every CRD is established. cmocka-fails on error. */
+ * them) through tests/lab/crds.sh, which first lets any CRD delete in progress finish, and waits
+ * until every CRD is established. cmocka-fails on error. */
 void kp_lab_apply_crds(const struct kp_lab *lab);
 
 /* The admin bearer token of the lab (KPSSH_LAB_ADMIN_TOKEN_FILE's first line), a new string the
