@@ -250,6 +250,8 @@ static void test_launch(void **state)
     (void)state;
     plan(&p, c, NULL, 0);
     expect_verb(&p, KP_LC_LAUNCH);
+    /* No Launched condition yet: the whole launch timeout. */
+    assert_int_equal(p.a.launch_budget_usec, 5 * 60 * SEC);
 
     instance(&in, "fake://nc");
     p.in.launched = &in;
@@ -330,9 +332,11 @@ static void test_launch_timeout(void **state)
     struct plan p = {0};
 
     (void)state;
-    /* Within the timeout: launch again. Past it: delete, and no further launch. */
+    /* Within the timeout: launch again, for no longer than what is left of it (a join that
+     * hangs is cut off when the claim is due to die). Past it: delete, no further launch. */
     plan(&p, c, NULL, 4 * 60 * SEC);
     expect_verb(&p, KP_LC_LAUNCH);
+    assert_int_equal(p.a.launch_budget_usec, 60 * SEC);
     kp_lifecycle_action_done(&p.a);
     plan(&p, c, NULL, 5 * 60 * SEC);
     expect_verb(&p, KP_LC_DELETE);
@@ -669,7 +673,7 @@ static void test_node_patch(void **state)
     char *s;
 
     (void)state;
-    assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), kp_node_view(n), &j), 0);
+    assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), NULL, kp_node_view(n), &j), 0);
     s = dump(j);
     /* Existing taint kept (by key and effect, its value too), the claim's others and its
      * startup taint added, the unregistered taint gone; the claim's label wins; the foreign
@@ -692,13 +696,14 @@ static void test_node_patch(void **state)
 
     /* do-not-sync-taints (the label Karpenter reads, or the annotation): only the unregistered
      * taint goes. */
-    assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), kp_node_view(nosync), &j), 0);
+    assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), NULL, kp_node_view(nosync), &j),
+                     0);
     s = dump(j);
     assert_non_null(strstr(s, "\"taints\":[]"));
     kp_free(s);
     kp_json_unref(j);
-    assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), kp_node_view(nosync_ann), &j),
-                     0);
+    assert_int_equal(
+        kp_lifecycle_node_patch(kp_nodeclaim_view(c), NULL, kp_node_view(nosync_ann), &j), 0);
     s = dump(j);
     assert_non_null(strstr(s, "\"taints\":[]"));
     kp_free(s);
@@ -741,6 +746,29 @@ static void test_launch_and_status_patch(void **state)
     kp_json_unref(j);
     assert_int_equal(kp_lifecycle_launch_patch(kp_nodeclaim_view(same), &in, &j), 0);
     assert_null(j); /* nothing to change */
+
+    /* Launched and registered in one reconcile: the Node gets the launch's labels and
+     * annotations from the launch itself (they reach the claim only at the reconcile's end). */
+    {
+        struct kp_entry *n = node(&(struct nodeopt){0});
+
+        assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), &in, kp_node_view(n), &j),
+                         0);
+        s = dump(j);
+        assert_non_null(strstr(s, "\"node.kubernetes.io/instance-type\":\"small\""));
+        assert_non_null(strstr(s, "\"test.kpssh.dev/fakenodeclass\":\"c\""));
+        assert_non_null(strstr(s, "\"topology.kubernetes.io/zone\":\"z1\""));
+        assert_non_null(strstr(s, "\"a/hash\":\"new\""));
+        kp_free(s);
+        kp_json_unref(j);
+        assert_int_equal(kp_lifecycle_node_patch(kp_nodeclaim_view(c), NULL, kp_node_view(n), &j),
+                         0);
+        s = dump(j);
+        assert_null(strstr(s, "fakenodeclass")); /* without the launch: the claim's alone */
+        kp_free(s);
+        kp_json_unref(j);
+        kp_entry_unref(n);
+    }
 
     plan(&p, c, NULL, 0);
     p.in.launched = &in;
@@ -1386,7 +1414,7 @@ static int torture_plan_and_bodies(void)
         goto out;
     kp_json_unref(j);
     j = NULL;
-    if ((r = kp_lifecycle_node_patch(li.nc, nv[0], &j)) < 0)
+    if ((r = kp_lifecycle_node_patch(li.nc, NULL, nv[0], &j)) < 0)
         goto out;
     memset(buf, 'm', 400);
     buf[400] = '\0';

@@ -20,11 +20,13 @@
  * race). It is a map under a mutex: workers reconcile different keys at once.
  *
  * Where Create runs: on the reconcile's worker, under the reconcile's context, whose deadline we
- * raise to the launch timeout plus a minute (an SSH join takes minutes); stop() and the
- * process's context (SIGTERM, a lost Lease) cancel it, and the provider leaves what it started
- * resumable. A cancelled Create writes nothing: the next leader resumes it. A Create past the
- * deadline is a failed launch (Launched=Unknown is written), so the launch timeout deletes a
- * claim whose launch never returns.
+ * raise to the launch timeout plus a minute (an SSH join takes minutes), and under a context of
+ * its own that ends when the launch timeout does (counted from the Launched condition's last
+ * transition, as the liveness check counts it): a join that hangs is cut off when the claim is
+ * due to die, not a whole timeout after the reconcile began. stop() and the process's context
+ * (SIGTERM, a lost Lease) cancel it, and the provider leaves what it started resumable. A
+ * cancelled Create writes nothing: the next leader resumes it. A Create past its deadline is a
+ * failed launch (Launched=Unknown is written), and the liveness check then deletes the claim.
  *
  * Read-your-writes: Karpenter sleeps a second after its status patch so its own watch event
  * does not replay the reconcile on a stale cache. We do not block a worker; the CAS makes a
@@ -507,7 +509,9 @@ static int write_tgp(struct kp_lifecycle_controller *ctl, struct kp_client *c,
 }
 
 static int sync_node(struct kp_lifecycle_controller *ctl, struct kp_client *c,
-                     const struct kp_nodeclaim_view *nc, const struct kp_lifecycle_action *a)
+                     const struct kp_nodeclaim_view *nc,
+                     const struct kp_provider_instance *launched,
+                     const struct kp_lifecycle_action *a)
 {
     char *msg = NULL;
     json_t *body = NULL;
@@ -522,7 +526,7 @@ static int sync_node(struct kp_lifecycle_controller *ctl, struct kp_client *c,
              "Missing " KP_CORE_TAINT_UNREGISTERED " taint which prevents registration related "
              "race conditions on Karpenter-managed nodes");
     }
-    if ((r = kp_lifecycle_node_patch(nc, a->node, &body)) < 0)
+    if ((r = kp_lifecycle_node_patch(nc, launched, a->node, &body)) < 0)
         return r;
     r = kp_patch_cas(c, &KP_RES_NODE, NULL, a->node->e.name, NULL, a->node->e.rv, body, &msg);
     if (r < 0 && r != -KP_ECONFLICT)
@@ -742,6 +746,7 @@ int kp_lifecycle_reconcile(struct kp_lifecycle_controller *ctl, struct kp_client
     bool have_made = false;
     size_t n_nodes = 0;
     int64_t now = (int64_t)kp_core_now(ctl->env), instance_since = 0;
+    struct kp_ctx launch_cx;
     int r, create_r = 0;
 
     *ret_requeue_usec = 0;
@@ -806,7 +811,8 @@ int kp_lifecycle_reconcile(struct kp_lifecycle_controller *ctl, struct kp_client
             /* Nothing new starts on a context that is done (stop, SIGTERM, the deadline). */
             if ((r = kp_ctx_err(cx)) < 0)
                 goto out;
-            create_r = p->ops->create(p->self, cx, c, nc, &made, &perr);
+            kp_ctx_init(&launch_cx, cx, kp_deadline_in(a.launch_budget_usec));
+            create_r = p->ops->create(p->self, &launch_cx, c, nc, &made, &perr);
             if (create_r == 0) {
                 have_made = true;
                 kp_log_info(
@@ -843,7 +849,7 @@ int kp_lifecycle_reconcile(struct kp_lifecycle_controller *ctl, struct kp_client
             r = delete_claim(ctl, c, nc, &a, in.create_err);
             goto out;
         case KP_LC_SYNC_NODE:
-            if ((r = sync_node(ctl, c, nc, &a)) < 0)
+            if ((r = sync_node(ctl, c, nc, in.launched, &a)) < 0)
                 goto out;
             in.node_synced = true;
             continue;

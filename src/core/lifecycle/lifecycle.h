@@ -159,6 +159,10 @@ struct kp_lifecycle_action {
     const struct kp_node_view *node;
     bool taint_missing;        /* SYNC_NODE: the Node came without karpenter.sh/unregistered */
     int64_t tgp_deadline_usec; /* ANNOTATE_TGP: deletionTimestamp + terminationGracePeriod */
+    /* LAUNCH: how long the Create may run: what is left of the launch timeout, counted from the
+     * Launched condition's last transition (now when it has none yet), so a join that hangs is
+     * cut off when the timeout says the claim is dead, not a whole timeout later. */
+    uint64_t launch_budget_usec;
 };
 
 /* Decides the next action for in (see plan.c). *ret is overwritten (its cs initialised, so
@@ -188,9 +192,13 @@ char *kp_lifecycle_truncate(const char *msg) KP_WUR;
  * blockOwnerDeletion), nc's taints and startupTaints merged by key and effect (existing kept)
  * unless the Node says karpenter.sh/do-not-sync-taints=true (label, as Karpenter reads it, or
  * annotation), the karpenter.sh/unregistered taint removed, nc's labels and annotations merged
- * (nc's win), label karpenter.sh/registered=true. *ret is a new reference. 0 or -ENOMEM. */
-int kp_lifecycle_node_patch(const struct kp_nodeclaim_view *nc, const struct kp_node_view *node,
-                            json_t **ret) KP_NONNULL(1, 2, 3) KP_WUR;
+ * (nc's win), label karpenter.sh/registered=true. With launched (a launch of this reconcile
+ * whose metadata is not on nc yet; NULL otherwise), also what kp_lifecycle_launch_patch adds to
+ * nc. *ret is a new reference. 0 or -ENOMEM. */
+int kp_lifecycle_node_patch(const struct kp_nodeclaim_view *nc,
+                            const struct kp_provider_instance *launched,
+                            const struct kp_node_view *node, json_t **ret)
+    KP_NONNULL(1, 3, 4) KP_WUR;
 
 /* The launch's metadata merge patch of nc: the instance's labels nc does not set (nc's own win)
  * and the instance's annotations (the instance's win). *ret is NULL when nothing changes, else a

@@ -289,9 +289,9 @@ static int plan_launch(const struct kp_lifecycle_in *in, struct kp_lifecycle_act
     if (!e) {
         /* Checked before a Create, not only after it as Karpenter does: a claim already past its
          * launch timeout is not worth another (possibly minutes long) launch. */
-        if (launched && launched->last_transition_usec > 0 &&
-            left(launched->last_transition_usec, in->timing->launch_timeout_usec, in->now_usec) ==
-                0) {
+        a->launch_budget_usec = left(launched ? launched->last_transition_usec : 0,
+                                     in->timing->launch_timeout_usec, in->now_usec);
+        if (a->launch_budget_usec == 0) {
             a->verb = KP_LC_DELETE;
             a->reason = KP_CM_REASON_LAUNCH_TIMEOUT;
             return 1;
@@ -621,10 +621,55 @@ static int set_map(json_t *patch, const char *field, const struct kp_labels *l)
     return r;
 }
 
-int kp_lifecycle_node_patch(const struct kp_nodeclaim_view *nc, const struct kp_node_view *node,
-                            json_t **ret)
+/* Sets into patch p the labels and annotations a launch adds to the NodeClaim (see
+ * kp_lifecycle_launch_patch): the provider's labels the claim does not set itself, the NodeClass
+ * label, the provider's annotations that differ. *any tells whether anything was set. */
+static int launch_meta(json_t *p, const struct kp_nodeclaim_view *nc,
+                       const struct kp_provider_instance *in, bool *any)
+{
+    int r = 0;
+
+    for (size_t i = 0; i < in->n_labels && r >= 0; i++) {
+        const struct kp_provider_kv *kv = &in->labels[i];
+
+        if (!kv->key || kp_labels_get(&nc->meta.labels, kv->key))
+            continue; /* the claim's own label wins */
+        *any = true;
+        r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "labels", kv->key),
+                                  kv->value ? kv->value : "");
+    }
+    {
+        /* The NodeClass label, as Karpenter's provisioning (and its hydration controller, for
+         * NodeClaims made without it) stamps it: it reaches the Node at registration and tells
+         * this provider's Nodes from another Karpenter's (termination, garbage collection). */
+        const struct kp_nodeclass_ref *ref = &nc->spec.node_class_ref;
+        char key[320];
+
+        if (r >= 0 && ref->name &&
+            kp_core_nodeclass_label(ref->group, ref->kind, key, sizeof(key)) &&
+            !kp_labels_get(&nc->meta.labels, key)) {
+            *any = true;
+            r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "labels", key), ref->name);
+        }
+    }
+    for (size_t i = 0; i < in->n_annotations && r >= 0; i++) {
+        const struct kp_provider_kv *kv = &in->annotations[i];
+
+        if (!kv->key || kp_streq(kp_labels_get(&nc->annotations, kv->key), kv->value))
+            continue;
+        *any = true;
+        r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "annotations", kv->key),
+                                  kv->value ? kv->value : "");
+    }
+    return r;
+}
+
+int kp_lifecycle_node_patch(const struct kp_nodeclaim_view *nc,
+                            const struct kp_provider_instance *launched,
+                            const struct kp_node_view *node, json_t **ret)
 {
     json_t *p = NULL, *x = NULL;
+    bool any = false;
     int r;
 
     if ((r = kp_json_patch_new(&p)) < 0)
@@ -638,8 +683,13 @@ int kp_lifecycle_node_patch(const struct kp_nodeclaim_view *nc, const struct kp_
     if ((r = node_taints(nc, node, &x)) < 0 ||
         (r = kp_json_patch_set_steal(p, KP_JSON_PATH("spec", "taints"), x)) < 0)
         goto out;
+    /* A launch and a registration in one reconcile: the launch's labels and annotations are
+     * written to the NodeClaim only at the end of it, so they are synced from the launch
+     * itself, or the Node would register without its instance-type, zone, capacity-type and
+     * NodeClass labels and never get them. */
     if ((r = set_map(p, "labels", &nc->meta.labels)) < 0 ||
         (r = set_map(p, "annotations", &nc->annotations)) < 0 ||
+        (launched && (r = launch_meta(p, nc, launched, &any)) < 0) ||
         (r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "labels", KP_CORE_LABEL_REGISTERED),
                                    "true")) < 0)
         goto out;
@@ -660,38 +710,7 @@ int kp_lifecycle_launch_patch(const struct kp_nodeclaim_view *nc,
     *ret = NULL;
     if ((r = kp_json_patch_new(&p)) < 0)
         return r;
-    for (size_t i = 0; i < in->n_labels && r >= 0; i++) {
-        const struct kp_provider_kv *kv = &in->labels[i];
-
-        if (!kv->key || kp_labels_get(&nc->meta.labels, kv->key))
-            continue; /* the claim's own label wins */
-        any = true;
-        r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "labels", kv->key),
-                                  kv->value ? kv->value : "");
-    }
-    {
-        /* The NodeClass label, as Karpenter's provisioning (and its hydration controller, for
-         * NodeClaims made without it) stamps it: it reaches the Node at registration and tells
-         * this provider's Nodes from another Karpenter's (termination, garbage collection). */
-        const struct kp_nodeclass_ref *ref = &nc->spec.node_class_ref;
-        char key[320];
-
-        if (r >= 0 && ref->name &&
-            kp_core_nodeclass_label(ref->group, ref->kind, key, sizeof(key)) &&
-            !kp_labels_get(&nc->meta.labels, key)) {
-            any = true;
-            r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "labels", key), ref->name);
-        }
-    }
-    for (size_t i = 0; i < in->n_annotations && r >= 0; i++) {
-        const struct kp_provider_kv *kv = &in->annotations[i];
-
-        if (!kv->key || kp_streq(kp_labels_get(&nc->annotations, kv->key), kv->value))
-            continue;
-        any = true;
-        r = kp_json_patch_set_str(p, KP_JSON_PATH("metadata", "annotations", kv->key),
-                                  kv->value ? kv->value : "");
-    }
+    r = launch_meta(p, nc, in, &any);
     if (r >= 0 && any) {
         *ret = p;
         p = NULL;
