@@ -213,6 +213,12 @@ bool kp_provider_supports(const struct kp_provider *p, const struct kp_nodeclass
     return false;
 }
 
+bool kp_provider_owns_provider_id(const struct kp_provider *p, const char *provider_id)
+{
+    return provider_id && *provider_id && p->ops->owns_provider_id &&
+           p->ops->owns_provider_id(p->self, provider_id);
+}
+
 void kp_node_class_status_done(struct kp_node_class_status *s)
 {
     if (!s)

@@ -315,6 +315,13 @@ struct kp_provider_ops {
      * every few seconds. 0 (also when not found: ret->found false) or -ENOMEM. */
     int (*node_class_status)(void *self, const struct kp_nodeclass_ref *ref,
                              struct kp_node_class_status *ret);
+
+    /* Optional (NULL: never). Whether provider_id has the form this provider gives its
+     * instances (for SSH: kpssh://<pool namespace>/<host>), claimed or not, without I/O. It
+     * tells a Node of ours whose NodeClaim is gone, and whose labels do not say, from another
+     * Karpenter's: garbage collection and termination must agree on which Nodes are ours, or
+     * a Node one deletes the other never lets go. */
+    bool (*owns_provider_id)(void *self, const char *provider_id);
 };
 
 /* A provider: its vtable and its state. */
@@ -327,6 +334,9 @@ struct kp_provider {
  * as in Karpenter). The core's ownership test for NodePools and NodeClaims. */
 bool kp_provider_supports(const struct kp_provider *p, const struct kp_nodeclass_ref *ref)
     KP_NONNULL(1, 2);
+/* p's owns_provider_id, false when the provider has none or provider_id is NULL. */
+bool kp_provider_owns_provider_id(const struct kp_provider *p, const char *provider_id)
+    KP_NONNULL(1);
 /* p's node_class_status, or -EOPNOTSUPP when the provider has none (*ret zeroed first). */
 int kp_provider_node_class_status(const struct kp_provider *p, const struct kp_nodeclass_ref *ref,
                                   struct kp_node_class_status *ret) KP_NONNULL(1, 2, 3) KP_WUR;

@@ -250,6 +250,16 @@ static void test_node_classes_and_repair(void **state)
     }
     assert_string_equal(rp[0].condition_status, "False");
     assert_string_equal(rp[1].condition_status, "Unknown");
+
+    /* The providerIDs of its own form: kpssh://<this pool namespace>/<one host name>. */
+    assert_true(kp_provider_owns_provider_id(&T.prov, "kpssh://" NS "/h1"));
+    assert_false(kp_provider_owns_provider_id(&T.prov, "kpssh://" NS "/"));
+    assert_false(kp_provider_owns_provider_id(&T.prov, "kpssh://" NS "/h1/x"));
+    assert_false(kp_provider_owns_provider_id(&T.prov, "kpssh://" NS "x/h1"));
+    assert_false(kp_provider_owns_provider_id(&T.prov, "kpssh://other-pool/h1"));
+    assert_false(kp_provider_owns_provider_id(&T.prov, "kpssh://" NS));
+    assert_false(kp_provider_owns_provider_id(&T.prov, "eks-hybrid:///us-west-2/c/mi-1"));
+    assert_false(kp_provider_owns_provider_id(&T.prov, ""));
     kp_entry_unref(ours);
     kp_entry_unref(other_kind);
     kp_entry_unref(foreign);

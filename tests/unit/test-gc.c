@@ -131,6 +131,13 @@ static void test_nodeclaim_plan(void **state)
     kp_entry_unref(notready);
 }
 
+/* The form of the fake provider's providerIDs, for the case of a provider that knows its own. */
+static bool owns_fake(void *self, const char *provider_id)
+{
+    (void)self;
+    return strncmp(provider_id, "fake://", 7) == 0;
+}
+
 static void test_node_plan(void **state)
 {
     const char *labelled = ",'labels':{'karpenter.sh/nodepool':'np','test.kpssh.dev/"
@@ -156,6 +163,20 @@ static void test_node_plan(void **state)
     assert_false(PLAN(plain, &none, later));
     assert_false(PLAN(half, &none, later));
     assert_false(kp_gc_node_labelled_ours(&T.p, kp_node_view(half)));
+    /* A provider that knows its providerIDs' form claims the pool-labelled Node by it, node
+     * class label or not (a Node registered before its claim's labels reached it): collected,
+     * and termination, asking the same question, lets it go. */
+    {
+        struct kp_provider_ops ops = *T.p.ops;
+        struct kp_provider owning = {.ops = &ops, .self = T.p.self};
+
+        ops.owns_provider_id = owns_fake;
+        assert_true(kp_gc_node_labelled_ours(&owning, kp_node_view(half)));
+        assert_true(kp_gc_node_plan(&owning, kp_node_view(half), &none, later, grace));
+        assert_false(kp_gc_node_labelled_ours(&owning, kp_node_view(plain))); /* no pool label */
+        assert_false(kp_provider_owns_provider_id(&owning, NULL));
+        assert_false(kp_provider_owns_provider_id(&T.p, "fake://1")); /* no such op: never */
+    }
     /* A NodeClaim with its providerID, or named as the instance says (status not written yet),
      * keeps it. */
     assert_false(

@@ -77,6 +77,8 @@ bool kp_gc_node_labelled_ours(const struct kp_provider *p, const struct kp_node_
 
     if (!kp_labels_get(&node->meta.labels, KP_CORE_LABEL_NODEPOOL))
         return false;
+    if (kp_provider_owns_provider_id(p, node->provider_id))
+        return true;
     n = p->ops->supported_node_classes(p->self, &k);
     for (size_t i = 0; i < n; i++)
         if (kp_core_nodeclass_label(k[i].group, k[i].kind, key, sizeof(key)) &&

@@ -51,7 +51,9 @@ bool kp_gc_nodeclaim_plan(const struct kp_provider *p, const struct kp_nodeclaim
                           bool listed, const struct kp_node_view *node, int64_t now_usec)
     KP_NONNULL(1, 2);
 
-/* Whether node carries karpenter.sh/nodepool and the node class label of a kind p supports. */
+/* Whether node carries karpenter.sh/nodepool and either the node class label of a kind p
+ * supports or a providerID of p's own form (kp_provider_owns_provider_id). Termination asks the
+ * same question, so a Node this collects is one termination lets go. */
 bool kp_gc_node_labelled_ours(const struct kp_provider *p, const struct kp_node_view *node)
     KP_NONNULL(1, 2);
 

@@ -85,7 +85,8 @@ struct kp_term_in {
     const struct kp_nodeclaim_view *nodeclaim;
     bool nodeclaim_supported; /* its nodeClassRef names a kind the provider serves */
     bool node_labelled_ours;  /* the Node carries karpenter.sh/nodepool and the label of a node
-                              * class the provider serves (kp_gc_node_labelled_ours) */
+                              * class the provider serves, or a providerID of the provider's
+                              * own form (kp_gc_node_labelled_ours) */
     const struct kp_pod_view *const *pods; /* every pod bound to the Node */
     size_t n_pods;
     const struct kp_volumeattachment_view *const *attachments; /* spec.nodeName == the Node */

@@ -1432,6 +1432,18 @@ static const char *op_name(void *self)
     return KP_SSH_PROVIDER_NAME;
 }
 
+/* kpssh://<pool namespace>/<host>: a providerID of a Static join into this pool. An Adopt join's
+ * providerID is the one the Node came with (EKS Hybrid Nodes: not ours by form). */
+static bool op_owns_provider_id(void *self, const char *provider_id)
+{
+    struct kp_ssh_provider *p = self;
+    size_t n = strlen(KP_SSH_PROVIDER_ID_SCHEME), m = strlen(p->pool_ns);
+
+    return strncmp(provider_id, KP_SSH_PROVIDER_ID_SCHEME, n) == 0 &&
+           strncmp(provider_id + n, p->pool_ns, m) == 0 && provider_id[n + m] == '/' &&
+           provider_id[n + m + 1] != '\0' && !strchr(provider_id + n + m + 1, '/');
+}
+
 static size_t op_supported_node_classes(void *self, const struct kp_node_class_kind **ret)
 {
     static const struct kp_node_class_kind kinds[] = {{KP_KPSSH_GROUP, KP_KPSSH_NODECLASS_KIND}};
@@ -1511,6 +1523,7 @@ static const struct kp_provider_ops ssh_ops = {
     .get_instance_types = op_get_instance_types,
     .is_drifted = op_is_drifted,
     .node_class_status = op_node_class_status,
+    .owns_provider_id = op_owns_provider_id,
 };
 
 struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p)
