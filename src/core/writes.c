@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "api/obj-node.h"
 #include "core/conds.h"
+#include "core/core.h"
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/status.h"
@@ -105,4 +107,49 @@ int kp_delete_uid(struct kp_client *c, const struct kp_resource *res, const char
     if (r == -ENOENT)
         r = 0;
     return finish(r, &err, ret_msg);
+}
+
+static int taint_append(json_t *arr, const char *key, const char *value,
+                        enum kp_taint_effect effect)
+{
+    json_t *o = NULL;
+    int r;
+
+    if ((r = kp_json_patch_new(&o)) < 0)
+        return r;
+    if ((r = kp_json_patch_set_str(o, KP_JSON_PATH("key"), key)) < 0 ||
+        (value && (r = kp_json_patch_set_str(o, KP_JSON_PATH("value"), value)) < 0) ||
+        (r = kp_json_patch_set_str(o, KP_JSON_PATH("effect"), kp_taint_effect_name(effect))) < 0) {
+        kp_json_unref(o);
+        return r;
+    }
+    return kp_json_array_append_steal(arr, o);
+}
+
+int kp_taints_disrupted(const struct kp_node_view *n, bool add, json_t **ret)
+{
+    json_t *taints = NULL;
+    bool have = false;
+    int r;
+
+    if ((r = kp_json_array_new(&taints)) < 0)
+        return r;
+    for (size_t i = 0; i < n->taints.n && r >= 0; i++) {
+        const struct kp_taint *t = &n->taints.v[i];
+
+        if (strcmp(t->key, KP_CORE_TAINT_DISRUPTED) == 0) {
+            if (!add || t->effect != KP_TAINT_NO_SCHEDULE || have)
+                continue; /* removed, replaced, or a duplicate */
+            have = true;
+        }
+        r = taint_append(taints, t->key, t->value, t->effect);
+    }
+    if (r >= 0 && add && !have)
+        r = taint_append(taints, KP_CORE_TAINT_DISRUPTED, NULL, KP_TAINT_NO_SCHEDULE);
+    if (r < 0) {
+        kp_json_unref(taints);
+        return r;
+    }
+    *ret = taints;
+    return 0;
 }

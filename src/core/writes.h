@@ -17,6 +17,7 @@
 typedef struct json_t json_t;
 struct kp_client;
 struct kp_condset;
+struct kp_node_view;
 struct kp_resource;
 
 /* Whether list (n strings) holds s. */
@@ -39,6 +40,13 @@ int kp_patch_cas(struct kp_client *c, const struct kp_resource *res, const char 
 int kp_write_conditions(struct kp_client *c, const struct kp_resource *res, const char *ns,
                         const char *name, const char *rv, const struct kp_condset *cs,
                         char **ret_msg) KP_NONNULL(1, 2, 4, 5, 6) KP_WUR;
+
+/* spec.taints of node as a new JSON array (*ret) with the karpenter.sh/disrupted:NoSchedule taint
+ * (add: a same-key taint of another effect replaced; remove: every taint of that key dropped),
+ * every other taint kept in order. For a merge patch under the Node's resourceVersion (the whole
+ * list is replaced). 0 or -ENOMEM. */
+int kp_taints_disrupted(const struct kp_node_view *node, bool add, json_t **ret)
+    KP_NONNULL(1, 3) KP_WUR;
 
 /* Deletes name only if its uid is still uid. 0 (also when already gone: -ENOENT is success
  * here), -KP_ECONFLICT (another incarnation), or the client's errors. */

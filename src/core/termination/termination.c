@@ -280,8 +280,9 @@ void kp_termination_plan(const struct kp_term_in *in, const struct kp_core_timin
         return;
     }
     /* Ours: its NodeClaim names a node class the provider serves, or, without a NodeClaim, it
-     * carries such a node class's label (karpenter.sh/nodepool and this finalizer alone are on
-     * every Karpenter's Nodes: another Karpenter in the cluster owns those). */
+     * carries such a node class's label or a providerID of the provider's own form
+     * (karpenter.sh/nodepool and this finalizer alone are on every Karpenter's Nodes: another
+     * Karpenter in the cluster owns those). Garbage collection asks the same question. */
     if (nc ? !in->nodeclaim_supported : !in->node_labelled_ours) {
         verb(ret, KP_TERM_IGNORE, "not managed");
         return;
@@ -675,49 +676,17 @@ static void emit_events(struct kp_termination_controller *tc, const struct kp_no
 }
 
 /* Appends {key, value?, effect} to arr. */
-static int taint_append(json_t *arr, const char *key, const char *value,
-                        enum kp_taint_effect effect)
-{
-    json_t *o = NULL;
-    int r;
-
-    if ((r = kp_json_patch_new(&o)) < 0)
-        return r;
-    if ((r = kp_json_patch_set_str(o, KP_JSON_PATH("key"), key)) < 0 ||
-        (value && (r = kp_json_patch_set_str(o, KP_JSON_PATH("value"), value)) < 0) ||
-        (r = kp_json_patch_set_str(o, KP_JSON_PATH("effect"), kp_taint_effect_name(effect))) < 0) {
-        kp_json_unref(o);
-        return r;
-    }
-    return kp_json_array_append_steal(arr, o);
-}
-
 /* Step 4: spec.taints with the disrupted NoSchedule taint (a same-key taint of another effect
  * replaced, every other taint kept) and the load-balancer label, in one CAS merge patch. */
 static int patch_taint(struct kp_client *c, const struct kp_node_view *n)
 {
     json_t *body = NULL, *taints = NULL;
-    bool have = false;
     char *msg = NULL;
     int r;
 
     if ((r = kp_json_patch_new(&body)) < 0)
         return r;
-    if ((r = kp_json_array_new(&taints)) < 0)
-        goto out;
-    for (size_t i = 0; i < n->taints.n && r >= 0; i++) {
-        const struct kp_taint *t = &n->taints.v[i];
-
-        if (strcmp(t->key, KP_CORE_TAINT_DISRUPTED) == 0) {
-            if (t->effect != KP_TAINT_NO_SCHEDULE || have)
-                continue; /* replaced (or a duplicate) */
-            have = true;
-        }
-        r = taint_append(taints, t->key, t->value, t->effect);
-    }
-    if (r >= 0 && !have)
-        r = taint_append(taints, KP_CORE_TAINT_DISRUPTED, NULL, KP_TAINT_NO_SCHEDULE);
-    if (r < 0)
+    if ((r = kp_taints_disrupted(n, true, &taints)) < 0)
         goto out;
     r = kp_json_patch_set_steal(body, KP_JSON_PATH("spec", "taints"), taints);
     taints = NULL;
