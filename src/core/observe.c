@@ -86,6 +86,11 @@ const struct kp_core_metric_def kp_core_metric_defs[KP_CM_N] = {
     [KP_CM_CLUSTER_STATE_NODE_COUNT] = {"karpenter_cluster_state_node_count",
                                         "Nodes the core's cluster state holds.", KP_CM_GAUGE,
                                         L(NULL), 0, NULL, 0},
+    [KP_CM_VOLUNTARY_DISRUPTION_DECISIONS] =
+        {"karpenter_voluntary_disruption_decisions_total",
+         "Disruption decisions carried out, by decision, reason and consolidation type.",
+         KP_CM_COUNTER, L("decision", "reason", "consolidation_type"),
+         N("decision", "reason", "consolidation_type"), NULL, 0},
 };
 
 const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc)

@@ -34,6 +34,8 @@ enum kp_core_metric {
     KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS, /* gauge {nodepool,reason} (core III fills it) */
     KP_CM_CLUSTER_STATE_SYNCED,          /* gauge {} */
     KP_CM_CLUSTER_STATE_NODE_COUNT,      /* gauge {} */
+    /* {decision,reason,consolidation_type}: a command of the disruption loop carried out */
+    KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
     KP_CM_N
 };
 

@@ -1,7 +1,7 @@
 /* cmd/controller/core.c: Karpenter's core as one entry of kpssh-controller's table
  * (controllers.h): the cluster state, the NodeClaim lifecycle, Node termination, NodePool,
- * garbage-collection and expiration controllers, on the SSH provider's provider, with
- * Karpenter's metric families.
+ * garbage-collection, expiration, provisioning, pod-event, Consolidatable and disruption
+ * controllers, on the SSH provider's provider, with Karpenter's metric families.
  *
  * DESIGN: the core's layer knows nothing of this process. It is built from one struct
  * kp_core_env (core/core.h), which this entry fills from the process's: the shared informer
@@ -32,6 +32,8 @@
 #include "core/observe.h"
 #include "core/provider.h"
 #include "core/state/cluster.h"
+#include "core/disruption/disruption.h"
+#include "core/disruption/marking.h"
 #include "core/expiration/expiration.h"
 #include "core/gc/gc.h"
 #include "core/lifecycle/lifecycle.h"
@@ -54,7 +56,7 @@ struct core_state {
     /* The core's one view of Nodes, NodeClaims and bound pods (core/state), fed by informer
      * handlers from the moment the informers start; the provisioner and disruption read it. */
     struct kp_cluster_state *cluster;
-    void *ctl[8];     /* core_rows' controllers, by index */
+    void *ctl[12];    /* core_rows' controllers, by index */
     size_t started_n; /* how many of them started, in order */
 };
 
@@ -167,10 +169,14 @@ CORE_ROW(nodepool)
 CORE_ROW(gc)
 CORE_ROW(expiration)
 CORE_ROW(provisioner)
+CORE_ROW(podevents)
+CORE_ROW(consolidation)
+CORE_ROW(disruption)
 
 static const struct core_row core_rows[] = {
-    CORE_ROW_REF(lifecycle), CORE_ROW_REF(termination), CORE_ROW_REF(nodepool),
-    CORE_ROW_REF(gc),        CORE_ROW_REF(expiration),  CORE_ROW_REF(provisioner),
+    CORE_ROW_REF(lifecycle), CORE_ROW_REF(termination),   CORE_ROW_REF(nodepool),
+    CORE_ROW_REF(gc),        CORE_ROW_REF(expiration),    CORE_ROW_REF(provisioner),
+    CORE_ROW_REF(podevents), CORE_ROW_REF(consolidation), CORE_ROW_REF(disruption),
 };
 #define CORE_N KP_ARRAY_SIZE(core_rows)
 _Static_assert(CORE_N <= KP_ARRAY_SIZE(((struct core_state *)0)->ctl), "room for every row");

@@ -1,0 +1,103 @@
+/* core/disruption/disruption.h: Karpenter's voluntary disruption loop (semantics §5), the
+ * Emptiness method for now: a node of ours that holds no reschedulable pod and has been quiet
+ * for its NodePool's consolidateAfter is deleted, within the NodePool's disruption budgets, and
+ * its host goes back to the pool warm.
+ *
+ * One singleton reconcile (key KP_DISRUPTION_KEY) runs every KP_DISRUPTION_POLL_USEC, sooner
+ * after it acted. Each pass, on a synced cluster state (core/state/cluster.h):
+ *
+ *   1. clean-up: a Node tainted karpenter.sh/disrupted that no command holds and that is not
+ *      being deleted loses the taint, and its NodeClaim the DisruptionReason condition (what a
+ *      crash between tainting and deleting leaves behind);
+ *   2. a command computed by an earlier pass whose validation delay (15 s) has passed is
+ *      validated: its nodes are evaluated again and only those still selected are disrupted;
+ *   3. otherwise Emptiness computes a command (kp_emptiness_select) and waits 15 s.
+ *
+ * Disrupting a node: mark it for deletion in the cluster state, taint it
+ * karpenter.sh/disrupted:NoSchedule, set DisruptionReason=True (reason Empty) on its NodeClaim,
+ * delete the NodeClaim (uid precondition), with DisruptionTerminating events on the Node and
+ * the NodeClaim and karpenter_nodeclaims_disrupted_total{reason="empty"}. A failed step rolls
+ * the taint and the mark back. Termination (core/termination) then drains, runs the provider's
+ * Delete (the host's leave) and releases the Node.
+ *
+ * Candidates (kp_disruption_blocked, §5.2): a Node with a NodeClaim, initialized, not being
+ * deleted or marked, not nominated, without the Node annotation karpenter.sh/do-not-disrupt:
+ * "true", of an existing NodePool, and with no active pod whose do-not-disrupt annotation is
+ * active (DaemonSet and static pods included). PodDisruptionBudgets do not matter for
+ * Emptiness: an empty node has no pod to evict.
+ *
+ * Empty (§5.4): no reschedulable pod (Karpenter before v1.14; since v1.14 pods whose eviction
+ * cost is not positive do not count either, which kpssh does not compute yet), Consolidatable
+ * True, consolidateAfter not Never, not a static NodePool. Every consolidation policy allows it.
+ *
+ * Order: the oldest NodeClaim first, then by name (upstream sorts by disruption cost; for empty
+ * nodes every cost is the same, so the order only decides who goes first under a budget, and a
+ * total order keeps two replicas and a re-run in agreement). Budgets (§5.6, budget.h): per
+ * NodePool, reason Empty, nodes = managed initialized nodes not InstanceTerminating,
+ * disrupting = those whose Node is not Ready or that are deleting or marked; each selected node
+ * takes one from its pool's remaining budget.
+ *
+ * Not yet: Drift, multi- and single-node consolidation (they need the scheduler's simulation
+ * with candidates removed and replacements), the orchestration queue's replacements. */
+#ifndef KP_CORE_DISRUPTION_DISRUPTION_H
+#define KP_CORE_DISRUPTION_DISRUPTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+
+struct kp_core_env;
+struct kp_nodepool_view;
+struct kp_state_node;
+
+#define KP_DISRUPTION_KEY "disruption"
+#define KP_DISRUPTION_POLL_USEC (10ULL * 1000000ULL)
+#define KP_DISRUPTION_VALIDATION_USEC (15ULL * 1000000ULL)
+#define KP_NC_COND_DISRUPTION_REASON "DisruptionReason"
+#define KP_DISRUPTION_REASON_EMPTY "Empty"
+
+/* What disruption knows of one state node, gathered from the caches. */
+struct kp_dnode {
+    const struct kp_state_node *sn;
+    const struct kp_nodepool_view *np; /* its NodePool; NULL when it has none */
+    uint32_t reschedulable;            /* reschedulable pods bound to the Node */
+    const char *blocking_pod;          /* an active pod with active do-not-disrupt, or NULL */
+};
+
+/* Why d is no candidate for voluntary disruption at now_usec, as Karpenter's DisruptionBlocked
+ * sentence written into buf[size]; NULL when it is one. Pure. */
+const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, char *buf,
+                                  size_t size) KP_NONNULL(1, 3);
+
+/* Karpenter's budget mapping for the nodes of nodepool among v[0..n): *ret_nodes managed,
+ * initialized, not InstanceTerminating; *ret_disrupting those among them whose Node is not
+ * Ready or that are deleting or marked for deletion. Pure. */
+void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *nodepool,
+                               int64_t *ret_nodes, int64_t *ret_disrupting) KP_NONNULL(3, 4, 5);
+
+/* Whether d is empty and consolidatable (the Emptiness method's ShouldDisrupt, candidate rules
+ * aside). Pure. */
+bool kp_emptiness_wants(const struct kp_dnode *d) KP_NONNULL(1);
+
+/* The Emptiness command over v[0..n) at now_usec: indices of the nodes to delete, in the order
+ * above, each within its pool's Empty budget. ret_idx has room for n. *ret_blocked (optional)
+ * is set when some wanted node was left out only by its budget. Returns how many. Pure. */
+size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, int64_t now_usec, size_t *ret_idx,
+                           bool *ret_blocked) KP_NONNULL(4);
+
+struct kp_disruption_controller;
+
+/* A stopped controller reading env's Node, NodeClaim, NodePool and Pod informers and
+ * env->cluster (which must be set). env is borrowed and outlives it. Main thread, before the
+ * informers start. 0, -EINVAL, -EBUSY, -ENOMEM. */
+int kp_disruption_controller_new(const struct kp_core_env *env,
+                                 struct kp_disruption_controller **ret) KP_WUR;
+int kp_disruption_controller_start(struct kp_disruption_controller *ctl) KP_WUR;
+void kp_disruption_controller_stop(struct kp_disruption_controller *ctl);
+bool kp_disruption_controller_ready(struct kp_disruption_controller *ctl);
+struct kp_disruption_controller *
+kp_disruption_controller_free(struct kp_disruption_controller *ctl);
+
+#endif

@@ -1,0 +1,409 @@
+/* core/disruption/marking.c: nodeclaim.podevents and the Consolidatable marking (marking.h).
+ *
+ * DESIGN: two small reconcilers on the shared informers. The informer handlers only decide
+ * whether a change is worth a look and enqueue a key (no I/O, no log on an informer thread).
+ * The reconciles read the caches, ask the pure plans above, and write one CAS status patch.
+ * A lost race (-KP_ECONFLICT) is requeued by the reconciler and decided again on the newer
+ * cache; a key whose object is gone is done.
+ *
+ * Why podevents is keyed by Node name: many pods of one Node change at once (a Deployment
+ * scaled to zero); the work queue merges their keys into one reconcile and one write.
+ *
+ * Threads: reconciles on the workers (one key at a time), handlers on the informer threads;
+ * the controllers' fields are immutable after new(). */
+#include "core/disruption/marking.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "json/json.h"
+#include "k8s/client.h"
+#include "k8s/controller.h"
+#include "k8s/informer.h"
+#include "k8s/reconciler.h"
+#include "k8s/rfc3339.h"
+#include "k8s/store.h"
+#include "api/indexes.h"
+#include "api/informers.h"
+#include "api/obj-karpenter.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
+#include "core/conds.h"
+#include "core/core.h"
+#include "core/provider.h"
+#include "core/writes.h"
+
+/* --- pure decisions ---------------------------------------------------------------------------- */
+
+static bool daemonset_pod(const struct kp_pod_view *p)
+{
+    return kp_streq(p->owner_kind, "DaemonSet");
+}
+
+bool kp_podevents_is_event(const struct kp_pod_view *o, const struct kp_pod_view *n)
+{
+    if (!o)
+        return false; /* listed at start-up, or created bound: see marking.h */
+    if (!n)           /* deleted: an event only if it left while still running there */
+        return o->node_name && !daemonset_pod(o) && kp_pod_active(o);
+    if (!n->node_name || daemonset_pod(n))
+        return false;
+    if (!kp_streq(o->node_name, n->node_name))
+        return true; /* bound (or moved) to this Node */
+    if (kp_pod_terminal(n) && !kp_pod_terminal(o))
+        return true;
+    return kp_pod_terminating(n) && !kp_pod_terminating(o);
+}
+
+uint64_t kp_podevents_wait(const struct kp_nodeclaim_view *nc, int64_t now_usec)
+{
+    int64_t end;
+
+    if (nc->last_pod_event_usec <= 0)
+        return 0;
+    end = nc->last_pod_event_usec + (int64_t)KP_PODEVENTS_DEDUPE_USEC;
+    return end > now_usec ? (uint64_t)(end - now_usec) : 0;
+}
+
+struct kp_consolidatable_plan kp_consolidatable_plan(const struct kp_nodeclaim_view *nc,
+                                                     const struct kp_nodepool_view *np,
+                                                     int64_t now_usec)
+{
+    struct kp_consolidatable_plan plan = {.action = KP_CONSOLIDATABLE_KEEP};
+    const struct kp_condition *cur = kp_conditions_get(&nc->conditions, KP_NC_COND_CONSOLIDATABLE);
+    const struct kp_condition *init = kp_conditions_get(&nc->conditions, KP_NC_COND_INITIALIZED);
+    const struct kp_obj_duration *after = &np->consolidate_after;
+    int64_t since, at;
+
+    if (np->replicas >= 0 || nc->meta.deletion_usec != 0)
+        return plan; /* static pools are never consolidated; a deleting claim is on its way */
+    /* Never (or a value that does not parse, which fails the NodePool's validation): no
+     * consolidation, so no condition. */
+    if ((after->text && (!after->valid || after->never)) || !init || init->status != KP_COND_TRUE) {
+        if (cur)
+            plan.action = KP_CONSOLIDATABLE_CLEAR;
+        return plan;
+    }
+    since = nc->last_pod_event_usec > 0 ? nc->last_pod_event_usec : init->last_transition_usec;
+    at = since + (after->text ? after->ns / 1000 : 0);
+    if (now_usec < at) {
+        if (cur)
+            plan.action = KP_CONSOLIDATABLE_CLEAR;
+        plan.requeue_usec = (uint64_t)(at - now_usec);
+        return plan;
+    }
+    if (!cur || cur->status != KP_COND_TRUE)
+        plan.action = KP_CONSOLIDATABLE_SET;
+    return plan;
+}
+
+/* --- nodeclaim.podevents ------------------------------------------------------------------------ */
+
+struct kp_podevents_controller {
+    const struct kp_core_env *env;
+    struct kp_store *nodes, *nodeclaims;
+    struct kp_controller *base;
+    struct kp_reconciler *rec;
+};
+
+static void pod_changed(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    struct kp_podevents_controller *ctl = ctx;
+    const struct kp_pod_view *o = old_e ? kp_pod_view(old_e) : NULL;
+    const struct kp_pod_view *n = new_e ? kp_pod_view(new_e) : NULL;
+
+    if (kp_podevents_is_event(o, n))
+        (void)kp_reconciler_enqueue(ctl->rec, n ? n->node_name : o->node_name);
+}
+static void pod_added(void *ctx, const struct kp_entry *e)
+{
+    pod_changed(ctx, NULL, e);
+}
+static void pod_deleted(void *ctx, const struct kp_entry *e)
+{
+    pod_changed(ctx, e, NULL);
+}
+
+/* The NodeClaim of the Node called name (by its providerID): a new reference, or NULL. */
+static struct kp_entry *claim_of_node(struct kp_store *nodes, struct kp_store *nodeclaims,
+                                      const char *name)
+{
+    struct kp_store_list l = {0};
+    struct kp_entry *ne = NULL, *found = NULL;
+    const struct kp_node_view *nv;
+
+    if (kp_store_get(nodes, name, &ne) < 0)
+        return NULL;
+    nv = kp_node_view(ne);
+    if (nv->provider_id && *nv->provider_id &&
+        kp_store_by_index(nodeclaims, KP_INDEX_NODECLAIM_PROVIDER_ID, nv->provider_id, &l) == 0 &&
+        l.n == 1)
+        found = kp_entry_ref(l.v[0]);
+    kp_store_list_free(&l);
+    kp_entry_unref(ne);
+    return found;
+}
+
+static int podevents_reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx,
+                               const char *key, uint64_t *ret_requeue)
+{
+    struct kp_podevents_controller *ctl = ctx;
+    struct kp_entry *e = claim_of_node(ctl->nodes, ctl->nodeclaims, key);
+    const struct kp_nodeclaim_view *nc;
+    char ts[KP_RFC3339_STRMAX], *msg = NULL;
+    json_t *body = NULL;
+    int64_t now = (int64_t)kp_core_now(ctl->env);
+    uint64_t wait;
+    int r = 0;
+
+    (void)cx;
+    if (!e)
+        return 0; /* no NodeClaim (yet, or any more): nothing to stamp */
+    nc = kp_nodeclaim_view(e);
+    if (!kp_provider_supports(ctl->env->provider, &nc->spec.node_class_ref) ||
+        nc->meta.deletion_usec != 0)
+        goto out;
+    if ((wait = kp_podevents_wait(nc, now)) > 0) {
+        *ret_requeue = wait;
+        goto out;
+    }
+    if ((r = kp_rfc3339_format(now, KP_RFC3339_SECONDS, ts, sizeof(ts))) < 0 ||
+        (r = kp_json_patch_new(&body)) < 0 ||
+        (r = kp_json_patch_set_str(body, KP_JSON_PATH("status", "lastPodEventTime"), ts)) < 0)
+        goto out;
+    r = kp_patch_cas(c, &KP_RES_NODECLAIM, NULL, nc->e.name, "status", nc->e.rv, body, &msg);
+    if (r == -ENOENT)
+        r = 0;
+    else if (r < 0 && r != -KP_ECONFLICT)
+        kp_log_debug("lastPodEventTime not written", KP_LF("NodeClaim", nc->e.name),
+                     KP_LF("detail", msg ? msg : ""));
+out:
+    kp_free(msg);
+    kp_json_unref(body);
+    kp_entry_unref(e);
+    return r;
+}
+
+int kp_podevents_controller_new(const struct kp_core_env *env, struct kp_podevents_controller **ret)
+{
+    struct kp_podevents_controller *ctl = NULL;
+    struct kp_controller_opts co = {0};
+    struct kp_informer *pods, *nodes, *nodeclaims;
+    struct kp_informer_handler h = {
+        .on_add = pod_added, .on_update = pod_changed, .on_delete = pod_deleted};
+    int r;
+
+    if (!env || !env->client || !env->informers || !env->provider || !ret)
+        return -EINVAL;
+    if ((r = kp_informers_pods(env->informers, &pods)) < 0 ||
+        (r = kp_informers_nodes(env->informers, &nodes)) < 0 ||
+        (r = kp_informers_nodeclaims(env->informers, &nodeclaims)) < 0)
+        return r;
+    if (!(ctl = kp_calloc(1, sizeof(*ctl))))
+        return -ENOMEM;
+    ctl->env = env;
+    ctl->nodes = kp_informer_store(nodes);
+    ctl->nodeclaims = kp_informer_store(nodeclaims);
+    co.name = "nodeclaim.podevents";
+    co.group = "";
+    co.kind = "Pod";
+    co.client = env->client;
+    co.reconcile = podevents_reconcile;
+    co.ctx = ctl;
+    co.workers = env->workers;
+    co.parent = env->parent;
+    co.events = env->events;
+    h.ctx = ctl;
+    if ((r = kp_controller_new(&co, &ctl->base)) < 0)
+        goto out;
+    ctl->rec = kp_controller_reconciler(ctl->base);
+    if ((r = kp_controller_add_index(ctl->base, nodeclaims, KP_INDEX_NODECLAIM_PROVIDER_ID,
+                                     kp_index_nodeclaim_provider_id)) < 0 ||
+        (r = kp_controller_watch(ctl->base, pods, &h)) < 0 ||
+        (r = kp_controller_read(ctl->base, nodes)) < 0 ||
+        (r = kp_controller_read(ctl->base, nodeclaims)) < 0)
+        goto out;
+    *ret = ctl;
+    ctl = NULL;
+out:
+    kp_podevents_controller_free(ctl);
+    return r;
+}
+
+int kp_podevents_controller_start(struct kp_podevents_controller *ctl)
+{
+    return kp_controller_start(ctl->base);
+}
+
+void kp_podevents_controller_stop(struct kp_podevents_controller *ctl)
+{
+    if (ctl)
+        kp_controller_stop(ctl->base);
+}
+
+bool kp_podevents_controller_ready(struct kp_podevents_controller *ctl)
+{
+    return ctl && kp_controller_ready(ctl->base);
+}
+
+struct kp_podevents_controller *kp_podevents_controller_free(struct kp_podevents_controller *ctl)
+{
+    if (!ctl)
+        return NULL;
+    ctl->base = kp_controller_free(ctl->base);
+    kp_free(ctl);
+    return NULL;
+}
+
+/* --- nodeclaim.disruption: Consolidatable ------------------------------------------------------ */
+
+struct kp_consolidation_controller {
+    const struct kp_core_env *env;
+    struct kp_store *nodeclaims, *nodepools;
+    struct kp_controller *base;
+    struct kp_reconciler *rec;
+};
+
+/* A NodePool changed (consolidateAfter, replicas): every NodeClaim of it decides again. */
+static void nodepool_changed(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    struct kp_consolidation_controller *ctl = ctx;
+    const struct kp_entry *e = new_e ? new_e : old_e;
+    struct kp_store_list l = {0};
+
+    if (kp_store_by_index(ctl->nodeclaims, KP_INDEX_NODECLAIM_NODEPOOL, e->name, &l) < 0)
+        return;
+    for (size_t i = 0; i < l.n; i++)
+        (void)kp_reconciler_enqueue(ctl->rec, l.v[i]->name);
+    kp_store_list_free(&l);
+}
+static void nodepool_added(void *ctx, const struct kp_entry *e)
+{
+    nodepool_changed(ctx, NULL, e);
+}
+
+static int consolidation_reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx,
+                                   const char *key, uint64_t *ret_requeue)
+{
+    struct kp_consolidation_controller *ctl = ctx;
+    struct kp_entry *e = NULL, *pe = NULL;
+    struct kp_consolidatable_plan plan;
+    const struct kp_nodeclaim_view *nc;
+    struct kp_condset cs = {0};
+    int64_t now = (int64_t)kp_core_now(ctl->env);
+    char *msg = NULL;
+    int r;
+
+    (void)cx;
+    r = kp_store_get(ctl->nodeclaims, key, &e);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return r;
+    nc = kp_nodeclaim_view(e);
+    if (!kp_provider_supports(ctl->env->provider, &nc->spec.node_class_ref) || !nc->nodepool ||
+        kp_store_get(ctl->nodepools, nc->nodepool, &pe) < 0) {
+        r = 0; /* not ours, or no NodePool (yet): its arrival requeues the claim */
+        goto out;
+    }
+    plan = kp_consolidatable_plan(nc, kp_nodepool_view(pe), now);
+    *ret_requeue = plan.requeue_usec;
+    if (plan.action == KP_CONSOLIDATABLE_KEEP)
+        goto out;
+    if ((r = kp_condset_init(&cs, &nc->conditions, nc->generation, now)) < 0)
+        goto out;
+    if (plan.action == KP_CONSOLIDATABLE_SET)
+        r = kp_condset_set(&cs, KP_NC_COND_CONSOLIDATABLE, KP_COND_TRUE, NULL, NULL);
+    else
+        kp_condset_clear(&cs, KP_NC_COND_CONSOLIDATABLE);
+    if (r < 0)
+        goto out;
+    r = kp_write_conditions(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.rv, &cs, &msg);
+    if (r == -ENOENT)
+        r = 0;
+    else if (r == 0 && plan.action == KP_CONSOLIDATABLE_CLEAR)
+        kp_log_debug("removing consolidatable status condition", KP_LF("NodeClaim", nc->e.name));
+    else if (r < 0 && r != -KP_ECONFLICT)
+        kp_log_debug("Consolidatable not written", KP_LF("NodeClaim", nc->e.name),
+                     KP_LF("detail", msg ? msg : ""));
+out:
+    kp_condset_done(&cs);
+    kp_free(msg);
+    kp_entry_unref(pe);
+    kp_entry_unref(e);
+    return r;
+}
+
+int kp_consolidation_controller_new(const struct kp_core_env *env,
+                                    struct kp_consolidation_controller **ret)
+{
+    struct kp_consolidation_controller *ctl = NULL;
+    struct kp_controller_opts co = {0};
+    struct kp_informer *nodeclaims, *nodepools;
+    struct kp_informer_handler h = {.on_add = nodepool_added, .on_update = nodepool_changed};
+    int r;
+
+    if (!env || !env->client || !env->informers || !env->provider || !ret)
+        return -EINVAL;
+    if ((r = kp_informers_nodeclaims(env->informers, &nodeclaims)) < 0 ||
+        (r = kp_informers_nodepools(env->informers, &nodepools)) < 0)
+        return r;
+    if (!(ctl = kp_calloc(1, sizeof(*ctl))))
+        return -ENOMEM;
+    ctl->env = env;
+    ctl->nodeclaims = kp_informer_store(nodeclaims);
+    ctl->nodepools = kp_informer_store(nodepools);
+    co.name = "nodeclaim.disruption";
+    co.group = "karpenter.sh";
+    co.kind = "NodeClaim";
+    co.client = env->client;
+    co.reconcile = consolidation_reconcile;
+    co.ctx = ctl;
+    co.workers = env->workers;
+    co.parent = env->parent;
+    co.events = env->events;
+    h.ctx = ctl;
+    if ((r = kp_controller_new(&co, &ctl->base)) < 0)
+        goto out;
+    ctl->rec = kp_controller_reconciler(ctl->base);
+    if ((r = kp_controller_add_index(ctl->base, nodeclaims, KP_INDEX_NODECLAIM_NODEPOOL,
+                                     kp_index_nodeclaim_nodepool)) < 0 ||
+        (r = kp_controller_watch_keys(ctl->base, nodeclaims)) < 0 ||
+        (r = kp_controller_watch(ctl->base, nodepools, &h)) < 0)
+        goto out;
+    *ret = ctl;
+    ctl = NULL;
+out:
+    kp_consolidation_controller_free(ctl);
+    return r;
+}
+
+int kp_consolidation_controller_start(struct kp_consolidation_controller *ctl)
+{
+    return kp_controller_start(ctl->base);
+}
+
+void kp_consolidation_controller_stop(struct kp_consolidation_controller *ctl)
+{
+    if (ctl)
+        kp_controller_stop(ctl->base);
+}
+
+bool kp_consolidation_controller_ready(struct kp_consolidation_controller *ctl)
+{
+    return ctl && kp_controller_ready(ctl->base);
+}
+
+struct kp_consolidation_controller *
+kp_consolidation_controller_free(struct kp_consolidation_controller *ctl)
+{
+    if (!ctl)
+        return NULL;
+    ctl->base = kp_controller_free(ctl->base);
+    kp_free(ctl);
+    return NULL;
+}

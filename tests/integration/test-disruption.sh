@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Integration test of voluntary disruption (Emptiness) in kpssh-controller against the lab: a real
+# kube-apiserver, kube-controller-manager and kube-scheduler (which binds every pod), real sshd
+# hosts, and hollow kubelets that TLS-bootstrap with the token the SSH provider mints. The test
+# acts as a user: it creates a NodePool and a Deployment, scales the Deployment to zero and
+# annotates a Node; the controller, run as its own process, does everything else.
+#
+#   1. scale-up     three replicas with hostname anti-affinity: three NodeClaims, three hosts
+#                   joined, pods Running; the NodeClaims become Consolidatable.
+#   2. do-not-disrupt  one Node annotated karpenter.sh/do-not-disrupt: "true".
+#   3. empty        the Deployment scaled to 0: no Node goes before consolidateAfter (20s) has
+#                   passed since its pod left; then the two other Nodes are disrupted one at a
+#                   time (budget nodes: "1", sampled every 0.5 s: never two at once), each with
+#                   DisruptionTerminating events; leave runs on each host (kubelet inactive,
+#                   asserted over SSH), the Nodes go and the hosts are Available, warm.
+#   4. annotated    the annotated Node stays; its annotation removed, it goes the same way.
+#
+# Figures printed: pod gone -> first NodeClaim deleted, pod gone -> every host Available, and
+# the most Nodes seen disrupting at once. One replica (--disable-leader-election).
+# Ports: 31000 + 10 * lab ID + 7. Lab hosts 191..193. Prints "N passed, M failed".
+set -euo pipefail
+
+: "${KPSSH_LAB_DIR:?run under ctest (label integration), which brings the lab up}"
+# shellcheck source=/dev/null
+. "$KPSSH_LAB_DIR/env.sh"
+NS=kpssh-dis-it
+APPS=dis-apps
+NP=dis-np
+PORT=$((31000 + 10 * ${KPSSH_LAB_ID:-0} + 7))
+HOSTS=(191 192 193)
+
+work="$(mktemp -d)"
+pid_ctl=""
+pid_sample=""
+
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
+# shellcheck source=../lib/ctl.sh
+. "$(dirname "$0")/../lib/ctl.sh"
+
+hosts_added=()
+cleanup() {
+    set +e
+    # Only the processes this test started, by PID.
+    [ -n "$pid_ctl" ] && kill -KILL "$pid_ctl" 2>/dev/null
+    [ -n "$pid_sample" ] && kill -KILL "$pid_sample" 2>/dev/null
+    kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
+    kc delete nodepool "$NP" --ignore-not-found --wait=false >/dev/null 2>&1
+    for nc in $(kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o name 2>/dev/null); do
+        kc patch "$nc" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+        kc delete "$nc" --wait=false >/dev/null 2>&1
+    done
+    for n in $(kc get nodes -l karpenter.sh/nodepool="$NP" -o name 2>/dev/null); do
+        kc patch "$n" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+        kc delete "$n" --wait=false >/dev/null 2>&1
+    done
+    for i in "${hosts_added[@]}"; do "$KPSSH_LAB_HOST_SH" del "$i" >/dev/null 2>&1; done
+    kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+    if [ "${fail:-0}" != 0 ]; then
+        echo "# --- last of the controller's log ---"
+        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# --- helpers -----------------------------------------------------------------------------------
+host_state() { kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.state}' 2>/dev/null || true; }
+host_is() { [ "$(host_state "$1")" = "$2" ]; }
+claims() { kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null || echo '{"items":[]}'; }
+claim_count_is() { [ "$(claims | jq '.items | length')" = "$1" ]; }
+cond_count_is() { # cond_count_is <type> <count>: NodeClaims whose condition <type> is True
+    [ "$(claims | jq --arg t "$1" '[.items[] | select(any(.status.conditions[]?; .type == $t and .status == "True"))] | length')" = "$2" ]
+}
+pods_json() { kc get pods -n "$APPS" -l app=web -o json 2>/dev/null || echo '{"items":[]}'; }
+running_is() { [ "$(pods_json | jq '[.items[] | select(.status.phase == "Running")] | length')" = "$1" ]; }
+pods_gone() { [ "$(pods_json | jq '.items | length')" = 0 ]; }
+node_gone() { ! kc get node "$1" >/dev/null 2>&1; }
+kubelet_inactive() { ! "$KPSSH_LAB_HOST_SH" exec "$1" systemctl is-active --quiet kubelet; }
+# The SSHHost behind a Node (its providerID is kpssh://<pool namespace>/<host>), and the lab
+# host index behind that (its address ends in 10 + index).
+host_of() {
+    local pid
+    pid=$(kc get node "$1" -o jsonpath='{.spec.providerID}')
+    echo "${pid##*/}"
+}
+host_index_of() {
+    local addr
+    addr=$(kc get sshhost -n "$NS" "$(host_of "$1")" -o jsonpath='{.spec.address}')
+    echo $((${addr##*.} - 10))
+}
+live_claims_is() { [ "$(claims | jq '[.items[] | select(.metadata.deletionTimestamp == null)] | length')" = "$1" ]; }
+event_on() { # event_on <object name> <reason>
+    [ -n "$(kc get events -A --field-selector "involvedObject.name=$1,reason=$2" -o name 2>/dev/null)" ]
+}
+
+# --- set-up ------------------------------------------------------------------------------------
+# The CRDs, once any delete an earlier test started has finished (tests/lab/crds.sh says why).
+"$KP_REPO/tests/lab/crds.sh" apply
+kc create namespace "$NS" >/dev/null
+kc create namespace "$APPS" >/dev/null
+kc create secret generic dis-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
+admin_token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
+
+# The lab-safe install (the shipped one installs packages into directories the lab shares with
+# the real machine; the lab host already has kubelet and systemctl), the shipped join and leave.
+jq -n --arg i 'mkdir -p /var/lib/kpssh
+systemctl disable --now kubelet >/dev/null 2>&1 || true' \
+    --arg j "$(cat "$KP_REPO/profiles/tls-bootstrap/join.sh")" \
+    --arg l "$(cat "$KP_REPO/profiles/tls-bootstrap/leave.sh")" '{
+    apiVersion: "karpenter.kpssh.dev/v1beta1", kind: "SSHJoinProfile", metadata: {name: "dis-tls"},
+    spec: {version: "1", scripts: {install: $i, join: $j, leave: $l}, timeouts: {join: "3m"}}}' |
+    kc apply -f - >/dev/null
+jq -n --arg ep "$KPSSH_LAB_API_URL" --arg ca "$(base64 -w0 "$KPSSH_LAB_CA")" --arg tok "$admin_token" '{
+    apiVersion: "karpenter.kpssh.dev/v1beta1", kind: "SSHNodeClass", metadata: {name: "dis"},
+    spec: {hostSelector: {matchLabels: {"karpenter.kpssh.dev/host-class": "dis"}},
+           joinProfileRef: {name: "dis-tls"}, cluster: {endpoint: $ep, caBundle: $ca},
+           vars: {clusterDNS: "10.0.0.10", bootstrapWait: "120", adminToken: $tok}}}' |
+    kc apply -f - >/dev/null
+n=0
+for i in "${HOSTS[@]}"; do
+    n=$((n + 1))
+    "$KPSSH_LAB_HOST_SH" add "$i" >/dev/null
+    hosts_added+=("$i")
+    kc apply -f - >/dev/null <<EOF
+apiVersion: karpenter.kpssh.dev/v1beta1
+kind: SSHHost
+metadata:
+  name: dis-$n
+  namespace: $NS
+  labels: {karpenter.kpssh.dev/host-class: dis}
+spec:
+  address: ${KPSSH_LAB_GATEWAY%.*}.$((10 + i))
+  sshKeySecretRef: {name: dis-key}
+  capacity: {cpu: "2", memory: 4Gi}
+EOF
+done
+kc apply -f - >/dev/null <<EOF
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: $NP}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: dis}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      expireAfter: Never
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 20s
+    budgets: [{nodes: "1"}]
+EOF
+
+"$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
+    --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
+    --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
+pid_ctl=$!
+check "the controller is ready" wait_until 60 is_code 200 "http://127.0.0.1:$PORT/readyz"
+for h in dis-1 dis-2 dis-3; do
+    check "host $h is probed Available" wait_until 90 host_is "$h" Available
+done
+
+# --- 1. scale-up -------------------------------------------------------------------------------
+kc apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: $APPS}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: $NP}
+      terminationGracePeriodSeconds: 0
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}
+      containers:
+        - {name: web, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 500m}}}
+EOF
+check "web: three NodeClaims, one per replica" wait_until 60 claim_count_is 3
+check "web: the pods run, one per Node" wait_until 300 running_is 3
+check "the busy Nodes are not disrupted (still three NodeClaims after 30 s)" \
+    eval "sleep 30; claim_count_is 3"
+check "the NodeClaims become Consolidatable" wait_until 60 cond_count_is Consolidatable 3
+mapfile -t nodes < <(pods_json | jq -r '.items[].spec.nodeName' | sort)
+check "web: three distinct Nodes" test "${#nodes[@]}" = 3
+
+# --- 2. do-not-disrupt on one Node -------------------------------------------------------------
+kept=${nodes[0]}
+kept_host=$(host_index_of "$kept")
+kept_sshhost=$(host_of "$kept")
+kc annotate node "$kept" karpenter.sh/do-not-disrupt=true >/dev/null
+
+# --- 3. empty ----------------------------------------------------------------------------------
+# A sampler counts, every 0.5 s, the pool's Nodes that are tainted karpenter.sh/disrupted or
+# being deleted: the budget allows one at a time.
+(while :; do
+    kc get nodes -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null | jq '[.items[]
+        | select(.metadata.deletionTimestamp != null or any(.spec.taints[]?; .key == "karpenter.sh/disrupted"))]
+        | length'
+    sleep 0.5
+done >"$work/disrupting.samples") &
+pid_sample=$!
+declare -A idx
+for nn in "${nodes[@]}"; do idx[$nn]=$(host_index_of "$nn"); done
+kc scale deployment -n "$APPS" web --replicas=0 >/dev/null
+check "web: the pods are gone" wait_until 60 pods_gone
+t_empty=$(now_ms)
+check "no Node goes before consolidateAfter (15 s later: three NodeClaims)" \
+    eval "sleep 15; claim_count_is 3"
+check "a first Node is disrupted" wait_until 240 live_claims_is 2
+t_first=$(($(now_ms) - t_empty))
+check "the two Nodes without the annotation are disrupted" wait_until 240 claim_count_is 1
+for nn in "${nodes[@]:1}"; do
+    check "$nn: the Node is gone" wait_until 120 node_gone "$nn"
+    check "$nn: DisruptionTerminating event" event_on "$nn" DisruptionTerminating
+    check "$nn: kubelet stopped on host ${idx[$nn]} (leave ran)" kubelet_inactive "${idx[$nn]}"
+done
+for h in dis-1 dis-2 dis-3; do
+    [ "$h" = "$kept_sshhost" ] && continue
+    check "host $h is Available again" wait_until 120 host_is "$h" Available
+done
+t_avail=$(($(now_ms) - t_empty))
+
+# --- 4. the annotated Node ---------------------------------------------------------------------
+check "$kept (do-not-disrupt): still there" eval "sleep 20; kc get node $kept >/dev/null"
+check "$kept: its NodeClaim stays" claim_count_is 1
+kc annotate node "$kept" karpenter.sh/do-not-disrupt- >/dev/null
+check "$kept: once the annotation is gone, it is disrupted too" wait_until 120 claim_count_is 0
+check "$kept: the Node is gone" wait_until 120 node_gone "$kept"
+check "$kept: kubelet stopped on host $kept_host" kubelet_inactive "$kept_host"
+for h in dis-1 dis-2 dis-3; do
+    check "host $h is Available" wait_until 120 host_is "$h" Available
+done
+kill "$pid_sample" 2>/dev/null || true
+wait "$pid_sample" 2>/dev/null || true
+pid_sample=""
+most=$(sort -n "$work/disrupting.samples" | tail -n 1)
+check "budget nodes: \"1\": never more than one Node disrupting at once (most seen: ${most:-none}, $(wc -l <"$work/disrupting.samples") samples)" \
+    test "${most:-9}" -le 1
+check "karpenter_nodeclaims_disrupted_total{reason=\"empty\"} counts 3" eval \
+    "body http://127.0.0.1:$PORT/metrics | grep '^karpenter_nodeclaims_disrupted_total{' | grep -F 'reason=\"empty\"' | grep -F 'nodepool=\"$NP\"' | grep -q ' 3$'"
+check "karpenter_nodepools_allowed_disruptions reports the budget" eval \
+    "body http://127.0.0.1:$PORT/metrics | grep -F 'karpenter_nodepools_allowed_disruptions{' | grep -F 'nodepool=\"$NP\"' | grep -F 'reason=\"empty\"' | grep -q ' 1$'"
+check "the controller's log is JSON lines" all_json "$work/ctl.log"
+
+echo "# pods gone -> first NodeClaim deleted: ${t_first} ms (consolidateAfter 20 s + 15 s validation); pods gone -> two hosts Available: ${t_avail} ms"
+kill -TERM "$pid_ctl"
+wait "$pid_ctl" || true
+pid_ctl=""
+tap_done
