@@ -144,3 +144,29 @@ void kp_test_log_restore(int fd)
     if (fd >= 0)
         (void)close(fd);
 }
+
+struct kp_entry *kp_test_vdecode(kp_test_decode_fn fn, bool squote, const char *fmt, va_list ap)
+{
+    char buf[8192];
+    struct kp_entry *e = NULL;
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+
+    assert_true(n > 0 && (size_t)n < sizeof(buf));
+    for (char *q = buf; squote && *q; q++)
+        if (*q == '\'')
+            *q = '"';
+    if (fn(buf, (size_t)n, &e) != 0)
+        fail_msg("does not decode: %s", buf);
+    return e;
+}
+
+struct kp_entry *kp_test_decode(kp_test_decode_fn fn, bool squote, const char *fmt, ...)
+{
+    struct kp_entry *e;
+    va_list ap;
+
+    va_start(ap, fmt);
+    e = kp_test_vdecode(fn, squote, fmt, ap);
+    va_end(ap);
+    return e;
+}

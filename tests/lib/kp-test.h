@@ -13,6 +13,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,18 @@ struct kp_torture_case {
 /* Runs the tests (or, with --torture, the torture sweep). Returns the process exit code. */
 int kp_test_main(const char *group, const struct CMUnitTest *tests, size_t ntests,
                  const struct kp_torture_case *cases, size_t ncases, int argc, char **argv);
+
+struct kp_entry;
+/* A projection's decoder (kp_node_decode, kp_pod_decode, ...). */
+typedef int (*kp_test_decode_fn)(const char *p, size_t n, struct kp_entry **ret);
+
+/* Formats a JSON object (at most 8 KiB) and decodes it with fn into a new entry (the caller
+ * unrefs it); with squote, every ' in the formatted text stands for " (test JSON reads better
+ * that way). cmocka-fails, printing the text, when it does not decode. */
+struct kp_entry *kp_test_decode(kp_test_decode_fn fn, bool squote, const char *fmt, ...)
+    KP_PRINTF(3, 4);
+struct kp_entry *kp_test_vdecode(kp_test_decode_fn fn, bool squote, const char *fmt, va_list ap)
+    KP_PRINTF(3, 0);
 
 /* The directory of checked-in test data (tests/data), from KP_TEST_DATA_DIR set by CMake. */
 const char *kp_test_data_dir(void);

@@ -31,24 +31,8 @@
 #define MI (1024LL * 1024 * 1000) /* one MiB in milli-bytes */
 #define PID(n) "fake://" n
 
-static struct kp_entry *decode(int (*fn)(const char *, size_t, struct kp_entry **), const char *fmt,
-                               ...) KP_PRINTF(2, 3);
-static struct kp_entry *decode(int (*fn)(const char *, size_t, struct kp_entry **), const char *fmt,
-                               ...)
-{
-    char buf[4096];
-    struct kp_entry *e = NULL;
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    assert_true(n > 0 && (size_t)n < sizeof(buf));
-    if (fn(buf, (size_t)n, &e) != 0)
-        fail_msg("does not decode: %s", buf);
-    return e;
-}
+/* Test objects decode from JSON (tests/lib/kp-test.h). */
+#define decode(fn, ...) kp_test_decode(fn, false, __VA_ARGS__)
 
 /* A managed, registered and initialized Node unless labels say otherwise. */
 static struct kp_entry *node(const char *name, const char *pid, const char *labels,

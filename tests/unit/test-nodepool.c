@@ -42,26 +42,8 @@ static int64_t t0(void)
     return v;
 }
 
-/* Decodes fmt (with ' standing for ") by fn. */
-static struct kp_entry *KP_PRINTF(2, 3)
-    decode(int (*fn)(const char *, size_t, struct kp_entry **), const char *fmt, ...)
-{
-    char buf[8192];
-    struct kp_entry *e = NULL;
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    assert_true(n > 0 && (size_t)n < sizeof(buf));
-    for (char *q = buf; *q; q++)
-        if (*q == '\'')
-            *q = '"';
-    if (fn(buf, (size_t)n, &e) != 0)
-        fail_msg("does not decode: %s", buf);
-    return e;
-}
+/* Test objects decode from JSON written with ' for " (tests/lib/kp-test.h). */
+#define decode(fn, ...) kp_test_decode(fn, true, __VA_ARGS__)
 
 #define REQS "'requirements':[{'key':'kubernetes.io/arch','operator':'In','values':['amd64']}]"
 #define REF                                                                                        \
