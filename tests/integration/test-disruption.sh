@@ -37,6 +37,8 @@ pid_sample=""
 . "$(dirname "$0")/../lib/tap.sh"
 # shellcheck source=../lib/ctl.sh
 . "$(dirname "$0")/../lib/ctl.sh"
+# shellcheck source=../lib/pool.sh
+. "$(dirname "$0")/../lib/pool.sh"
 
 hosts_added=()
 cleanup() {
@@ -46,15 +48,7 @@ cleanup() {
     [ -n "$pid_sample" ] && kill -KILL "$pid_sample" 2>/dev/null
     kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
     kc delete nodepool "$NP" --ignore-not-found --wait=false >/dev/null 2>&1
-    for nc in $(kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o name 2>/dev/null); do
-        kc patch "$nc" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
-        kc delete "$nc" --wait=false >/dev/null 2>&1
-    done
-    for n in $(kc get nodes -l karpenter.sh/nodepool="$NP" -o name 2>/dev/null); do
-        kc patch "$n" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
-        kc delete "$n" --wait=false >/dev/null 2>&1
-    done
-    for i in "${hosts_added[@]}"; do "$KPSSH_LAB_HOST_SH" del "$i" >/dev/null 2>&1; done
+    pool_forget "$NP"
     kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
     if [ "${fail:-0}" != 0 ]; then
         echo "# --- last of the controller's log ---"
@@ -100,41 +94,9 @@ event_on() { # event_on <object name> <reason>
 kc create namespace "$NS" >/dev/null
 kc create namespace "$APPS" >/dev/null
 kc create secret generic dis-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
-admin_token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
-
-# The lab-safe install (the shipped one installs packages into directories the lab shares with
-# the real machine; the lab host already has kubelet and systemctl), the shipped join and leave.
-jq -n --arg i 'mkdir -p /var/lib/kpssh
-systemctl disable --now kubelet >/dev/null 2>&1 || true' \
-    --arg j "$(cat "$KP_REPO/profiles/tls-bootstrap/join.sh")" \
-    --arg l "$(cat "$KP_REPO/profiles/tls-bootstrap/leave.sh")" '{
-    apiVersion: "karpenter.kpssh.dev/v1beta1", kind: "SSHJoinProfile", metadata: {name: "dis-tls"},
-    spec: {version: "1", scripts: {install: $i, join: $j, leave: $l}, timeouts: {join: "3m"}}}' |
-    kc apply -f - >/dev/null
-jq -n --arg ep "$KPSSH_LAB_API_URL" --arg ca "$(base64 -w0 "$KPSSH_LAB_CA")" --arg tok "$admin_token" '{
-    apiVersion: "karpenter.kpssh.dev/v1beta1", kind: "SSHNodeClass", metadata: {name: "dis"},
-    spec: {hostSelector: {matchLabels: {"karpenter.kpssh.dev/host-class": "dis"}},
-           joinProfileRef: {name: "dis-tls"}, cluster: {endpoint: $ep, caBundle: $ca},
-           vars: {clusterDNS: "10.0.0.10", bootstrapWait: "120", adminToken: $tok}}}' |
-    kc apply -f - >/dev/null
-n=0
-for i in "${HOSTS[@]}"; do
-    n=$((n + 1))
-    "$KPSSH_LAB_HOST_SH" add "$i" >/dev/null
-    hosts_added+=("$i")
-    kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.kpssh.dev/v1beta1
-kind: SSHHost
-metadata:
-  name: dis-$n
-  namespace: $NS
-  labels: {karpenter.kpssh.dev/host-class: dis}
-spec:
-  address: ${KPSSH_LAB_GATEWAY%.*}.$((10 + i))
-  sshKeySecretRef: {name: dis-key}
-  capacity: {cpu: "2", memory: 4Gi}
-EOF
-done
+pool_profile dis-tls
+pool_nodeclass dis dis dis-tls
+pool_hosts "$NS" dis dis-key dis "${HOSTS[@]}"
 kc apply -f - >/dev/null <<EOF
 apiVersion: karpenter.sh/v1
 kind: NodePool
