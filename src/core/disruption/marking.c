@@ -275,6 +275,8 @@ static void nodepool_changed(void *ctx, const struct kp_entry *old_e, const stru
     const struct kp_entry *e = new_e ? new_e : old_e;
     struct kp_store_list l = {0};
 
+    if (!e)
+        return;
     if (kp_store_by_index(ctl->nodeclaims, KP_INDEX_NODECLAIM_NODEPOOL, e->name, &l) < 0)
         return;
     for (size_t i = 0; i < l.n; i++)
