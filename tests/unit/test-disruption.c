@@ -266,7 +266,7 @@ static void test_select_order(void **state)
     add(&f, "busy", "2026-01-01T00:00:00Z", EMPTY_OK, np, "True")->reschedulable = 2;
     add(&f, "old-b", "2026-01-01T00:00:01Z", EMPTY_OK, np, "True");
     add(&f, "old-a", "2026-01-01T00:00:01Z", EMPTY_OK, np, "True");
-    n = kp_emptiness_select(f.d, f.n, t0 + 60 * SEC, idx, &blocked);
+    n = kp_emptiness_select(f.d, f.n, NULL, t0 + 60 * SEC, idx, &blocked);
     /* Oldest NodeClaim first, then by name; the busy node is not empty. */
     assert_int_equal(n, 3);
     assert_string_equal(f.d[idx[0]].sn->name, "old-a");
@@ -298,7 +298,7 @@ static void test_select_budgets(void **state)
     add(&f, "t1", T0, EMPTY_OK, two, "True");
     add(&f, "t2", T0, EMPTY_OK, two, "False"); /* NotReady: already consumes one */
     add(&f, "z0", T0, EMPTY_OK, zero, "True");
-    n = kp_emptiness_select(f.d, f.n, t0, idx, &blocked);
+    n = kp_emptiness_select(f.d, f.n, NULL, t0, idx, &blocked);
     /* dflt: ceil(10% of 4) = 1; two: 2 allowed, 1 disrupting -> 1 more; zero: none. */
     assert_int_equal(n, 2);
     assert_string_equal(f.d[idx[0]].sn->name, "d0");
@@ -321,10 +321,10 @@ static void test_select_schedule(void **state)
 
     (void)state;
     add(&f, "a", T0, EMPTY_OK, np, "True");
-    assert_int_equal(kp_emptiness_select(f.d, f.n, t0 + 30 * 60 * SEC, idx, &blocked), 0);
+    assert_int_equal(kp_emptiness_select(f.d, f.n, NULL, t0 + 30 * 60 * SEC, idx, &blocked), 0);
     assert_true(blocked);
     /* After the window: the 100% budget alone. */
-    assert_int_equal(kp_emptiness_select(f.d, f.n, t0 + 61 * 60 * SEC, idx, &blocked), 1);
+    assert_int_equal(kp_emptiness_select(f.d, f.n, NULL, t0 + 61 * 60 * SEC, idx, &blocked), 1);
     assert_false(blocked);
     fx_done(&f);
 }
@@ -340,7 +340,27 @@ static void test_select_skips_blocked(void **state)
     add(&f, "a", T0, EMPTY_OK, np, "True")->blocking_pod = "default/db-0";
     sn_of(&f, add(&f, "b", T0, EMPTY_OK, np, "True"))->flags |= KP_STATE_NODE_NOMINATED;
     add(&f, "c", T0, EMPTY_OK, NULL, "True");
-    assert_int_equal(kp_emptiness_select(f.d, f.n, t0, idx, NULL), 0);
+    assert_int_equal(kp_emptiness_select(f.d, f.n, NULL, t0, idx, NULL), 0);
+    fx_done(&f);
+}
+
+static void test_select_only_the_command(void **state)
+{
+    struct fx f = {0};
+    struct kp_entry *np =
+        keep(&f, nodepool("np", "'consolidateAfter':'0s','budgets':[{'nodes':'1'}]", ""));
+    const bool only[] = {false, true};
+    size_t idx[8];
+
+    (void)state;
+    add(&f, "older", "2026-01-01T00:00:00Z", EMPTY_OK, np, "True");
+    add(&f, "cmd", "2026-01-01T00:00:05Z", EMPTY_OK, np, "True");
+    /* Unrestricted, the older node takes the pool's one disruption. */
+    assert_int_equal(kp_emptiness_select(f.d, f.n, NULL, t0, idx, NULL), 1);
+    assert_string_equal(f.d[idx[0]].sn->name, "older");
+    /* Validating a command of "cmd" alone: the older node cannot spend its budget. */
+    assert_int_equal(kp_emptiness_select(f.d, f.n, only, t0, idx, NULL), 1);
+    assert_string_equal(f.d[idx[0]].sn->name, "cmd");
     fx_done(&f);
 }
 
@@ -441,8 +461,9 @@ int main(void)
         cmocka_unit_test(test_blocked_sentences),    cmocka_unit_test(test_emptiness_wants),
         cmocka_unit_test(test_pool_counts),          cmocka_unit_test(test_select_order),
         cmocka_unit_test(test_select_budgets),       cmocka_unit_test(test_select_schedule),
-        cmocka_unit_test(test_select_skips_blocked), cmocka_unit_test(test_pod_events),
-        cmocka_unit_test(test_pod_event_dedupe),     cmocka_unit_test(test_consolidatable_plan),
+        cmocka_unit_test(test_select_skips_blocked), cmocka_unit_test(test_select_only_the_command),
+        cmocka_unit_test(test_pod_events),           cmocka_unit_test(test_pod_event_dedupe),
+        cmocka_unit_test(test_consolidatable_plan),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

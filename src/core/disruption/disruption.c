@@ -25,6 +25,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
+#include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -142,8 +144,8 @@ struct pool_budget {
     int64_t remaining;
 };
 
-size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, int64_t now_usec, size_t *ret_idx,
-                           bool *ret_blocked)
+size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only, int64_t now_usec,
+                           size_t *ret_idx, bool *ret_blocked)
 {
     struct pool_budget *pools = NULL;
     size_t n_cand = 0, n_pools = 0, out = 0;
@@ -152,7 +154,8 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, int64_t now_usec,
     if (ret_blocked)
         *ret_blocked = false;
     for (size_t i = 0; i < n; i++)
-        if (!kp_disruption_blocked(&v[i], now_usec, why, sizeof(why)) && kp_emptiness_wants(&v[i]))
+        if ((!only || only[i]) && !kp_disruption_blocked(&v[i], now_usec, why, sizeof(why)) &&
+            kp_emptiness_wants(&v[i]))
             ret_idx[n_cand++] = i;
     /* Insertion sort: candidates are few, and the order must be total and stable. */
     for (size_t i = 1; i < n_cand; i++) {
@@ -393,10 +396,10 @@ out:
 }
 
 /* Step 1: takes the taint (and DisruptionReason) off nodes no command holds. */
-static void cleanup(struct kp_disruption_controller *ctl, struct kp_client *c, const struct pass *p,
-                    int64_t now)
+static void cleanup(struct kp_disruption_controller *ctl, struct kp_client *c,
+                    const struct kp_ctx *cx, const struct pass *p, int64_t now)
 {
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t i = 0; i < p->n && !kp_ctx_done(cx); i++) {
         const struct kp_state_node *sn = p->v[i].sn;
         const struct kp_node_view *nv = sn->node ? kp_node_view(sn->node) : NULL;
 
@@ -420,20 +423,34 @@ static void cleanup(struct kp_disruption_controller *ctl, struct kp_client *c, c
     }
 }
 
-static const char *policy_name(const struct kp_nodepool_view *np)
+/* The consolidation_policy label: the policy in snake_case, as Karpenter's metrics write it. */
+static const char *policy_label(const struct kp_nodepool_view *np)
 {
     switch (np->consolidation_policy) {
     case KP_CONSOLIDATE_WHEN_EMPTY:
-        return "WhenEmpty";
+        return "when_empty";
     case KP_CONSOLIDATE_BALANCED:
-        return "Balanced";
+        return "balanced";
     default:
-        return "WhenEmptyOrUnderutilized";
+        return "when_empty_or_underutilized";
     }
 }
 
+/* Whether the state says provider_id is nominated now. */
+static bool nominated_now(struct kp_disruption_controller *ctl, const char *provider_id)
+{
+    struct kp_state_snapshot *one = NULL;
+    bool r;
+
+    if (kp_cluster_state_get_by_provider_id(ctl->env->cluster, provider_id, &one) < 0)
+        return false;
+    r = one->n > 0 && (one->v[0].flags & KP_STATE_NODE_NOMINATED);
+    kp_state_snapshot_free(one);
+    return r;
+}
+
 /* Disrupts one validated node: mark, taint, DisruptionReason, delete. A failure before the
- * delete rolls the mark and the taint back. */
+ * delete rolls the mark and the taint back. The caller logs and counts the command. */
 static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
                    const struct kp_dnode *d, int64_t now)
 {
@@ -457,6 +474,13 @@ static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
     if ((r = kp_cluster_state_mark_for_deletion(ctl->env->cluster, sn->provider_id, true)) < 0)
         goto fail;
     marked = true;
+    /* Marked, the node takes no new nomination; one made, or a do-not-disrupt annotation
+     * added, since the snapshot still wins. */
+    if (kp_streq(kp_labels_get(&nv->annotations, KP_CORE_ANN_DO_NOT_DISRUPT), "true") ||
+        nominated_now(ctl, sn->provider_id)) {
+        r = -KP_ECONFLICT;
+        goto fail;
+    }
     if (!has_disrupted_taint(nv)) {
         if ((r = write_taint(c, nv, true)) < 0)
             goto fail;
@@ -471,19 +495,17 @@ static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
                           KP_LF("detail", msg ? msg : ""));
         goto fail;
     }
-    kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
-                KP_LF("reason", KP_DISRUPTION_REASON_EMPTY), KP_LF("NodeClaim", nc->e.name),
-                KP_LF("Node", nv->e.name), KP_LF("nodepool", sn->nodepool),
-                KP_LF("instance-type", it ? it : ""), KP_LF("capacity-type", ct ? ct : ""));
+    kp_log_debug("disrupted node", KP_LF("reason", KP_DISRUPTION_REASON_EMPTY),
+                 KP_LF("NodeClaim", nc->e.name), KP_LF("Node", nv->e.name),
+                 KP_LF("nodepool", sn->nodepool), KP_LF("instance-type", it ? it : ""),
+                 KP_LF("capacity-type", ct ? ct : ""));
     emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionTerminating",
          "Disrupting Node: " KP_DISRUPTION_REASON_EMPTY);
     emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
          "DisruptionTerminating", "Disrupting NodeClaim: " KP_DISRUPTION_REASON_EMPTY);
     kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_DISRUPTED,
-                  KP_CM_LABELS("empty", sn->nodepool, ct ? ct : "", policy_name(d->np),
+                  KP_CM_LABELS("empty", sn->nodepool, ct ? ct : "", policy_label(d->np),
                                kp_core_termination_mode(nc)));
-    kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                  KP_CM_LABELS("delete", "empty", "empty"));
     kp_free(msg);
     kp_entry_unref(ne);
     kp_entry_unref(ce);
@@ -541,13 +563,58 @@ static void report_budgets(struct kp_disruption_controller *ctl, const struct pa
     }
 }
 
-/* Whether provider_id is among v[idx[0..n)]. */
-static bool selected(const struct pass *p, const size_t *idx, size_t n, const char *pid)
+/* Validation and execution of the waiting command: its own nodes are evaluated again on this
+ * pass's view, those still selected within the budgets of now are disrupted (while cx lasts:
+ * after SIGTERM or a lost Lease nothing more is written), the rest are dropped. One decision,
+ * logged and counted once, as upstream's executeCommand. Returns 0 or the last failure. */
+static int validate_and_run(struct kp_disruption_controller *ctl, struct kp_client *c,
+                            const struct kp_ctx *cx, const struct pass *p, size_t *idx, int64_t now)
 {
-    for (size_t i = 0; i < n; i++)
-        if (kp_streq(p->v[idx[i]].sn->provider_id, pid))
-            return true;
-    return false;
+    bool *only = p->n ? kp_calloc(p->n, sizeof(*only)) : NULL;
+    struct kp_buf names = KP_BUF_INIT(4096);
+    size_t n_sel = 0, done = 0;
+    int r, last = 0;
+
+    if (p->n && !only)
+        return -ENOMEM;
+    for (size_t i = 0; i < p->n; i++)
+        only[i] = in_cmd(ctl, p->v[i].sn->provider_id);
+    if (p->n)
+        n_sel = kp_emptiness_select(p->v, p->n, only, now, idx, NULL);
+    for (size_t i = 0; i < n_sel; i++) {
+        const struct kp_dnode *d = &p->v[idx[i]];
+
+        if ((r = kp_ctx_err(cx)) < 0) {
+            last = r;
+            break;
+        }
+        if ((r = disrupt(ctl, c, d, now)) == -KP_ECONFLICT) {
+            kp_log_debug("disruption lost a race; the next pass decides again",
+                         KP_LF("node", d->sn->name));
+            continue;
+        }
+        if (r < 0) {
+            last = r;
+            continue;
+        }
+        /* A name past the buffer's ceiling only shortens the log line. */
+        if (kp_buf_printf(&names, "%s%s", done ? ", " : "", d->sn->name) < 0)
+            kp_log_debug("disrupted node left out of the log line", KP_LF("node", d->sn->name));
+        done++;
+    }
+    if (done > 0) {
+        kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
+                    KP_LF("reason", KP_DISRUPTION_REASON_EMPTY), KP_LF("nodes", (uint64_t)done),
+                    KP_LF("names", kp_buf_str(&names)));
+        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                      KP_CM_LABELS("delete", "empty", "empty"));
+    }
+    if (n_sel < ctl->n_cmd)
+        kp_log_debug("disruption command validated",
+                     KP_LF("dropped", (uint64_t)(ctl->n_cmd - n_sel)));
+    kp_buf_done(&names);
+    kp_free(only);
+    return last;
 }
 
 static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
@@ -558,9 +625,8 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     size_t *idx = NULL, n_sel = 0;
     int64_t now = (int64_t)kp_core_now(ctl->env);
     bool budget_blocked = false;
-    int r, last = 0;
+    int r;
 
-    (void)cx;
     (void)key;
     *ret_requeue = KP_DISRUPTION_POLL_USEC;
     if (!kp_cluster_state_synced(ctl->env->cluster)) {
@@ -569,14 +635,14 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     }
     if ((r = pass_gather(ctl, now, &p)) < 0)
         goto out;
-    cleanup(ctl, c, &p, now);
+    cleanup(ctl, c, cx, &p, now);
     report_budgets(ctl, &p, now);
     if (p.n && !(idx = kp_calloc(p.n, sizeof(*idx)))) {
         r = -ENOMEM;
         goto out;
     }
-    if (p.n)
-        n_sel = kp_emptiness_select(p.v, p.n, now, idx, &budget_blocked);
+    if (p.n && ctl->n_cmd == 0)
+        n_sel = kp_emptiness_select(p.v, p.n, NULL, now, idx, &budget_blocked);
     for (size_t i = 0; i < p.n && kp_log_enabled(KP_LOG_DEBUG); i++) {
         char why[256];
         const char *b = kp_disruption_blocked(&p.v[i], now, why, sizeof(why));
@@ -591,26 +657,9 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
             *ret_requeue = (uint64_t)(ctl->cmd_at_usec - now);
             goto out;
         }
-        /* Validation: only the command's nodes that are still selected now, within the
-         * budgets of now, are disrupted; the rest are dropped. */
-        for (size_t i = 0; i < n_sel; i++) {
-            const struct kp_dnode *d = &p.v[idx[i]];
-
-            if (!in_cmd(ctl, d->sn->provider_id))
-                continue;
-            if ((r = disrupt(ctl, c, d, now)) == -KP_ECONFLICT)
-                kp_log_debug("disruption lost a race; the next pass decides again",
-                             KP_LF("node", d->sn->name));
-            else if (r < 0)
-                last = r;
-        }
-        for (size_t i = 0; i < ctl->n_cmd; i++)
-            if (!selected(&p, idx, n_sel, ctl->cmd[i]))
-                kp_log_debug("dropping a node from the disruption command: no longer empty",
-                             KP_LF("provider-id", ctl->cmd[i]));
+        r = validate_and_run(ctl, c, cx, &p, idx, now);
         cmd_clear(ctl);
         *ret_requeue = SOON_USEC;
-        r = last;
         goto out;
     }
     if (n_sel == 0) {
@@ -689,12 +738,13 @@ out:
 
 int kp_disruption_controller_start(struct kp_disruption_controller *ctl)
 {
-    int r = kp_controller_start(ctl->base);
+    int r;
 
-    if (r < 0)
-        return r;
-    /* A new term starts from nothing: a command of the last one was never acted on. */
+    /* A new term starts from nothing: a command of the last one was never acted on. Before the
+     * workers start: a key the stopped queue kept may run the moment they do. */
     cmd_clear(ctl);
+    if ((r = kp_controller_start(ctl->base)) < 0)
+        return r;
     return kp_reconciler_enqueue(kp_controller_reconciler(ctl->base), KP_DISRUPTION_KEY);
 }
 

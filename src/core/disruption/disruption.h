@@ -82,10 +82,13 @@ void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *n
 bool kp_emptiness_wants(const struct kp_dnode *d) KP_NONNULL(1);
 
 /* The Emptiness command over v[0..n) at now_usec: indices of the nodes to delete, in the order
- * above, each within its pool's Empty budget. ret_idx has room for n. *ret_blocked (optional)
- * is set when some wanted node was left out only by its budget. Returns how many. Pure. */
-size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, int64_t now_usec, size_t *ret_idx,
-                           bool *ret_blocked) KP_NONNULL(4);
+ * above, each within its pool's Empty budget (counted over all of v). With only (n flags, may be
+ * NULL: every node), a node is considered only where only[i] is set: the validation re-checks
+ * the command's own nodes, so no other node can spend their budget. ret_idx has room for n.
+ * *ret_blocked (optional) is set when some wanted node was left out only by its budget.
+ * Returns how many. Pure. */
+size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only, int64_t now_usec,
+                           size_t *ret_idx, bool *ret_blocked) KP_NONNULL(5);
 
 struct kp_disruption_controller;
 

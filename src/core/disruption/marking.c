@@ -41,7 +41,7 @@
 
 static bool daemonset_pod(const struct kp_pod_view *p)
 {
-    return kp_streq(p->owner_kind, "DaemonSet");
+    return p->flags & KP_POD_DAEMONSET;
 }
 
 bool kp_podevents_is_event(const struct kp_pod_view *o, const struct kp_pod_view *n)
@@ -268,14 +268,25 @@ struct kp_consolidation_controller {
     struct kp_reconciler *rec;
 };
 
-/* A NodePool changed (consolidateAfter, replicas): every NodeClaim of it decides again. */
+/* Whether a NodePool change can change its NodeClaims' Consolidatable: consolidateAfter or
+ * replicas (not a status write, which would requeue every NodeClaim of the pool each time). */
+static bool marking_changed(const struct kp_nodepool_view *o, const struct kp_nodepool_view *n)
+{
+    const struct kp_obj_duration *a = &o->consolidate_after, *b = &n->consolidate_after;
+
+    return o->replicas != n->replicas || !kp_streq(a->text, b->text) || a->ns != b->ns ||
+           a->never != b->never || a->valid != b->valid;
+}
+
+/* A NodePool arrived or changed what marking reads: every NodeClaim of it decides again. */
 static void nodepool_changed(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
 {
     struct kp_consolidation_controller *ctl = ctx;
     const struct kp_entry *e = new_e ? new_e : old_e;
     struct kp_store_list l = {0};
 
-    if (!e)
+    if (!e ||
+        (old_e && new_e && !marking_changed(kp_nodepool_view(old_e), kp_nodepool_view(new_e))))
         return;
     if (kp_store_by_index(ctl->nodeclaims, KP_INDEX_NODECLAIM_NODEPOOL, e->name, &l) < 0)
         return;
