@@ -13,7 +13,8 @@
 #                   time (budget nodes: "1", sampled every 0.5 s: never two at once), each with
 #                   DisruptionTerminating events; leave runs on each host (kubelet inactive,
 #                   asserted over SSH), the Nodes go and the hosts are Available, warm.
-#   4. annotated    the annotated Node stays; its annotation removed, it goes the same way.
+#   4. annotated    the annotated Node stays, with a DisruptionBlocked event that names the
+#                   annotation; its annotation removed, it goes the same way.
 #
 # Figures printed: pod gone -> first NodeClaim deleted, pod gone -> every host Available, and
 # the most Nodes seen disrupting at once. One replica (--disable-leader-election).
@@ -191,6 +192,8 @@ t_avail=$(($(now_ms) - t_empty))
 # --- 4. the annotated Node ---------------------------------------------------------------------
 check "$kept (do-not-disrupt): still there" eval "sleep 20; kc get node $kept >/dev/null"
 check "$kept: its NodeClaim stays" claim_count_is 1
+check "$kept: DisruptionBlocked event names the annotation" eval \
+    "kc get events -A --field-selector involvedObject.name=$kept,reason=DisruptionBlocked -o json | jq -e '[.items[] | select(.message | contains(\"karpenter.sh/do-not-disrupt\"))] | length > 0' >/dev/null"
 kc annotate node "$kept" karpenter.sh/do-not-disrupt- >/dev/null
 check "$kept: once the annotation is gone, it is disrupted too" wait_until 120 claim_count_is 0
 check "$kept: the Node is gone" wait_until 120 node_gone "$kept"

@@ -530,7 +530,9 @@ fail:
     return r;
 }
 
-/* karpenter_nodepools_allowed_disruptions{nodepool, reason} for every NodePool with nodes. */
+/* karpenter_nodepools_allowed_disruptions{nodepool, reason} for every NodePool with nodes, and
+ * the NodePool's DisruptionBlocked event when its budgets allow no Empty disruption at all while
+ * it has nodes (the recorder folds the repeats of every pass). */
 static void report_budgets(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now)
 {
     static const struct {
@@ -559,7 +561,35 @@ static void report_budgets(struct kp_disruption_controller *ctl, const struct pa
             kp_core_gauge(ctl->env->observer, KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS,
                           KP_CM_LABELS(d->np->e.name, reasons[k].label),
                           (double)(a == KP_BUDGET_UNLIMITED ? nodes : a));
+            if (reasons[k].bit == KP_DISRUPT_EMPTY && nodes > 0 && a == 0)
+                emit(ctl, &d->np->e, "NodePool", "karpenter.sh/v1", KP_EVENT_NORMAL,
+                     "DisruptionBlocked",
+                     "No allowed disruptions for disruption reason " KP_DISRUPTION_REASON_EMPTY
+                     " due to blocking budget");
         }
+    }
+}
+
+/* DisruptionBlocked on the Node and the NodeClaim of every node Emptiness wants but may not
+ * take, with Karpenter's sentence: what keeps an empty node is then visible in kubectl describe.
+ * Only those: a busy or not yet consolidatable node is not news. */
+static void report_blocked(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now)
+{
+    char why[256], note[320];
+
+    for (size_t i = 0; i < p->n; i++) {
+        const struct kp_dnode *d = &p->v[i];
+        const char *b;
+
+        if (!d->sn->node || !d->sn->nodeclaim || !kp_emptiness_wants(d) ||
+            !(b = kp_disruption_blocked(d, now, why, sizeof(why))) ||
+            (d->sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION)))
+            continue;
+        (void)snprintf(note, sizeof(note), "Cannot disrupt Node: %s", b);
+        emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
+        (void)snprintf(note, sizeof(note), "Cannot disrupt NodeClaim: %s", b);
+        emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+             "DisruptionBlocked", note);
     }
 }
 
@@ -637,6 +667,7 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         goto out;
     cleanup(ctl, c, cx, &p, now);
     report_budgets(ctl, &p, now);
+    report_blocked(ctl, &p, now);
     if (p.n && !(idx = kp_calloc(p.n, sizeof(*idx)))) {
         r = -ENOMEM;
         goto out;
