@@ -668,7 +668,8 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     cleanup(ctl, c, cx, &p, now);
     report_budgets(ctl, &p, now);
     report_blocked(ctl, &p, now);
-    if (p.n && !(idx = kp_calloc(p.n, sizeof(*idx)))) {
+    /* Room for every state node's index (at least one, so it is never NULL). */
+    if (!(idx = kp_calloc(p.n ? p.n : 1, sizeof(*idx)))) {
         r = -ENOMEM;
         goto out;
     }
