@@ -281,6 +281,10 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
             continue;
         if (sn->nodepool && kp_store_get(ctl->nodepools, sn->nodepool, &p->pools[i]) == 0)
             p->v[i].np = kp_nodepool_view(p->pools[i]);
+        /* Only a node Emptiness could take needs its pods looked at (with none counted yet,
+         * kp_emptiness_wants says whether it could): a busy pool costs no pod walk per pass. */
+        if (!kp_emptiness_wants(&p->v[i]))
+            continue;
         if ((r = node_pods(ctl, sn->node_name, now, &p->v[i].reschedulable, &p->blocking[i])) < 0)
             return r;
         p->v[i].blocking_pod = p->blocking[i];
@@ -681,8 +685,7 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
 
         kp_log_debug("disruption candidate", KP_LF("node", p.v[i].sn->name),
                      KP_LF("blocked", b ? b : ""),
-                     KP_LF("empty", kp_emptiness_wants(&p.v[i]) ? "true" : "false"),
-                     KP_LF("reschedulable", (uint64_t)p.v[i].reschedulable));
+                     KP_LF("empty", kp_emptiness_wants(&p.v[i]) ? "true" : "false"));
     }
     if (ctl->n_cmd > 0) {
         if (now < ctl->cmd_at_usec) {

@@ -62,8 +62,11 @@ struct kp_state_node;
 struct kp_dnode {
     const struct kp_state_node *sn;
     const struct kp_nodepool_view *np; /* its NodePool; NULL when it has none */
-    uint32_t reschedulable;            /* reschedulable pods bound to the Node */
-    const char *blocking_pod;          /* an active pod with active do-not-disrupt, or NULL */
+    /* The pods, looked at only for a node Emptiness could take (the controller's pass skips
+     * the walk for the rest): reschedulable pods bound to the Node, and an active pod whose
+     * do-not-disrupt is active (NULL when none). */
+    uint32_t reschedulable;
+    const char *blocking_pod;
 };
 
 /* Why d is no candidate for voluntary disruption at now_usec, as Karpenter's DisruptionBlocked
