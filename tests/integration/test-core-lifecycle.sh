@@ -45,6 +45,8 @@ pid_watch=""
 . "$(dirname "$0")/../lib/tap.sh"
 # shellcheck source=../lib/ctl.sh
 . "$(dirname "$0")/../lib/ctl.sh"
+# shellcheck source=../lib/pool.sh
+. "$(dirname "$0")/../lib/pool.sh"
 
 hosts_added=()
 cleanup() {
@@ -119,33 +121,6 @@ profile() { # profile <name> <install> <join> <leave>
         scripts: {install: $i, join: $j, leave: $l}, timeouts: {join: "3m"}}}' | kc apply -f - >/dev/null
 }
 
-nodeclass() { # nodeclass <name> <host class> <profile>
-    jq -n --arg n "$1" --arg c "$2" --arg p "$3" --arg ep "$KPSSH_LAB_API_URL" \
-        --arg ca "$(base64 -w0 "$KPSSH_LAB_CA")" --arg tok "$admin_token" '{
-        apiVersion: "karpenter.kpssh.dev/v1beta1", kind: "SSHNodeClass", metadata: {name: $n},
-        spec: {hostSelector: {matchLabels: {"karpenter.kpssh.dev/host-class": $c}},
-               joinProfileRef: {name: $p}, cluster: {endpoint: $ep, caBundle: $ca},
-               vars: {clusterDNS: "10.0.0.10", bootstrapWait: "120", adminToken: $tok}}}' |
-        kc apply -f - >/dev/null
-}
-
-sshhost() { # sshhost <name> <lab host index> <host class>
-    "$KPSSH_LAB_HOST_SH" add "$2" >/dev/null
-    hosts_added+=("$2")
-    kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.kpssh.dev/v1beta1
-kind: SSHHost
-metadata:
-  name: $1
-  namespace: $NS
-  labels: {karpenter.kpssh.dev/host-class: $3}
-spec:
-  address: ${KPSSH_LAB_GATEWAY%.*}.$((10 + $2))
-  sshKeySecretRef: {name: core-key}
-  capacity: {cpu: "2", memory: 4Gi}
-EOF
-}
-
 start_controller() { # start_controller [extra options]
     "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
         --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
@@ -165,7 +140,6 @@ stop_controller() {
 "$KP_REPO/tests/lab/crds.sh" apply
 kc create namespace "$NS" >/dev/null
 kc create secret generic core-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
-admin_token=$(tr -d ' \n' <"$KPSSH_LAB_ADMIN_TOKEN_FILE")
 
 # The lab-safe install (the shipped one installs packages into directories the lab shares with
 # the real machine; the lab host already has kubelet and systemctl), the shipped join and leave.
@@ -188,20 +162,21 @@ profile core-fail "mkdir -p /var/lib/kpssh" 'echo "join refused on purpose" >&2;
 profile core-noreg "mkdir -p /var/lib/kpssh" "true" "true"
 profile core-slow "mkdir -p /var/lib/kpssh" "sleep 600" "true"
 
-nodeclass core core core-tls
-nodeclass core-empty core-empty core-tls
-nodeclass core-notready core-notready no-such-profile
-nodeclass core-fail core-fail core-fail
-nodeclass core-api core-api core-api
-nodeclass core-noreg core-noreg core-noreg
-nodeclass core-slow core-slow core-slow
+pool_nodeclass core core core-tls
+pool_nodeclass core-empty core-empty core-tls
+pool_nodeclass core-notready core-notready no-such-profile
+pool_nodeclass core-fail core-fail core-fail
+pool_nodeclass core-api core-api core-api
+pool_nodeclass core-noreg core-noreg core-noreg
+pool_nodeclass core-slow core-slow core-slow
 
-sshhost core-1 "${HOSTS[0]}" core
-sshhost core-fail-1 "${HOSTS[1]}" core-fail
-sshhost core-api-1 "${HOSTS[2]}" core-api
-sshhost core-api-2 "${HOSTS[3]}" core-api
-sshhost core-noreg-1 "${HOSTS[4]}" core-noreg
-sshhost core-slow-1 "${HOSTS[5]}" core-slow
+# SSHHosts <class>-1, <class>-2, ... (tests/lib/pool.sh): core-1, core-fail-1, core-api-1 and
+# core-api-2, core-noreg-1, core-slow-1.
+pool_hosts "$NS" core core-key core "${HOSTS[0]}"
+pool_hosts "$NS" core-fail core-key core-fail "${HOSTS[1]}"
+pool_hosts "$NS" core-api core-key core-api "${HOSTS[2]}" "${HOSTS[3]}"
+pool_hosts "$NS" core-noreg core-key core-noreg "${HOSTS[4]}"
+pool_hosts "$NS" core-slow core-key core-slow "${HOSTS[5]}"
 
 start_controller
 check "the controller is ready" is_code 200 "http://127.0.0.1:$PORT/readyz"
