@@ -50,6 +50,9 @@ struct kp_registry;
 #define KP_NC_COND_DRAINED "Drained"
 #define KP_NC_COND_VOLUMES_DETACHED "VolumesDetached"
 #define KP_NC_COND_INSTANCE_TERMINATING "InstanceTerminating"
+/* Set True by a voluntary disruption with the method's reason (Empty, Underutilized, Drifted);
+ * drains name it in their Evicted events. */
+#define KP_NC_COND_DISRUPTION_REASON "DisruptionReason"
 
 /* Durations the core runs with (Karpenter's defaults in parentheses); options set them so tests
  * can shorten them. 0 means the default. */

@@ -91,6 +91,12 @@ const struct kp_core_metric_def kp_core_metric_defs[KP_CM_N] = {
          "Disruption decisions carried out, by decision, reason and consolidation type.",
          KP_CM_COUNTER, L("decision", "reason", "consolidation_type"),
          N("decision", "reason", "consolidation_type"), NULL, 0},
+    [KP_CM_PODS_DRAINED] = {"karpenter_pods_drained_total",
+                            "Pods drained during Node termination, by reason.", KP_CM_COUNTER,
+                            L("reason"), N("reason"), NULL, 0},
+    [KP_CM_PODS_EVICTION_REQUESTS] = {"karpenter_pods_eviction_requests_total",
+                                      "Pod eviction requests made, by response code.",
+                                      KP_CM_COUNTER, L("code"), N("code"), NULL, 0},
 };
 
 const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc)

@@ -36,6 +36,8 @@ enum kp_core_metric {
     KP_CM_CLUSTER_STATE_NODE_COUNT,      /* gauge {} */
     /* {decision,reason,consolidation_type}: a command of the disruption loop carried out */
     KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+    KP_CM_PODS_DRAINED,           /* {reason}: a pod evicted or deleted by a drain */
+    KP_CM_PODS_EVICTION_REQUESTS, /* {code}: an Eviction API call and its HTTP status */
     KP_CM_N
 };
 

@@ -7,7 +7,12 @@
 #
 #   1. scale-up     three replicas with hostname anti-affinity: three NodeClaims, three hosts
 #                   joined, pods Running; the NodeClaims become Consolidatable.
-#   2. do-not-disrupt  one Node annotated karpenter.sh/do-not-disrupt: "true".
+#   2. drain        a PodDisruptionBudget that allows no disruption, and one NodeClaim deleted by
+#                   hand: the Node's pod is not evicted (FailedDraining "evicting pod violates a
+#                   PDB", the Node stays); the PDB deleted, the pod is evicted through the
+#                   Eviction API (Evicted event), its replacement gets a Node of its own, and the
+#                   host goes home; karpenter_pods_eviction_requests_total counts 429 and 200.
+#   2b. do-not-disrupt  one Node annotated karpenter.sh/do-not-disrupt: "true".
 #   3. empty        the Deployment scaled to 0: no Node goes before consolidateAfter (20s) has
 #                   passed since its pod left; then the two other Nodes are disrupted one at a
 #                   time (budget nodes: "1", sampled every 0.5 s: never two at once), each with
@@ -152,7 +157,45 @@ check "the NodeClaims become Consolidatable" wait_until 60 cond_count_is Consoli
 mapfile -t nodes < <(pods_json | jq -r '.items[].spec.nodeName' | sort)
 check "web: three distinct Nodes" test "${#nodes[@]}" = 3
 
-# --- 2. do-not-disrupt on one Node -------------------------------------------------------------
+# --- 2. drain: the Eviction API, and a PDB that holds it ----------------------------------------
+claim_of() { claims | jq -r --arg n "$1" '.items[] | select(.status.nodeName == $n) | .metadata.name'; }
+pod_on() { pods_json | jq -r --arg n "$1" '.items[] | select(.spec.nodeName == $n) | .metadata.name'; }
+metric_has() { body "http://127.0.0.1:$PORT/metrics" | grep -F "$1" | grep -qv ' 0$'; }
+kc apply -f - >/dev/null <<EOF
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: $APPS}
+spec:
+  minAvailable: 3
+  selector: {matchLabels: {app: web}}
+EOF
+pdb_ready() { [ "$(kc get pdb -n "$APPS" web -o jsonpath='{.status.observedGeneration}')" = 1 ]; }
+check "the PDB is observed (no disruption allowed)" wait_until 60 pdb_ready
+drained=${nodes[2]}
+drained_pod=$(pod_on "$drained")
+drained_host=$(host_index_of "$drained")
+kc delete nodeclaim "$(claim_of "$drained")" --wait=false >/dev/null
+check "$drained: FailedDraining names the PDB" wait_until 60 eval \
+    "kc get events -A --field-selector involvedObject.name=$drained,reason=FailedDraining -o json | jq -e '[.items[] | select(.message | contains(\"evicting pod violates a PDB\"))] | length > 0' >/dev/null"
+check "$drained: the PDB holds its pod (still there 10 s later)" eval \
+    "sleep 10; kc get pod -n $APPS $drained_pod -o json | jq -e '.metadata.deletionTimestamp == null' >/dev/null"
+check "karpenter_pods_eviction_requests_total{code=\"429\"} counts" \
+    metric_has 'karpenter_pods_eviction_requests_total{code="429"}'
+kc delete pdb -n "$APPS" web >/dev/null
+check "$drained_pod: evicted (Evicted event: Forceful Termination)" wait_until 60 eval \
+    "kc get events -n $APPS --field-selector involvedObject.name=$drained_pod,reason=Evicted -o json | jq -e '[.items[] | select(.message == \"Evicted pod: Forceful Termination\")] | length > 0' >/dev/null"
+check "$drained: the Node is gone" wait_until 120 node_gone "$drained"
+check "$drained: kubelet stopped on host $drained_host (leave ran)" kubelet_inactive "$drained_host"
+check "web: the evicted pod's replacement runs (three again)" wait_until 300 running_is 3
+check "karpenter_pods_eviction_requests_total{code=\"200\"} counts" \
+    metric_has 'karpenter_pods_eviction_requests_total{code="200"}'
+check "karpenter_pods_drained_total{reason=\"Forceful Termination\"} counts" \
+    metric_has 'karpenter_pods_drained_total{reason="Forceful Termination"}'
+check "three NodeClaims again, Consolidatable" wait_until 90 cond_count_is Consolidatable 3
+mapfile -t nodes < <(pods_json | jq -r '.items[].spec.nodeName' | sort)
+check "web: three distinct Nodes again" test "${#nodes[@]}" = 3
+
+# --- 2b. do-not-disrupt on one Node ------------------------------------------------------------
 kept=${nodes[0]}
 kept_host=$(host_index_of "$kept")
 kept_sshhost=$(host_of "$kept")

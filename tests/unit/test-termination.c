@@ -799,6 +799,9 @@ static int journal_find(const char *prefix, size_t from)
 
 /* The status the server answers a request line with: 0 means 200. */
 static atomic_int conflict_on_node_patch;
+/* How the server answers an eviction (an HTTP code; 0: 201 Created), and how many it saw. */
+static atomic_int evict_answer;
+static atomic_int evictions_seen;
 
 struct server {
     int lfd;
@@ -831,6 +834,46 @@ static void respond(int fd, const char *status, const char *body)
                    status, strlen(body));
     say(fd, head);
     say(fd, body);
+}
+
+/* The Eviction API's answers (Kubernetes' pkg/registry/core/pod/storage/eviction.go). */
+static void evict_respond(int fd, int code)
+{
+    switch (code) {
+    case 0:
+        respond(fd, "201 Created",
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\",\"code\":201}");
+        break;
+    case 429:
+        respond(fd, "429 Too Many Requests",
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                "\"message\":\"Cannot evict pod as it would violate the pod's disruption budget.\","
+                "\"reason\":\"TooManyRequests\",\"details\":{\"causes\":[{\"reason\":"
+                "\"DisruptionBudget\",\"message\":\"The disruption budget web needs 1 healthy "
+                "pods and has 1 currently\"}]},\"code\":429}");
+        break;
+    case 500:
+        respond(fd, "500 Internal Server Error",
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                "\"message\":\"" KP_EVICT_MULTIPLE_PDBS_MESSAGE "\",\"reason\":"
+                "\"InternalError\",\"code\":500}");
+        break;
+    case 404:
+        respond(fd, "404 Not Found",
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                "\"reason\":\"NotFound\",\"code\":404}");
+        break;
+    case 409:
+        respond(fd, "409 Conflict",
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                "\"reason\":\"Conflict\",\"code\":409}");
+        break;
+    default:
+        respond(fd, "503 Service Unavailable",
+                "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                "\"reason\":\"ServiceUnavailable\",\"code\":503}");
+        break;
+    }
 }
 
 static size_t read_request(int fd, char *buf, size_t size)
@@ -886,7 +929,10 @@ static void *server_main(void *arg)
         journal(line, body ? body + 4 : "");
         conflict =
             strcmp(line, "PATCH /api/v1/nodes/n1") == 0 && atomic_load(&conflict_on_node_patch);
-        if (conflict)
+        if (strncmp(line, "POST ", 5) == 0 && strstr(line, "/eviction")) {
+            atomic_fetch_add(&evictions_seen, 1);
+            evict_respond(fd, atomic_load(&evict_answer));
+        } else if (conflict)
             respond(fd, "409 Conflict",
                     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                     "\"reason\":\"Conflict\",\"code\":409}");
@@ -989,6 +1035,8 @@ static const struct kp_provider_ops sp_ops = {
 
 static struct {
     unsigned drained, terminated, termination_duration, lifetime;
+    unsigned pods_drained, eviction_requests;
+    char drained_reason[64], eviction_codes[128]; /* the last reason; every code, in order */
     char terminated_labels[64];
     double termination_seconds, lifetime_seconds;
 } M;
@@ -999,6 +1047,15 @@ static void obs_count(void *ctx, enum kp_core_metric m, const char *const *label
     if (m == KP_CM_NODES_DRAINED) {
         assert_string_equal(labels[0], "default");
         M.drained++;
+    } else if (m == KP_CM_PODS_DRAINED) {
+        (void)snprintf(M.drained_reason, sizeof(M.drained_reason), "%s", labels[0]);
+        M.pods_drained++;
+    } else if (m == KP_CM_PODS_EVICTION_REQUESTS) {
+        size_t n = strlen(M.eviction_codes);
+
+        (void)snprintf(M.eviction_codes + n, sizeof(M.eviction_codes) - n, "%s%s", n ? "," : "",
+                       labels[0]);
+        M.eviction_requests++;
     } else if (m == KP_CM_NODES_TERMINATED) {
         (void)snprintf(M.terminated_labels, sizeof(M.terminated_labels), "%s,%s", labels[0],
                        labels[1]);
@@ -1048,6 +1105,8 @@ static void fx_init(struct fx *f)
     memset(&P, 0, sizeof(P));
     memset(&M, 0, sizeof(M));
     atomic_store(&conflict_on_node_patch, 0);
+    atomic_store(&evict_answer, 0);
+    atomic_store(&evictions_seen, 0);
     journal_reset();
     fake_now = NOW;
     f->log_fd = kp_test_log_quiet();
@@ -1273,7 +1332,12 @@ static void test_exec_pods_and_volumes(void **state)
     assert_int_equal(run(&f, &rq), 0);
     assert_int_equal(rq, T.drain_retry_usec);
     assert_int_equal(P.deletes, 0);
-    assert_int_equal(J.n, 0); /* Draining already recorded */
+    /* Draining already recorded; the default drainer evicts the pod, this incarnation only. */
+    assert_int_equal(J.n, 1);
+    assert_int_equal(journal_find("POST /api/v1/namespaces/default/pods/web/eviction", 0), 0);
+    assert_non_null(strstr(J.body[0], "\"preconditions\":{\"uid\":\"u-web\"}"));
+    assert_string_equal(M.eviction_codes, "200");
+    assert_int_equal(M.pods_drained, 1);
 
     /* web leaves; a DaemonSet-like pod that tolerates the taint stays with its volume. */
     assert_int_equal(kp_store_delete(f.pods, "default/web", NULL), 0);
@@ -1378,6 +1442,334 @@ static void test_exec_drainer(void **state)
     /* Draining began even so. */
     assert_int_equal(journal_find("PATCH /apis/karpenter.sh/v1/nodeclaims/nc1/status", 0), 0);
     assert_non_null(strstr(J.body[0], "\"reason\":\"Draining\""));
+    fx_done(&f);
+}
+
+/* --- the evicting drainer ------------------------------------------------------------------ */
+
+#define DS_OWNER                                                                                   \
+    "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"d\","      \
+    "\"uid\":\"d1\",\"controller\":true}]"
+#define CRITICAL "\"priorityClassName\":\"system-node-critical\""
+
+/* kubelet's shutdown order: ordinary pods, DaemonSet pods, critical pods, critical DaemonSet
+ * pods; "critical" is one of the two system priority classes by name, nothing else. */
+static void test_drain_groups(void **state)
+{
+    struct kp_entry *v[5];
+
+    (void)state;
+    v[0] = pod("a", "", "", "Running");
+    v[1] = pod("b", DS_OWNER, "", "Running");
+    v[2] = pod("c", "", CRITICAL, "Running");
+    v[3] = pod("d", DS_OWNER, "\"priorityClassName\":\"system-cluster-critical\"", "Running");
+    v[4] = pod("e", "", "\"priorityClassName\":\"high\",\"priority\":1000000", "Running");
+    assert_int_equal(kp_drain_group(PV(v[0])), 0);
+    assert_int_equal(kp_drain_group(PV(v[1])), 1);
+    assert_int_equal(kp_drain_group(PV(v[2])), 2);
+    assert_int_equal(kp_drain_group(PV(v[3])), 3);
+    assert_int_equal(kp_drain_group(PV(v[4])), 0);
+    for (size_t i = 0; i < KP_ARRAY_SIZE(v); i++)
+        kp_entry_unref(v[i]);
+}
+
+/* The plan for pods[0..n) with deadline (0: none); verbs into out. */
+static struct kp_drain_result plan(struct kp_entry **pods, size_t n, int64_t deadline,
+                                   enum kp_drain_verb *out)
+{
+    const struct kp_pod_view *pv[16];
+    struct kp_entry *nd = node(DELETING, DISRUPTED, "True");
+    struct kp_drain_result r;
+    struct kp_drain_input in = {
+        .node = NV(nd), .n_pods = n, .deadline_usec = deadline, .now_usec = NOW};
+
+    assert_true(n <= KP_ARRAY_SIZE(pv));
+    for (size_t i = 0; i < n; i++)
+        pv[i] = pods[i] ? PV(pods[i]) : NULL;
+    in.pods = pv;
+    memset(&r, 0, sizeof(r));
+    kp_drain_plan(&in, out, &r);
+    kp_entry_unref(nd);
+    return r;
+}
+
+/* Only the first group still holding a pod is evicted; terminating and do-not-disrupt pods of
+ * it are waited on, not evicted; pods a drain does not wait on are skipped and not counted. */
+static void test_drain_plan_groups(void **state)
+{
+    enum { WEB, DS, CRIT, DND, TERM, DONE, TOL, STATIC, N };
+    struct kp_entry *v[N];
+    enum kp_drain_verb vb[N];
+    struct kp_drain_result r;
+
+    (void)state;
+    v[WEB] = pod("web", "", "", "Running");
+    v[DS] = pod("ds", DS_OWNER, "", "Running");
+    v[CRIT] = pod("crit", "", CRITICAL, "Running");
+    v[DND] =
+        pod("dnd", "\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"}", "", "Running");
+    v[TERM] = pod("term", "\"deletionTimestamp\":\"2026-11-30T12:00:20Z\"", "", "Running");
+    v[DONE] = pod("done", "", "", "Succeeded");
+    v[TOL] = pod("tol", "", "\"tolerations\":[{\"operator\":\"Exists\"}]", "Running");
+    v[STATIC] =
+        pod("static", "\"annotations\":{\"kubernetes.io/config.mirror\":\"x\"}", "", "Running");
+    r = plan(v, N, 0, vb);
+    assert_int_equal(vb[WEB], KP_DRAIN_EVICT);
+    assert_int_equal(vb[DS], KP_DRAIN_WAIT);
+    assert_int_equal(vb[CRIT], KP_DRAIN_WAIT);
+    assert_int_equal(vb[DND], KP_DRAIN_WAIT);
+    assert_int_equal(vb[TERM], KP_DRAIN_WAIT);
+    assert_int_equal(vb[DONE], KP_DRAIN_SKIP);
+    assert_int_equal(vb[TOL], KP_DRAIN_SKIP);
+    assert_int_equal(vb[STATIC], KP_DRAIN_SKIP);
+    assert_false(r.drained);
+    assert_int_equal(r.waiting, 5);
+    assert_string_equal(r.message, "5 pods are waiting to be evicted");
+
+    /* web gone: group 0 still holds dnd and term, so the DaemonSet pod waits. */
+    kp_entry_unref(v[WEB]);
+    v[WEB] = NULL;
+    r = plan(v, N, 0, vb);
+    assert_int_equal(vb[DS], KP_DRAIN_WAIT);
+    assert_int_equal(vb[DND], KP_DRAIN_WAIT);
+    assert_int_equal(r.waiting, 4);
+
+    /* Group 0 empty: the DaemonSet pod goes, the critical one waits for it. */
+    kp_entry_unref(v[DND]);
+    kp_entry_unref(v[TERM]);
+    v[DND] = v[TERM] = NULL;
+    r = plan(v, N, 0, vb);
+    assert_int_equal(vb[DS], KP_DRAIN_EVICT);
+    assert_int_equal(vb[CRIT], KP_DRAIN_WAIT);
+
+    /* Then the critical pod. */
+    kp_entry_unref(v[DS]);
+    v[DS] = NULL;
+    r = plan(v, N, 0, vb);
+    assert_int_equal(vb[CRIT], KP_DRAIN_EVICT);
+    assert_int_equal(r.waiting, 1);
+
+    kp_entry_unref(v[CRIT]);
+    v[CRIT] = NULL;
+    r = plan(v, N, 0, vb);
+    assert_true(r.drained);
+    assert_int_equal(r.waiting, 0);
+    assert_string_equal(r.message, "");
+    for (size_t i = 0; i < N; i++)
+        kp_entry_unref(v[i]);
+}
+
+/* Past the deadline minus its own grace period a pod is deleted whatever its group, PDB or
+ * do-not-disrupt; the rest keep the graceful order. */
+static void test_drain_plan_force(void **state)
+{
+    struct kp_entry *v[4];
+    enum kp_drain_verb vb[4];
+    struct kp_drain_result r;
+
+    (void)state;
+    v[0] = pod("quick", "", "\"terminationGracePeriodSeconds\":5", "Running");
+    v[1] = pod("crit", "", CRITICAL, "Running"); /* 30 s grace */
+    v[2] = pod("dnd", "\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"}", "", "Running");
+    v[3] = pod("ds", DS_OWNER ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"}",
+               "\"terminationGracePeriodSeconds\":5", "Running");
+    r = plan(v, 4, NOW + 10 * SEC, vb);
+    assert_int_equal(vb[0], KP_DRAIN_EVICT); /* 5 s fit before the deadline */
+    assert_int_equal(vb[1], KP_DRAIN_FORCE);
+    assert_int_equal(vb[2], KP_DRAIN_FORCE);
+    assert_int_equal(vb[3], KP_DRAIN_WAIT); /* group 1, and do-not-disrupt */
+    assert_int_equal(r.waiting, 4);
+    /* Past the deadline: everything. */
+    r = plan(v, 4, NOW - SEC, vb);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(vb[i], KP_DRAIN_FORCE);
+    /* No deadline: never forced; do-not-disrupt waits. */
+    r = plan(v, 4, 0, vb);
+    assert_int_equal(vb[1], KP_DRAIN_WAIT);
+    assert_int_equal(vb[2], KP_DRAIN_WAIT);
+    for (size_t i = 0; i < 4; i++)
+        kp_entry_unref(v[i]);
+}
+
+/* One drain() call of d over pods with the claim (NULL: none) and deadline; the result. */
+static struct kp_drain_result evict_call(struct fx *f, struct kp_evict_drainer *d,
+                                         struct kp_entry **pods, size_t n, struct kp_entry *nc,
+                                         int64_t deadline)
+{
+    const struct kp_pod_view *pv[80];
+    struct kp_entry *nd = node(DELETING, DISRUPTED, "True");
+    const struct kp_drainer dr = kp_evict_drainer(d);
+    struct kp_drain_result r;
+    struct kp_drain_input in = {.node = NV(nd),
+                                .nodeclaim = nc ? NCV(nc) : NULL,
+                                .n_pods = n,
+                                .deadline_usec = deadline,
+                                .now_usec = fake_now,
+                                .observer = &OBS};
+
+    assert_true(n <= KP_ARRAY_SIZE(pv));
+    for (size_t i = 0; i < n; i++)
+        pv[i] = PV(pods[i]);
+    in.pods = pv;
+    memset(&r, 0, sizeof(r));
+    journal_reset();
+    assert_int_equal(dr.ops->drain(dr.self, f->c, NULL, &in, &r), 0);
+    kp_entry_unref(nd);
+    return r;
+}
+
+/* An eviction that succeeds is counted (code 200, drained with the NodeClaim's disruption
+ * reason) and not repeated while the cache catches up; a PDB refusal is retried with a
+ * doubling backoff; 404 forgets the pod. */
+static void test_evict_exec(void **state)
+{
+    struct kp_evict_drainer *d = NULL;
+    struct kp_entry *web = pod("web", "", "", "Running");
+    struct kp_entry *nc = claim(DELETING, "{\"type\":\"DisruptionReason\",\"status\":\"True\","
+                                          "\"reason\":\"Underutilized\",\"message\":\"x\"}");
+    struct kp_drain_result r;
+    struct fx f;
+
+    (void)state;
+    fx_init(&f);
+    assert_int_equal(kp_evict_drainer_new(&d), 0);
+    r = evict_call(&f, d, &web, 1, nc, 0);
+    assert_false(r.drained);
+    assert_int_equal(r.waiting, 1);
+    assert_int_equal(journal_find("POST /api/v1/namespaces/default/pods/web/eviction", 0), 0);
+    assert_non_null(strstr(J.body[0], "\"kind\":\"Eviction\""));
+    assert_non_null(strstr(J.body[0], "\"preconditions\":{\"uid\":\"u-web\"}"));
+    assert_string_equal(M.eviction_codes, "200");
+    assert_string_equal(M.drained_reason, "Underutilized");
+    /* The cache still shows it running: not evicted again until it has had time to settle. */
+    fake_now += SEC;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 0);
+    fake_now += KP_EVICT_SETTLE_USEC;
+    (void)evict_call(&f, d, &web, 1, NULL, 0);
+    assert_int_equal(J.n, 1);
+    assert_string_equal(M.drained_reason, ""); /* no NodeClaim: no reason */
+
+    /* A PDB says no: counted by code, retried after 100 ms, then after 200 ms. */
+    atomic_store(&evict_answer, 429);
+    fake_now += KP_EVICT_SETTLE_USEC;
+    M.eviction_codes[0] = '\0';
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 1);
+    assert_string_equal(M.eviction_codes, "429");
+    fake_now += 50 * 1000;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 0);
+    fake_now += 60 * 1000;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 1);
+    fake_now += 150 * 1000;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 0);
+    fake_now += 60 * 1000;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 1);
+    assert_string_equal(M.eviction_codes, "429,429,429");
+    assert_int_equal(M.pods_drained, 2); /* refusals drain nothing */
+
+    /* Several PDBs (a 500 with that message), then a server error: retried the same way. */
+    atomic_store(&evict_answer, 500);
+    fake_now += KP_EVICT_BACKOFF_MAX_USEC;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 1);
+    atomic_store(&evict_answer, 503);
+    fake_now += KP_EVICT_BACKOFF_MAX_USEC;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 1);
+    assert_string_equal(M.eviction_codes, "429,429,429,500,503");
+    assert_int_equal(kp_evict_drainer_tracked(d), 1);
+
+    /* Gone (404) or another incarnation (409): forgotten. */
+    atomic_store(&evict_answer, 404);
+    fake_now += KP_EVICT_BACKOFF_MAX_USEC;
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(kp_evict_drainer_tracked(d), 0);
+    atomic_store(&evict_answer, 409);
+    (void)evict_call(&f, d, &web, 1, nc, 0);
+    assert_int_equal(J.n, 1);
+    assert_int_equal(kp_evict_drainer_tracked(d), 0);
+    assert_int_equal(M.pods_drained, 2);
+
+    d = kp_evict_drainer_free(d);
+    kp_entry_unref(web);
+    kp_entry_unref(nc);
+    fx_done(&f);
+}
+
+/* Past the deadline: a delete with this pod's uid and a grace period ending at the deadline (at
+ * least 1 s), counted as drained; no eviction. */
+static void test_evict_force(void **state)
+{
+    struct kp_evict_drainer *d = NULL;
+    struct kp_entry *p[2] = {pod("web", "", "", "Running"),
+                             pod("late",
+                                 "\"annotations\":{\"karpenter.sh/do-not-disrupt\":"
+                                 "\"true\"}",
+                                 "", "Running")};
+    struct fx f;
+
+    (void)state;
+    fx_init(&f);
+    assert_int_equal(kp_evict_drainer_new(&d), 0);
+    (void)evict_call(&f, d, p, 2, NULL, NOW + 10 * SEC);
+    assert_int_equal(J.n, 2);
+    assert_int_equal(atomic_load(&evictions_seen), 0);
+    assert_int_equal(journal_find("DELETE /api/v1/namespaces/default/pods/web", 0), 0);
+    assert_non_null(strstr(J.body[0], "\"gracePeriodSeconds\":10"));
+    assert_non_null(strstr(J.body[0], "\"uid\":\"u-web\""));
+    assert_int_equal(journal_find("DELETE /api/v1/namespaces/default/pods/late", 0), 1);
+    assert_int_equal(M.pods_drained, 2);
+    /* Not again while the cache catches up; past the deadline, 1 s. */
+    fake_now += SEC;
+    (void)evict_call(&f, d, p, 2, NULL, NOW + 10 * SEC);
+    assert_int_equal(J.n, 0);
+    fake_now = NOW + 30 * SEC;
+    (void)evict_call(&f, d, p, 2, NULL, NOW + 10 * SEC);
+    assert_int_equal(J.n, 2);
+    assert_non_null(strstr(J.body[0], "\"gracePeriodSeconds\":1"));
+    d = kp_evict_drainer_free(d);
+    kp_entry_unref(p[0]);
+    kp_entry_unref(p[1]);
+    fx_done(&f);
+}
+
+/* At most KP_EVICT_MAX_CALLS calls per drain; the rest at the next. Pods the drainer has not
+ * seen for 10 minutes are forgotten. */
+static void test_evict_bounds(void **state)
+{
+    struct kp_evict_drainer *d = NULL;
+    struct kp_entry *p[80];
+    struct kp_entry *other = pod("other", "", "", "Running");
+    struct kp_drain_result r;
+    struct fx f;
+
+    (void)state;
+    fx_init(&f);
+    for (size_t i = 0; i < KP_ARRAY_SIZE(p); i++) {
+        char name[16];
+
+        (void)snprintf(name, sizeof(name), "p%zu", i);
+        p[i] = pod(name, "", "", "Running");
+    }
+    assert_int_equal(kp_evict_drainer_new(&d), 0);
+    r = evict_call(&f, d, p, KP_ARRAY_SIZE(p), NULL, 0);
+    assert_int_equal(r.waiting, 80);
+    assert_int_equal(atomic_load(&evictions_seen), (int)KP_EVICT_MAX_CALLS);
+    (void)evict_call(&f, d, p, KP_ARRAY_SIZE(p), NULL, 0);
+    assert_int_equal(atomic_load(&evictions_seen), 80);
+    assert_int_equal(kp_evict_drainer_tracked(d), 80);
+    fake_now += 11 * 60 * SEC;
+    (void)evict_call(&f, d, &other, 1, NULL, 0);
+    assert_int_equal(kp_evict_drainer_tracked(d), 1);
+    d = kp_evict_drainer_free(d);
+    for (size_t i = 0; i < KP_ARRAY_SIZE(p); i++)
+        kp_entry_unref(p[i]);
+    kp_entry_unref(other);
     fx_done(&f);
 }
 
@@ -1552,6 +1944,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exec_duplicate_nodeclaims),
         cmocka_unit_test(test_exec_not_managed),
         cmocka_unit_test(test_exec_drainer),
+        cmocka_unit_test(test_drain_groups),
+        cmocka_unit_test(test_drain_plan_groups),
+        cmocka_unit_test(test_drain_plan_force),
+        cmocka_unit_test(test_evict_exec),
+        cmocka_unit_test(test_evict_force),
+        cmocka_unit_test(test_evict_bounds),
         cmocka_unit_test(test_setup),
     };
 

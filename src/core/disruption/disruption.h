@@ -55,7 +55,6 @@ struct kp_state_node;
 #define KP_DISRUPTION_KEY "disruption"
 #define KP_DISRUPTION_POLL_USEC (10ULL * 1000000ULL)
 #define KP_DISRUPTION_VALIDATION_USEC (15ULL * 1000000ULL)
-#define KP_NC_COND_DISRUPTION_REASON "DisruptionReason"
 #define KP_DISRUPTION_REASON_EMPTY "Empty"
 
 /* What disruption knows of one state node, gathered from the caches. */

@@ -1,27 +1,35 @@
 /* core/termination/drain.h: the drain step of Node termination behind a small interface, and
- * Karpenter's rules for which pods a drain waits on.
+ * Karpenter's rules for which pods a drain waits on and how it moves them (semantics §3.5).
  *
  * The termination controller (core/termination/termination.h) calls a drainer once per
  * reconcile of a terminating Node that has reached the drain step (tainted
  * karpenter.sh/disrupted:NoSchedule), with every pod the cache has bound to the Node. The
  * drainer answers whether the Node is drained and, if not, how many pods it still waits on; the
- * controller owns the rest (the NodeClaim's Drained condition, the FailedDraining event, the
- * requeue, the minimum drain time). kp_drainer_wait, the default, never evicts: it waits until
- * no pod that needs draining is bound (something else, a person or kubelet's graceful
- * shutdown, moves them), except that once the NodeClaim's termination deadline leaves a pod no
- * time for its own grace period it deletes that pod, as Karpenter does. The eviction drainer
- * (semantics §3.5: priority groups, the Eviction API with PDBs) is a later drop-in behind the
- * same vtable.
+ * controller owns the rest (the NodeClaim's Drained condition, the "N pods are waiting" event,
+ * the 1 s requeue, the minimum drain time). Two drainers:
+ *  - the evicting drainer (kp_evict_drainer_new), the controller's default: Karpenter's drain.
+ *    Each call, pods past the termination deadline are deleted (any group), then the first
+ *    non-empty priority group of the rest is evicted through the Eviction API, so the API
+ *    server enforces PodDisruptionBudgets. Pods with an active do-not-disrupt are waited on,
+ *    never evicted; the deadline deletes them too.
+ *  - kp_drainer_wait never evicts: it waits until no pod that needs draining is bound, deleting
+ *    only the pods the deadline has run out for. For tests and for an operator's drain.
  *
- * Which pods count (Karpenter's IsWaitingEviction = !IsTerminal && IsDrainable, semantics §3.5):
+ * Which pods count (Karpenter's IsWaitingEviction = !IsTerminal && IsDrainable):
  * not Succeeded/Failed; does not tolerate karpenter.sh/disrupted:NoSchedule (it would just come
  * back); not a static/mirror pod (owner reference kind Node, or the config.mirror annotation:
  * the API server cannot delete it); not stuck terminating (deletionTimestamp more than 1 min in
  * the past: kubelet is not going to finish it, so waiting would block the Node forever). Pods
  * with do-not-disrupt are waited on.
  *
- * Threads: the predicates are pure, any thread. A drainer's drain() runs on the controller's
- * reconcile workers, several at once (different Nodes), with the worker's own client. */
+ * The priority groups (kubelet's graceful shutdown order): 0 non-critical pods not of a
+ * DaemonSet, 1 non-critical DaemonSet pods, 2 critical pods not of a DaemonSet, 3 critical
+ * DaemonSet pods; critical means priorityClassName system-cluster-critical or
+ * system-node-critical. A group is evicted only when every earlier group is gone.
+ *
+ * Threads: the predicates and kp_drain_plan are pure, any thread. A drainer's drain() runs on
+ * the controller's reconcile workers, several at once (different Nodes), with the worker's own
+ * client; the evicting drainer's per-pod state is behind its own lock. */
 #ifndef KP_CORE_TERMINATION_DRAIN_H
 #define KP_CORE_TERMINATION_DRAIN_H
 
@@ -32,7 +40,9 @@
 #include "base/macro.h"
 
 struct kp_client;
+struct kp_core_observer;
 struct kp_ctx;
+struct kp_events;
 struct kp_node_view;
 struct kp_nodeclaim_view;
 struct kp_pod_view;
@@ -72,6 +82,8 @@ struct kp_drain_input {
     size_t n_pods;
     int64_t deadline_usec; /* the termination deadline (TGP); 0: none */
     int64_t now_usec;
+    struct kp_events *events;                /* Evicted, Disrupted, FailedDraining; NULL: none */
+    const struct kp_core_observer *observer; /* karpenter_pods_*; NULL: none */
 };
 
 struct kp_drainer_ops {
@@ -103,5 +115,51 @@ extern const struct kp_drainer kp_drainer_wait;
 
 /* The waiting drainer's answer as a pure function (kp_drainer_wait calls it). */
 void kp_drain_count(const struct kp_drain_input *in, struct kp_drain_result *ret) KP_NONNULL(1, 2);
+
+/* --- the evicting drainer ------------------------------------------------------------------ */
+
+#define KP_DRAIN_GROUPS 4
+
+/* p's priority group, 0..KP_DRAIN_GROUPS-1 (see the top). */
+unsigned kp_drain_group(const struct kp_pod_view *p) KP_NONNULL(1);
+
+enum kp_drain_verb {
+    KP_DRAIN_SKIP = 0, /* not waited on: terminal, tolerates the taint, static, stuck */
+    KP_DRAIN_WAIT,     /* waited on, nothing to do now (a later group, terminating, or
+                        * do-not-disrupt) */
+    KP_DRAIN_EVICT,    /* evict through the Eviction API */
+    KP_DRAIN_FORCE,    /* delete, past the termination deadline (kp_drain_pod_needs_force) */
+};
+
+/* What a drain does with each of in->pods now: verbs[i] for in->pods[i] (room for n_pods), and
+ * *ret as kp_drain_count fills it. Pure (Karpenter's Terminator.Drain and the eviction queue's
+ * choice between force, wait and evict). */
+void kp_drain_plan(const struct kp_drain_input *in, enum kp_drain_verb *verbs,
+                   struct kp_drain_result *ret) KP_NONNULL(1, 3);
+
+/* How the evicting drainer paces its calls per pod, after Karpenter's eviction queue: a failed
+ * eviction (PDB refusal included) backs off from 100 ms doubling to 10 s; a pod evicted or
+ * deleted is not called for again for KP_EVICT_SETTLE_USEC (the cache shows it terminating well
+ * before); at most KP_EVICT_MAX_CALLS API calls per drain() call, the rest at the next one. */
+#define KP_EVICT_BACKOFF_BASE_USEC (100 * 1000LL)
+#define KP_EVICT_BACKOFF_MAX_USEC (10 * 1000000LL)
+#define KP_EVICT_SETTLE_USEC (15 * 1000000LL)
+#define KP_EVICT_MAX_CALLS 64u
+
+/* The message the Eviction API answers when more than one PDB selects a pod (Kubernetes'
+ * eviction.go): treated like a PDB refusal. */
+#define KP_EVICT_MULTIPLE_PDBS_MESSAGE                                                             \
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not "     \
+    "support."
+
+struct kp_evict_drainer;
+
+/* A new evicting drainer with no pod state. 0 or -ENOMEM. */
+int kp_evict_drainer_new(struct kp_evict_drainer **ret) KP_WUR;
+struct kp_evict_drainer *kp_evict_drainer_free(struct kp_evict_drainer *d);
+/* Its vtable view (borrowing d). */
+struct kp_drainer kp_evict_drainer(struct kp_evict_drainer *d) KP_NONNULL(1);
+/* Pods it keeps pacing state for (tests). */
+size_t kp_evict_drainer_tracked(struct kp_evict_drainer *d) KP_NONNULL(1);
 
 #endif

@@ -338,6 +338,8 @@ struct kp_termination_controller {
     const struct kp_core_env *env;
     struct kp_core_timing timing;
     const struct kp_drainer *drainer;
+    struct kp_evict_drainer *evict; /* the default drainer's state */
+    struct kp_drainer evict_view;
     struct kp_controller *base;
     struct kp_reconciler *rec;
     struct kp_store *nodes, *nodeclaims, *pods, *attachments, *pvcs;
@@ -389,7 +391,12 @@ int kp_termination_controller_new(const struct kp_core_env *env,
     tc->env = env;
     tc->timing = env->timing;
     kp_core_timing_defaults(&tc->timing);
-    tc->drainer = &kp_drainer_wait;
+    if ((r = kp_evict_drainer_new(&tc->evict)) < 0) {
+        kp_free(tc);
+        return r;
+    }
+    tc->evict_view = kp_evict_drainer(tc->evict);
+    tc->drainer = &tc->evict_view;
     tc->nodes = kp_informer_store(nodes);
     tc->nodeclaims = kp_informer_store(nodeclaims);
     tc->pods = kp_informer_store(pods);
@@ -471,6 +478,7 @@ kp_termination_controller_free(struct kp_termination_controller *tc)
     if (!tc)
         return NULL;
     tc->base = kp_controller_free(tc->base); /* takes its handlers back out of the informers */
+    tc->evict = kp_evict_drainer_free(tc->evict);
     kp_free(tc);
     return NULL;
 }
@@ -846,7 +854,9 @@ int kp_termination_reconcile(struct kp_termination_controller *tc, struct kp_cli
                                                   .pods = in.pods,
                                                   .n_pods = in.n_pods,
                                                   .deadline_usec = a.deadline_usec,
-                                                  .now_usec = in.now_usec};
+                                                  .now_usec = in.now_usec,
+                                                  .events = kp_controller_events(tc->base),
+                                                  .observer = tc->env->observer};
 
                 r = tc->drainer->ops->drain(tc->drainer->self, c, cx, &di, &dr);
             }

@@ -15,7 +15,8 @@
  *      annotation (event TerminationGracePeriodExpiring on the Node while it is set);
  *   4. taint karpenter.sh/disrupted:NoSchedule (replacing a same-key taint of another effect)
  *      and label node.kubernetes.io/exclude-from-external-load-balancers=karpenter (one CAS);
- *   5. drain (drain.h): until drained, Drained=Unknown/Draining, Warning FailedDraining, poll
+ *   5. drain (drain.h; by default Karpenter's: forced deletions past the deadline, evictions
+ *      through the Eviction API by priority group): until drained, Drained=Unknown/Draining, Warning FailedDraining, poll
  *      every drain_retry; then at least min_drain after Draining began; then Drained=True and
  *      karpenter_nodes_drained_total;
  *   6. VolumeAttachments naming the Node (but those whose PV belongs to a pod that is not
@@ -163,8 +164,8 @@ bool kp_termination_needs_taint(const struct kp_node_view *node) KP_NONNULL(1);
  * errors of k8s/controller.h. */
 int kp_termination_controller_new(const struct kp_core_env *env,
                                   struct kp_termination_controller **ret) KP_WUR;
-/* Replaces the drainer (default kp_drainer_wait; d borrowed, outlives the controller). Before
- * start. */
+/* Replaces the drainer (default: the evicting drainer of drain.h; d borrowed, outlives the
+ * controller). Before start. */
 void kp_termination_controller_set_drainer(struct kp_termination_controller *tc,
                                            const struct kp_drainer *d) KP_NONNULL(1, 2);
 int kp_termination_controller_start(struct kp_termination_controller *tc) KP_WUR;
