@@ -1,10 +1,27 @@
-/* core/disruption/marking.c: nodeclaim.podevents and the Consolidatable marking (marking.h).
+/* core/disruption/marking.c: nodeclaim.podevents and nodeclaim.disruption's Drifted and
+ * Consolidatable marking (marking.h).
  *
  * DESIGN: two small reconcilers on the shared informers. The informer handlers only decide
  * whether a change is worth a look and enqueue a key (no I/O, no log on an informer thread).
- * The reconciles read the caches, ask the pure plans above, and write one CAS status patch.
+ * The reconciles read the caches, ask the pure plans below, and write one CAS status patch.
  * A lost race (-KP_ECONFLICT) is requeued by the reconciler and decided again on the newer
  * cache; a key whose object is gone is done.
+ *
+ * nodeclaim.disruption decides both of its conditions from one cached NodeClaim and sends both
+ * changes in one status write: a merge patch replaces the whole conditions list, so two writes
+ * under the same resourceVersion would have the second lose its race every time.
+ *
+ * Why no InstanceTypeNotFound (upstream's third drift check): the SSH provider's instance types
+ * are its host classes, built from the pool's current SSHHosts (provider/ssh/inventory.c), and
+ * a launched NodeClaim's type is the class of the host under it. That host is itself a member
+ * of its class for as long as it exists and its node class selects it, so the type cannot be
+ * retired under a running machine as a cloud's can, and the single offering (zone "pool",
+ * on-demand) is the one every launch is labelled with. What could still make the type vanish
+ * from the catalog is the inventory's momentary state: a class whose arch turns mixed or
+ * unprobed, a probe reporting no cpu, a relabelled host-class. Drifting on those would replace
+ * healthy nodes over a probe's hiccup; a change to what a node should be is the provider's
+ * NodeClassDrift or ProfileDrift to report. (A hostSelector edit that stops selecting a running
+ * host is caught by neither; XXX: the provider could report it if users want it.)
  *
  * Why podevents is keyed by Node name: many pods of one Node change at once (a Deployment
  * scaled to zero); the work queue merges their keys into one reconcile and one write.
@@ -32,6 +49,7 @@
 #include "api/obj-karpenter.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
+#include "api/requirements.h"
 #include "core/conds.h"
 #include "core/core.h"
 #include "core/provider.h"
@@ -99,6 +117,92 @@ struct kp_consolidatable_plan kp_consolidatable_plan(const struct kp_nodeclaim_v
     if (!cur || cur->status != KP_COND_TRUE)
         plan.action = KP_CONSOLIDATABLE_SET;
     return plan;
+}
+
+/* The condition as the plan would leave it: True with reason as reason and message. */
+static bool drift_marked(const struct kp_condition *cur, const char *reason)
+{
+    return cur && cur->status == KP_COND_TRUE && kp_streq(cur->reason, reason) &&
+           kp_streq(cur->message, reason);
+}
+
+/* Upstream's static drift: both hash annotations on both objects, equal versions, other hashes. */
+static bool nodepool_drifted(const struct kp_nodeclaim_view *nc, const struct kp_nodepool_view *np)
+{
+    const char *np_hash = kp_labels_get(&np->annotations, KP_CORE_ANN_NODEPOOL_HASH);
+    const char *np_ver = kp_labels_get(&np->annotations, KP_CORE_ANN_NODEPOOL_HASH_VERSION);
+    const char *nc_hash = kp_labels_get(&nc->annotations, KP_CORE_ANN_NODEPOOL_HASH);
+    const char *nc_ver = kp_labels_get(&nc->annotations, KP_CORE_ANN_NODEPOOL_HASH_VERSION);
+
+    if (!np_hash || !np_ver || !nc_hash || !nc_ver || !kp_streq(np_ver, nc_ver))
+        return false;
+    return !kp_streq(np_hash, nc_hash);
+}
+
+/* Whether np's template requirements are incompatible with nc's labels (key In [value]). No
+ * key is allowed to be undefined: a node lacking a label the NodePool now requires does not
+ * satisfy it. 0 with *ret_drifted, or the reqset errors. */
+static int requirements_drifted(const struct kp_nodeclaim_view *nc,
+                                const struct kp_nodepool_view *np, bool *ret_drifted)
+{
+    struct kp_reqset labels = KP_REQSET_INIT, pool = KP_REQSET_INIT;
+    int r;
+
+    if ((r = kp_reqset_add_labels(&labels, &nc->meta.labels)) < 0 ||
+        (r = kp_reqset_add_requirements(&pool, np->tmpl.requirements.v, np->tmpl.requirements.n)) <
+            0)
+        goto out;
+    *ret_drifted = !kp_reqset_compatible(&labels, &pool, /* allow_undefined= */ NULL,
+                                         /* why= */ NULL, 0);
+out:
+    kp_reqset_done(&labels);
+    kp_reqset_done(&pool);
+    return r;
+}
+
+int kp_drift_plan(const struct kp_nodeclaim_view *nc, const struct kp_nodepool_view *np,
+                  bool provider_asked, const char *provider_reason, struct kp_drift_plan *ret)
+{
+    struct kp_drift_plan plan = {.action = KP_DRIFT_KEEP};
+    const struct kp_condition *cur = kp_conditions_get(&nc->conditions, KP_NC_COND_DRIFTED);
+    const struct kp_condition *launched = kp_conditions_get(&nc->conditions, KP_NC_COND_LAUNCHED);
+    const char *reason = NULL;
+    bool drifted = false;
+    int r;
+
+    /* Not of this pool, on its way out, or a pool whose requirements cannot be read (it fails
+     * validation, and the core leaves an invalid NodePool alone): nothing to decide. */
+    if (!nc->nodepool || !kp_streq(nc->nodepool, np->e.name) || nc->meta.deletion_usec != 0 ||
+        np->tmpl.reqs_error)
+        goto done;
+    if (!launched || launched->status != KP_COND_TRUE) {
+        if (cur)
+            plan.action = KP_DRIFT_CLEAR;
+        goto done; /* its Launched transition is a NodeClaim update, which requeues it */
+    }
+    plan.requeue_usec = KP_DRIFT_REQUEUE_USEC;
+    if (nodepool_drifted(nc, np))
+        reason = KP_DRIFT_REASON_NODEPOOL;
+    else {
+        if ((r = requirements_drifted(nc, np, &drifted)) < 0)
+            return r;
+        if (drifted)
+            reason = KP_DRIFT_REASON_REQUIREMENTS;
+        else if (!provider_asked) {
+            plan.action = KP_DRIFT_ASK_PROVIDER;
+            goto done;
+        } else if (provider_reason && *provider_reason)
+            reason = provider_reason;
+    }
+    if (reason) {
+        plan.reason = reason;
+        if (!drift_marked(cur, reason))
+            plan.action = KP_DRIFT_SET;
+    } else if (cur)
+        plan.action = KP_DRIFT_CLEAR;
+done:
+    *ret = plan;
+    return 0;
 }
 
 /* --- nodeclaim.podevents ------------------------------------------------------------------------ */
@@ -268,14 +372,41 @@ struct kp_consolidation_controller {
     struct kp_reconciler *rec;
 };
 
-/* Whether a NodePool change can change its NodeClaims' Consolidatable: consolidateAfter or
- * replicas (not a status write, which would requeue every NodeClaim of the pool each time). */
+static bool requirement_equal(const struct kp_requirement *a, const struct kp_requirement *b)
+{
+    if (!kp_streq(a->key, b->key) || a->op != b->op || a->n_values != b->n_values ||
+        a->min_values != b->min_values)
+        return false;
+    for (size_t i = 0; i < a->n_values; i++)
+        if (!kp_streq(a->values[i], b->values[i]))
+            return false;
+    return true;
+}
+
+static bool requirements_equal(const struct kp_nodeclaim_spec *a, const struct kp_nodeclaim_spec *b)
+{
+    if (a->requirements.n != b->requirements.n || !kp_streq(a->reqs_error, b->reqs_error))
+        return false;
+    for (size_t i = 0; i < a->requirements.n; i++)
+        if (!requirement_equal(&a->requirements.v[i], &b->requirements.v[i]))
+            return false;
+    return true;
+}
+
+/* Whether a NodePool change can change its NodeClaims' conditions: consolidateAfter or replicas
+ * (Consolidatable), the hash annotations or the template requirements (Drifted); not a status
+ * write, which would requeue every NodeClaim of the pool each time. */
 static bool marking_changed(const struct kp_nodepool_view *o, const struct kp_nodepool_view *n)
 {
     const struct kp_obj_duration *a = &o->consolidate_after, *b = &n->consolidate_after;
 
     return o->replicas != n->replicas || !kp_streq(a->text, b->text) || a->ns != b->ns ||
-           a->never != b->never || a->valid != b->valid;
+           a->never != b->never || a->valid != b->valid ||
+           !kp_streq(kp_labels_get(&o->annotations, KP_CORE_ANN_NODEPOOL_HASH),
+                     kp_labels_get(&n->annotations, KP_CORE_ANN_NODEPOOL_HASH)) ||
+           !kp_streq(kp_labels_get(&o->annotations, KP_CORE_ANN_NODEPOOL_HASH_VERSION),
+                     kp_labels_get(&n->annotations, KP_CORE_ANN_NODEPOOL_HASH_VERSION)) ||
+           !requirements_equal(&o->tmpl, &n->tmpl);
 }
 
 /* A NodePool arrived or changed what marking reads: every NodeClaim of it decides again. */
@@ -299,19 +430,53 @@ static void nodepool_added(void *ctx, const struct kp_entry *e)
     nodepool_changed(ctx, NULL, e);
 }
 
+/* Asks the provider whether nc drifted: 0 with *ret_reason (NULL: not drifted, or the provider
+ * does not know the instance: upstream ignores NotFound), or the provider's error, logged here. */
+static int ask_provider(struct kp_consolidation_controller *ctl, struct kp_client *c,
+                        const struct kp_ctx *cx, const struct kp_nodeclaim_view *nc,
+                        const char **ret_reason)
+{
+    const struct kp_provider *p = ctl->env->provider;
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    const char *reason = NULL;
+    int r = p->ops->is_drifted(p->self, cx, c, nc, &reason, &err);
+
+    if (r == 0)
+        *ret_reason = reason;
+    else if (err.kind == KP_PROVIDER_ERR_NOT_FOUND) {
+        *ret_reason = NULL;
+        r = 0;
+    } else
+        kp_log_debug("getting drift", KP_LF("NodeClaim", nc->e.name),
+                     KP_LF("error", kp_strerror(r)),
+                     KP_LF("detail", err.message ? err.message : ""));
+    kp_provider_err_done(&err);
+    return r;
+}
+
+/* The sooner of two requeues, 0 meaning none. */
+static uint64_t sooner(uint64_t a, uint64_t b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    return a < b ? a : b;
+}
+
 static int consolidation_reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx,
                                    const char *key, uint64_t *ret_requeue)
 {
     struct kp_consolidation_controller *ctl = ctx;
     struct kp_entry *e = NULL, *pe = NULL;
     struct kp_consolidatable_plan plan;
+    struct kp_drift_plan drift = {.action = KP_DRIFT_KEEP};
     const struct kp_nodeclaim_view *nc;
+    const struct kp_nodepool_view *np;
+    const char *provider_reason = NULL;
     struct kp_condset cs = {0};
     int64_t now = (int64_t)kp_core_now(ctl->env);
     char *msg = NULL;
-    int r;
+    int r, provider_r = 0;
 
-    (void)cx;
     r = kp_store_get(ctl->nodeclaims, key, &e);
     if (r == -ENOENT)
         return 0;
@@ -323,32 +488,60 @@ static int consolidation_reconcile(void *ctx, struct kp_client *c, const struct 
         r = 0; /* not ours, or no NodePool (yet): its arrival requeues the claim */
         goto out;
     }
-    plan = kp_consolidatable_plan(nc, kp_nodepool_view(pe), now);
-    *ret_requeue = plan.requeue_usec;
-    if (plan.action == KP_CONSOLIDATABLE_KEEP)
+    np = kp_nodepool_view(pe);
+    plan = kp_consolidatable_plan(nc, np, now);
+    if ((r = kp_drift_plan(nc, np, /* provider_asked= */ false, NULL, &drift)) < 0)
         goto out;
+    if (drift.action == KP_DRIFT_ASK_PROVIDER) {
+        provider_r = ask_provider(ctl, c, cx, nc, &provider_reason);
+        if (provider_r < 0)
+            drift = (struct kp_drift_plan){.action = KP_DRIFT_KEEP}; /* retried with backoff */
+        else if ((r = kp_drift_plan(nc, np, true, provider_reason, &drift)) < 0)
+            goto out;
+    }
+    *ret_requeue = sooner(plan.requeue_usec, drift.requeue_usec);
+    if (plan.action == KP_CONSOLIDATABLE_KEEP && drift.action == KP_DRIFT_KEEP)
+        goto out;
+    /* Both conditions in one write: see the top. */
     if ((r = kp_condset_init(&cs, &nc->conditions, nc->generation, now)) < 0)
         goto out;
     if (plan.action == KP_CONSOLIDATABLE_SET)
         r = kp_condset_set(&cs, KP_NC_COND_CONSOLIDATABLE, KP_COND_TRUE, NULL, NULL);
-    else
+    else if (plan.action == KP_CONSOLIDATABLE_CLEAR)
         kp_condset_clear(&cs, KP_NC_COND_CONSOLIDATABLE);
+    if (r < 0)
+        goto out;
+    /* Upstream's message is the reason itself. */
+    if (drift.action == KP_DRIFT_SET)
+        r = kp_condset_set(&cs, KP_NC_COND_DRIFTED, KP_COND_TRUE, drift.reason, drift.reason);
+    else if (drift.action == KP_DRIFT_CLEAR)
+        kp_condset_clear(&cs, KP_NC_COND_DRIFTED);
     if (r < 0)
         goto out;
     r = kp_write_conditions(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.rv, &cs, &msg);
     if (r == -ENOENT)
         r = 0;
-    else if (r == 0 && plan.action == KP_CONSOLIDATABLE_CLEAR)
-        kp_log_debug("removing consolidatable status condition", KP_LF("NodeClaim", nc->e.name));
     else if (r < 0 && r != -KP_ECONFLICT)
-        kp_log_debug("Consolidatable not written", KP_LF("NodeClaim", nc->e.name),
+        kp_log_debug("disruption conditions not written", KP_LF("NodeClaim", nc->e.name),
                      KP_LF("detail", msg ? msg : ""));
+    else if (r == 0) {
+        if (plan.action == KP_CONSOLIDATABLE_CLEAR)
+            kp_log_debug("removing consolidatable status condition",
+                         KP_LF("NodeClaim", nc->e.name));
+        if (drift.action == KP_DRIFT_SET && !kp_conditions_get(&nc->conditions, KP_NC_COND_DRIFTED))
+            kp_log_debug("marking drifted", KP_LF("NodeClaim", nc->e.name),
+                         KP_LF("reason", drift.reason));
+        else if (drift.action == KP_DRIFT_CLEAR)
+            kp_log_debug("removing drifted status condition", KP_LF("NodeClaim", nc->e.name));
+    }
 out:
     kp_condset_done(&cs);
     kp_free(msg);
     kp_entry_unref(pe);
     kp_entry_unref(e);
-    return r;
+    /* A provider error is returned once what could be written was, so the reconciler retries
+     * with backoff; a lost race or a write error wins, being the sooner retry. */
+    return r < 0 ? r : provider_r;
 }
 
 int kp_consolidation_controller_new(const struct kp_core_env *env,

@@ -1,6 +1,6 @@
-/* core/disruption/marking.h: the two controllers that tell disruption when a node has been quiet
- * long enough to consolidate (semantics §3.10, §5.9): Karpenter's nodeclaim.podevents and the
- * Consolidatable half of nodeclaim.disruption.
+/* core/disruption/marking.h: the two controllers that tell disruption which nodes it may take
+ * (semantics §3.9, §3.10, §5.9): Karpenter's nodeclaim.podevents, and nodeclaim.disruption, which
+ * keeps the Drifted and Consolidatable conditions.
  *
  * nodeclaim.podevents (key: a Node name). A pod that becomes bound to a Node, goes terminal, or
  * starts terminating — not a DaemonSet's — is a "pod event" on that Node: its NodeClaim's
@@ -11,14 +11,36 @@
  * (upstream stamps them with their PodScheduled time, which the pod projection does not keep;
  * stamping them with now would restart every node's consolidateAfter clock at each restart).
  *
- * nodeclaim.disruption, Consolidatable (key: a NodeClaim name). For a NodeClaim of ours whose
- * NodePool exists and is not static: consolidateAfter Never, or the NodeClaim not Initialized,
- * clears the condition; otherwise it is set True once now - (lastPodEventTime, else the
- * Initialized transition) >= consolidateAfter, and until then cleared and requeued at that
- * moment. A NodePool change requeues its NodeClaims. Drift is not marked yet.
+ * nodeclaim.disruption (key: a NodeClaim name), for a NodeClaim of ours, not being deleted, whose
+ * NodePool (karpenter.sh/nodepool label) exists. Two halves, written in one status write:
  *
- * Both decisions are pure functions below (tests/unit/test-marking.c); every write is a CAS on
- * the NodeClaim's cached resourceVersion (core/writes.h). */
+ *   Drifted. A NodeClaim that is not Launched has no Drifted condition. A Launched one is drifted
+ *   for the first of these that holds, which becomes the condition's reason (and, as upstream,
+ *   its message):
+ *     NodePoolDrifted      both NodeClaim and NodePool carry karpenter.sh/nodepool-hash and
+ *                          -hash-version, the versions are equal and the hashes differ (a
+ *                          version change is the hash controller's to resolve, never drift);
+ *     RequirementsDrifted  the NodePool's spec.template requirements are not compatible with the
+ *                          NodeClaim's labels taken as key In [value]: a NodePool key that is not
+ *                          a label is drift unless its operator is NotIn or DoesNotExist, and a
+ *                          key both have must share a value, so widening a requirement never
+ *                          drifts and narrowing it past a node's label does;
+ *     <provider reason>    the provider's is_drifted (SSH: ProfileDrift, NodeClassDrift); asked
+ *                          only when the two above find nothing, as upstream saves its calls;
+ *                          an error leaves the condition as it is, NotFound included.
+ *   Upstream's InstanceTypeNotFound is not checked (marking.c says why). Drifted=True(reason) is
+ *   set; a NodeClaim no longer drifted loses the condition (it is removed, never set False). A
+ *   Launched NodeClaim is looked at again every KP_DRIFT_REQUEUE_USEC (5 min, upstream's) and
+ *   whenever it, its NodePool's hash annotations or template requirements change. A NodePool
+ *   whose requirement list the projection refused is left alone (it fails validation).
+ *
+ *   Consolidatable (skipped for static pools): consolidateAfter Never, or the NodeClaim not
+ *   Initialized, clears the condition; otherwise it is set True once now - (lastPodEventTime,
+ *   else the Initialized transition) >= consolidateAfter, and until then cleared and requeued at
+ *   that moment. A NodePool change of consolidateAfter or replicas requeues its NodeClaims.
+ *
+ * Every decision is a pure function below (tests/unit/test-disruption.c, test-drift.c); every
+ * write is a CAS on the NodeClaim's cached resourceVersion (core/writes.h). */
 #ifndef KP_CORE_DISRUPTION_MARKING_H
 #define KP_CORE_DISRUPTION_MARKING_H
 
@@ -33,6 +55,12 @@ struct kp_nodepool_view;
 struct kp_pod_view;
 
 #define KP_NC_COND_CONSOLIDATABLE "Consolidatable"
+#define KP_NC_COND_DRIFTED "Drifted"
+/* Drifted reasons the core finds (API: Karpenter's names); providers add their own. */
+#define KP_DRIFT_REASON_NODEPOOL "NodePoolDrifted"
+#define KP_DRIFT_REASON_REQUIREMENTS "RequirementsDrifted"
+/* How often a Launched NodeClaim's drift is decided again (upstream: 5 min). */
+#define KP_DRIFT_REQUEUE_USEC (5ULL * 60ULL * 1000000ULL)
 #define KP_PODEVENTS_DEDUPE_USEC (10ULL * 1000000ULL)
 
 /* Whether the change old -> new of one pod (either NULL: added / deleted) is a pod event on
@@ -60,11 +88,33 @@ struct kp_consolidatable_plan kp_consolidatable_plan(const struct kp_nodeclaim_v
                                                      const struct kp_nodepool_view *np,
                                                      int64_t now_usec) KP_NONNULL(1, 2);
 
+enum kp_drift_action {
+    KP_DRIFT_KEEP = 0,     /* nothing to change */
+    KP_DRIFT_SET,          /* set Drifted=True with reason */
+    KP_DRIFT_CLEAR,        /* remove the condition */
+    KP_DRIFT_ASK_PROVIDER, /* the core finds no drift: ask is_drifted, then plan again */
+};
+
+struct kp_drift_plan {
+    enum kp_drift_action action;
+    const char *reason;    /* SET: the reason (and message); a static string or the provider's */
+    uint64_t requeue_usec; /* 0: none; else decide again then (every Launched NodeClaim) */
+};
+
+/* The Drifted decision for nc of NodePool np (see the top). provider_asked false: the core's own
+ * checks only, and KP_DRIFT_ASK_PROVIDER when they find nothing; true: provider_reason is what
+ * is_drifted answered (NULL: not drifted). A NodeClaim being deleted, or not of np, is KEEP.
+ * Pure, but builds requirement sets: 0 with *ret filled, or -ENOMEM / -KP_ELIMIT. */
+int kp_drift_plan(const struct kp_nodeclaim_view *nc, const struct kp_nodepool_view *np,
+                  bool provider_asked, const char *provider_reason, struct kp_drift_plan *ret)
+    KP_NONNULL(1, 2, 5) KP_WUR;
+
 struct kp_podevents_controller;
 struct kp_consolidation_controller;
 
 /* Stopped controllers registered on env's informers (Pods, Nodes and NodeClaims; NodeClaims and
- * NodePools). env is borrowed and outlives them. Main thread, before the informers start.
+ * NodePools). kp_consolidation_controller is nodeclaim.disruption, both halves (the name is
+ * older than its Drifted half). env is borrowed and outlives them. Main thread, before the informers start.
  * 0, -EINVAL, -EBUSY, -ENOMEM. */
 int kp_podevents_controller_new(const struct kp_core_env *env,
                                 struct kp_podevents_controller **ret) KP_WUR;
