@@ -65,6 +65,7 @@
 #include "core/provisioning/batcher.h"
 #include "core/provisioning/pods.h"
 #include "core/provisioning/scheduler.h"
+#include "core/provisioning/simulation.h"
 #include "core/state/cluster.h"
 
 #define SYNC_WAIT_USEC (1000000ULL)
@@ -346,8 +347,7 @@ struct kp_provisioner_controller {
     char **created;
     size_t n_created;
     uint64_t created_at;
-    struct kp_entry **pvc_refs; /* the PVCs the round's validation read */
-    size_t n_pvc_refs;
+    struct kp_sim_sources sources; /* what a round's simulation reads */
     uint64_t retry_at; /* under mu: a round left pods pending; trigger again then (mono) */
 };
 
@@ -407,314 +407,35 @@ static void on_node_update(void *ctx, const struct kp_entry *old_e, const struct
 /* What a round builds and frees; everything the scheduler borrows lives here. */
 struct round {
     struct kp_state_snapshot *snap;
-    struct kp_store_list pods_all;      /* every pod (the pending ones are picked from it) */
-    struct kp_store_list *bound;        /* per snapshot node: its pods */
-    const struct kp_pod_view **pending; /* unbound pod views */
-    size_t n_pending;
-    const struct kp_pod_view **deleting; /* pods of nodes marked for deletion */
-    size_t n_deleting;
-    const struct kp_pod_view ***node_pods; /* per sched node: bound pod views */
-    struct kp_sched_node *nodes, *inflight;
-    size_t n_nodes, n_inflight;
-    const char **node_pid;     /* per sched node (nodes then inflight): providerID */
-    struct kp_label **lab_own; /* per in-flight node: its labels array */
-    struct kp_store_list pools_l;
-    struct kp_sched_pool *pools;
-    struct kp_instance_catalog **cats;
-    size_t n_pools;
-    struct kp_podsel_round sel;
-    struct kp_sched_plan plan;
+    struct kp_sim sim;
+    struct kp_sim_run run;
 };
 
 static void round_done(struct round *rd)
 {
-    kp_sched_plan_done(&rd->plan);
-    kp_podsel_round_done(&rd->sel);
-    for (size_t i = 0; rd->cats && i < rd->n_pools; i++)
-        kp_instance_catalog_unref(rd->cats[i]);
-    kp_free(rd->cats);
-    kp_free(rd->pools);
-    kp_store_list_free(&rd->pools_l);
-    for (size_t i = 0; rd->node_pods && i < 2 * rd->snap->n; i++)
-        kp_free(rd->node_pods[i]);
-    kp_free(rd->node_pods);
-    if (rd->bound)
-        for (size_t i = 0; i < rd->snap->n; i++)
-            kp_store_list_free(&rd->bound[i]);
-    kp_free(rd->bound);
-    for (size_t i = 0; rd->lab_own && i < rd->n_inflight; i++)
-        kp_free(rd->lab_own[i]);
-    kp_free(rd->lab_own);
-    kp_free(rd->nodes);
-    kp_free(rd->inflight);
-    kp_free(rd->node_pid);
-    kp_free(rd->pending);
-    kp_free(rd->deleting);
-    kp_store_list_free(&rd->pods_all);
+    kp_sim_run_done(&rd->run);
+    kp_sim_done(&rd->sim);
     kp_state_snapshot_free(rd->snap);
     memset(rd, 0, sizeof(*rd));
-}
-
-static const struct kp_pvc_view *pvc_get(void *ctx, const char *ns, const char *name)
-{
-    struct kp_provisioner_controller *ctl = ctx;
-    struct kp_entry *e = NULL, **v;
-    char key[512];
-
-    if ((size_t)snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name ? name : "") >= sizeof(key))
-        return NULL;
-    if (kp_store_get(kp_informer_store(ctl->pvcs), key, &e) < 0)
-        return NULL;
-    /* The round keeps the reference until it ends: the view must outlive the informer's. */
-    if (!(v = kp_reallocarray(ctl->pvc_refs, ctl->n_pvc_refs + 1, sizeof(*v)))) {
-        kp_entry_unref(e);
-        return NULL; /* read as a missing claim: the pod waits for the next round */
-    }
-    ctl->pvc_refs = v;
-    ctl->pvc_refs[ctl->n_pvc_refs++] = e;
-    return kp_pvc_view(e);
-}
-
-static void pvc_refs_drop(struct kp_provisioner_controller *ctl)
-{
-    for (size_t i = 0; i < ctl->n_pvc_refs; i++)
-        kp_entry_unref(ctl->pvc_refs[i]);
-    kp_free(ctl->pvc_refs);
-    ctl->pvc_refs = NULL;
-    ctl->n_pvc_refs = 0;
-}
-
-static bool node_active(const struct kp_state_node *n)
-{
-    return !(n->flags & KP_STATE_NODE_MARKED_FOR_DELETION);
-}
-
-/* The bound, resource-holding pods of store list l as views (terminal ones left out). */
-static int pod_views(const struct kp_store_list *l, const struct kp_pod_view ***ret, size_t *ret_n)
-{
-    const struct kp_pod_view **v = kp_calloc(l->n ? l->n : 1, sizeof(*v));
-    size_t n = 0;
-
-    if (!v)
-        return -ENOMEM;
-    for (size_t i = 0; i < l->n; i++)
-        if (!kp_pod_terminal(kp_pod_view(l->v[i])))
-            v[n++] = kp_pod_view(l->v[i]);
-    *ret = v;
-    *ret_n = n;
-    return 0;
-}
-
-/* Labels of an in-flight NodeClaim: its own labels plus the single values of its requirements
- * (Karpenter's in-flight node: NodeClaim labels and requirements). */
-static int inflight_labels(const struct kp_nodeclaim_view *nc, struct kp_labels *ret,
-                           struct kp_label **ret_own)
-{
-    struct kp_reqset rs = KP_REQSET_INIT;
-    struct kp_label *v;
-    size_t n = 0;
-    int r;
-
-    if ((r = kp_reqset_from_nodeclaim(nc, &rs)) < 0)
-        return r;
-    v = kp_calloc(nc->meta.labels.n + rs.n + 1, sizeof(*v));
-    if (!v) {
-        kp_reqset_done(&rs);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < nc->meta.labels.n; i++)
-        v[n++] = nc->meta.labels.v[i];
-    for (size_t i = 0; i < rs.n; i++) {
-        const char *one = kp_req_single(&rs.v[i]);
-
-        if (!one || kp_labels_get(&nc->meta.labels, rs.v[i].key))
-            continue;
-        /* Borrow the key and value from the NodeClaim's own requirement entries, which outlive
-         * the round (the snapshot holds the entry); the set is freed below. */
-        for (size_t j = 0; j < nc->spec.requirements.n; j++) {
-            const struct kp_requirement *q = &nc->spec.requirements.v[j];
-
-            if (kp_streq(q->key, rs.v[i].key) && q->n_values == 1 && kp_streq(q->values[0], one)) {
-                v[n].key = q->key;
-                v[n].value = q->values[0];
-                n++;
-                break;
-            }
-        }
-    }
-    kp_reqset_done(&rs);
-    ret->v = v;
-    ret->n = n;
-    *ret_own = v;
-    return 0;
-}
-
-static bool pool_ready(const struct kp_nodepool_view *np)
-{
-    const struct kp_condition *c = kp_conditions_get(&np->conditions, "Ready");
-
-    return c && c->status == KP_COND_TRUE;
 }
 
 static bool created_known(struct kp_provisioner_controller *ctl,
                           const struct kp_state_snapshot *snap);
 
-/* Steps 2 and 3: the round's pods and the scheduler's input. -EAGAIN: a NodeClaim an earlier
- * round created is not in the snapshot yet (the round must wait for it). */
+/* Steps 2 and 3: the round's pods and the scheduler's input (simulation.h). -EAGAIN: a
+ * NodeClaim an earlier round created is not in the snapshot yet (the round must wait for it). */
 static int round_build(struct kp_provisioner_controller *ctl, struct kp_client *c,
                        const struct kp_ctx *cx, struct round *rd, struct kp_sched_input *in)
 {
-    const struct kp_provider *p = ctl->env->provider;
-    struct kp_podsel_pvcs pvcs = {.get = pvc_get, .ctx = ctl};
-    struct kp_podsel_input si = {0};
-    size_t nn = 0, ni = 0, total;
     int r;
 
     if ((r = kp_cluster_state_snapshot(ctl->cluster, &rd->snap)) < 0)
         return r;
     if (!created_known(ctl, rd->snap))
         return -EAGAIN; /* the round waits for them */
-    if ((r = kp_store_list(kp_informer_store(ctl->pods), &rd->pods_all)) < 0)
+    if ((r = kp_sim_build(&ctl->sources, rd->snap, c, cx, &rd->sim)) < 0)
         return r;
-    if (!(rd->pending = kp_calloc(rd->pods_all.n + 1, sizeof(*rd->pending))) ||
-        !(rd->bound = kp_calloc(rd->snap->n + 1, sizeof(*rd->bound))))
-        return -ENOMEM;
-    for (size_t i = 0; i < rd->pods_all.n; i++) {
-        const struct kp_pod_view *pv = kp_pod_view(rd->pods_all.v[i]);
-
-        if (!pv->node_name)
-            rd->pending[rd->n_pending++] = pv;
-    }
-    /* Bound pods per state node, from the pod index (never a scan per node). */
-    total = 0;
-    for (size_t i = 0; i < rd->snap->n; i++) {
-        const struct kp_state_node *sn = &rd->snap->v[i];
-
-        if (sn->node_name && (r = kp_store_by_index(kp_informer_store(ctl->pods), KP_INDEX_POD_NODE,
-                                                    sn->node_name, &rd->bound[i])) < 0)
-            return r;
-        if (!node_active(sn))
-            total += rd->bound[i].n;
-    }
-    if (!(rd->deleting = kp_calloc(total + 1, sizeof(*rd->deleting))))
-        return -ENOMEM;
-    for (size_t i = 0; i < rd->snap->n; i++)
-        if (!node_active(&rd->snap->v[i]))
-            for (size_t j = 0; j < rd->bound[i].n; j++)
-                rd->deleting[rd->n_deleting++] = kp_pod_view(rd->bound[i].v[j]);
-    si.pending = rd->pending;
-    si.n_pending = rd->n_pending;
-    si.deleting = rd->deleting;
-    si.n_deleting = rd->n_deleting;
-    si.now_usec = (int64_t)kp_core_now(ctl->env);
-    si.pvcs = &pvcs;
-    if ((r = kp_podsel_select(&si, &rd->sel)) < 0)
-        return r;
-
-    /* Existing nodes and in-flight NodeClaims. */
-    if (!(rd->nodes = kp_calloc(rd->snap->n + 1, sizeof(*rd->nodes))) ||
-        !(rd->inflight = kp_calloc(rd->snap->n + 1, sizeof(*rd->inflight))) ||
-        !(rd->node_pods = kp_calloc(2 * rd->snap->n + 1, sizeof(*rd->node_pods))) ||
-        !(rd->node_pid = kp_calloc(2 * rd->snap->n + 1, sizeof(*rd->node_pid))) ||
-        !(rd->lab_own = kp_calloc(rd->snap->n + 1, sizeof(*rd->lab_own))))
-        return -ENOMEM;
-    for (size_t i = 0; i < rd->snap->n; i++) {
-        const struct kp_state_node *sn = &rd->snap->v[i];
-        const struct kp_nodeclaim_view *nc =
-            sn->nodeclaim ? kp_nodeclaim_view(sn->nodeclaim) : NULL;
-
-        if (!node_active(sn) || sn->node_name || !nc)
-            continue;
-        rd->inflight[ni] = (struct kp_sched_node){
-            .name = nc->e.name,
-            .nodepool = sn->nodepool,
-            .initialized = false,
-            .taints = nc->spec.taints,
-            .startup_taints = nc->spec.startup_taints,
-            .allocatable = sn->allocatable,
-            .capacity = sn->capacity,
-        };
-        r = inflight_labels(nc, &rd->inflight[ni].labels, &rd->lab_own[ni]);
-        ni++; /* counted either way: round_done frees lab_own[0 .. n_inflight) */
-        rd->n_inflight = ni;
-        if (r < 0)
-            return r;
-    }
-    rd->n_inflight = ni;
-    for (size_t i = 0; i < rd->snap->n; i++) {
-        const struct kp_state_node *sn = &rd->snap->v[i];
-        const struct kp_node_view *nv = sn->node ? kp_node_view(sn->node) : NULL;
-        const struct kp_nodeclaim_view *nc =
-            sn->nodeclaim ? kp_nodeclaim_view(sn->nodeclaim) : NULL;
-        size_t n_pods = 0;
-
-        if (!node_active(sn) || !nv)
-            continue;
-        if ((r = pod_views(&rd->bound[i], &rd->node_pods[nn], &n_pods)) < 0)
-            return r;
-        rd->nodes[nn] = (struct kp_sched_node){
-            .name = nv->e.name,
-            .nodepool = sn->nodepool,
-            .initialized = (sn->flags & KP_STATE_NODE_INITIALIZED) != 0,
-            .labels = nv->meta.labels,
-            .taints = nv->taints,
-            .allocatable = sn->allocatable,
-            .capacity = sn->capacity,
-            .pods = rd->node_pods[nn],
-            .n_pods = n_pods,
-        };
-        if (nc)
-            rd->nodes[nn].startup_taints = nc->spec.startup_taints;
-        rd->node_pid[nn] = sn->provider_id;
-        nn++;
-    }
-    rd->n_nodes = nn;
-    /* In-flight entries follow the nodes in the plan's index space; their providerIDs too. */
-    for (size_t i = 0, k = 0; i < rd->snap->n && k < ni; i++) {
-        const struct kp_state_node *sn = &rd->snap->v[i];
-
-        if (node_active(sn) && !sn->node_name && sn->nodeclaim)
-            rd->node_pid[nn + k++] = sn->provider_id;
-    }
-
-    /* NodePools: Ready, not being deleted, of this provider, with their catalogs. */
-    if ((r = kp_store_list(kp_informer_store(ctl->nodepools), &rd->pools_l)) < 0)
-        return r;
-    if (!(rd->pools = kp_calloc(rd->pools_l.n + 1, sizeof(*rd->pools))) ||
-        !(rd->cats = kp_calloc(rd->pools_l.n + 1, sizeof(*rd->cats))))
-        return -ENOMEM;
-    for (size_t i = 0; i < rd->pools_l.n; i++) {
-        const struct kp_nodepool_view *np = kp_nodepool_view(rd->pools_l.v[i]);
-        struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
-        struct kp_instance_catalog *cat = NULL;
-
-        if (np->meta.deletion_usec || np->replicas >= 0 || !pool_ready(np) ||
-            !kp_provider_supports(p, &np->tmpl.node_class_ref))
-            continue;
-        r = p->ops->get_instance_types(p->self, cx, c, np, &cat, &err);
-        if (r < 0) {
-            kp_log_warn_errno(r, "no instance types for nodepool", KP_LF("nodepool", np->e.name),
-                              KP_LF("detail", err.message ? err.message : ""));
-            kp_provider_err_done(&err);
-            continue; /* the other pools still provision */
-        }
-        kp_provider_err_done(&err);
-        rd->cats[rd->n_pools] = cat;
-        rd->pools[rd->n_pools] = (struct kp_sched_pool){
-            .np = np, .types = cat ? cat->v : NULL, .n_types = cat ? cat->n : 0};
-        rd->n_pools++;
-    }
-    *in = (struct kp_sched_input){
-        .pods = (const struct kp_pod_view *const *)rd->sel.pods,
-        .n_pods = rd->sel.n_pods,
-        .nodes = rd->nodes,
-        .n_nodes = rd->n_nodes,
-        .inflight = rd->inflight,
-        .n_inflight = rd->n_inflight,
-        .pools = rd->pools,
-        .n_pools = rd->n_pools,
-    };
-    return 0;
+    return kp_sim_prepare(&rd->sim, NULL, 0, (int64_t)kp_core_now(ctl->env), &rd->run, in);
 }
 
 static void remember_created(struct kp_provisioner_controller *ctl, const char *name)
@@ -818,14 +539,14 @@ out:
 static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client *c,
                         const struct kp_ctx *cx, struct round *rd, const struct kp_sched_input *in)
 {
-    const struct kp_sched_plan *plan = &rd->plan;
+    const struct kp_sched_plan *plan = &rd->run.plan;
     char **names = kp_calloc(plan->n_claims + 1, sizeof(*names));
     int64_t now = (int64_t)kp_core_now(ctl->env);
     size_t left = 0;
     char note[NOTE_MAX];
 
-    for (size_t i = 0; i < rd->sel.n_refused; i++) {
-        const struct kp_podsel_refused *f = &rd->sel.refused[i];
+    for (size_t i = 0; i < rd->run.sel.n_refused; i++) {
+        const struct kp_podsel_refused *f = &rd->run.sel.refused[i];
 
         left++;
         if (kp_podsel_verdict_has_event(f->verdict)) {
@@ -867,7 +588,7 @@ static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client 
             bool existing = res->index < in->n_nodes;
             const struct kp_sched_node *n =
                 existing ? &in->nodes[res->index] : &in->inflight[res->index - in->n_nodes];
-            const char *pid = rd->node_pid[res->index];
+            const char *pid = rd->snap->v[rd->run.snap_of[res->index]].provider_id;
 
             if (pid && kp_cluster_state_nominate(ctl->cluster, pid,
                                                  now + KP_PROVISIONER_NOMINATION_USEC) < 0)
@@ -906,21 +627,20 @@ static int run_round(struct kp_provisioner_controller *ctl, struct kp_client *c,
     *ret_left = 0;
     if ((r = round_build(ctl, c, cx, &rd, &in)) < 0)
         goto out;
-    if (in.n_pods == 0 && rd.sel.n_refused == 0)
+    if (in.n_pods == 0 && rd.run.sel.n_refused == 0)
         goto out;
-    if ((r = kp_sched_solve(&in, &rd.plan)) < 0) {
+    if ((r = kp_sched_solve(&in, &rd.run.plan)) < 0) {
         kp_log_error_errno(r, "scheduling simulation failed", KP_LF("pods", (int64_t)in.n_pods));
         goto out;
     }
     *ret_left = round_act(ctl, c, cx, &rd, &in);
-    if (rd.plan.n_claims > 0) /* Karpenter's line; a round that only waits says nothing */
+    if (rd.run.plan.n_claims > 0) /* Karpenter's line; a round that only waits says nothing */
         kp_log_info("computed new nodeclaim(s) to fit pod(s)",
-                    KP_LF("nodeclaims", (int64_t)rd.plan.n_claims),
+                    KP_LF("nodeclaims", (int64_t)rd.run.plan.n_claims),
                     KP_LF("pods", (int64_t)in.n_pods),
                     KP_LF("duration_ms", (int64_t)((kp_mono_usec() - t0) / 1000)));
 out:
     round_done(&rd);
-    pvc_refs_drop(ctl);
     return r;
 }
 
@@ -999,6 +719,10 @@ int kp_provisioner_controller_new(const struct kp_core_env *env,
         (r = kp_informers_nodepools(env->informers, &ctl->nodepools)) < 0 ||
         (r = kp_informers_pvcs(env->informers, &ctl->pvcs)) < 0)
         goto out;
+    ctl->sources = (struct kp_sim_sources){.env = env,
+                                           .pods = kp_informer_store(ctl->pods),
+                                           .nodepools = kp_informer_store(ctl->nodepools),
+                                           .pvcs = kp_informer_store(ctl->pvcs)};
     co.name = "provisioner";
     co.group = "";
     co.kind = "Pod";
@@ -1061,7 +785,6 @@ kp_provisioner_controller_free(struct kp_provisioner_controller *ctl)
     for (size_t i = 0; i < ctl->n_created; i++)
         kp_free(ctl->created[i]);
     kp_free(ctl->created);
-    pvc_refs_drop(ctl);
     kp_batcher_done(&ctl->b);
     pthread_mutex_destroy(&ctl->mu);
     kp_free(ctl);

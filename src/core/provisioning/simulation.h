@@ -1,0 +1,93 @@
+/* core/provisioning/simulation.h: the scheduler's input built from the cluster state, once per
+ * snapshot, for every caller that asks "where would these pods go?": the provisioner (pending
+ * pods onto existing nodes and new NodeClaims) and consolidation (the same question with some
+ * nodes taken away and their pods moving).
+ *
+ * kp_sim_build reads one cluster-state snapshot (borrowed) and the caches: every state node with
+ * a Node that is not marked for deletion becomes an existing node with its bound pods; every
+ * NodeClaim without a Node an in-flight node; the Ready NodePools of this provider come with
+ * their instance types; the unbound pods of the Pod cache are the pending candidates. Then
+ * kp_sim_prepare picks one simulation's pods and nodes: the pending pods, the pods of nodes
+ * marked for deletion, and the pods of the nodes named as moving (Karpenter's
+ * SimulateScheduling: candidates' pods are migrating like a deleting node's), all through
+ * kp_podsel_select; the moving nodes are left out of the destinations. Several prepares may run
+ * over one build (consolidation tries many candidate sets); each is released on its own.
+ *
+ * Index spaces: a prepared input's nodes are the build's existing nodes minus the moving ones,
+ * then the in-flight ones; run->snap_of maps each input node (nodes then in-flight) back to its
+ * snapshot index.
+ *
+ * Threads: one thread owns a build and its prepares; the snapshot and the caches' entries are
+ * held by reference, so they stay valid whatever the informers do meanwhile. */
+#ifndef KP_CORE_PROVISIONING_SIMULATION_H
+#define KP_CORE_PROVISIONING_SIMULATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "k8s/store.h"
+#include "core/provisioning/pods.h"
+#include "core/provisioning/scheduler.h"
+
+struct kp_client;
+struct kp_core_env;
+struct kp_ctx;
+struct kp_instance_catalog;
+struct kp_state_snapshot;
+
+/* Where a build reads from; all borrowed. */
+struct kp_sim_sources {
+    const struct kp_core_env *env; /* provider, clock */
+    struct kp_store *pods, *nodepools, *pvcs;
+};
+
+struct kp_sim {
+    const struct kp_sim_sources *src;
+    const struct kp_state_snapshot *snap; /* borrowed */
+    struct kp_store_list pods_all;        /* every pod (the pending ones are picked from it) */
+    struct kp_store_list *bound;          /* per snapshot node: its pods */
+    const struct kp_pod_view **pending;   /* unbound pod views */
+    size_t n_pending;
+    /* Existing nodes (snapshot nodes with a Node, not marked for deletion) and in-flight
+     * NodeClaims, with their snapshot indices and providerIDs. */
+    struct kp_sched_node *nodes, *inflight;
+    size_t n_nodes, n_inflight;
+    size_t *node_snap, *inflight_snap;
+    const struct kp_pod_view ***node_pods; /* per existing node: bound pod views */
+    struct kp_label **lab_own;             /* per in-flight node: its labels array */
+    struct kp_store_list pools_l;
+    struct kp_sched_pool *pools;
+    struct kp_instance_catalog **cats;
+    size_t n_pools;
+    struct kp_entry **pvc_refs; /* the PVCs validation read, held until kp_sim_done */
+    size_t n_pvc_refs;
+};
+
+/* Builds sim from snap (borrowed; must outlive sim) and src. c and cx are for the provider's
+ * instance types. 0, -ENOMEM, or a store error; sim is released by kp_sim_done either way. */
+int kp_sim_build(const struct kp_sim_sources *src, const struct kp_state_snapshot *snap,
+                 struct kp_client *c, const struct kp_ctx *cx, struct kp_sim *sim)
+    KP_NONNULL(1, 2, 5) KP_WUR;
+void kp_sim_done(struct kp_sim *sim);
+
+/* One simulation's input over a build. */
+struct kp_sim_run {
+    struct kp_podsel_round sel;       /* the pods, pending first */
+    const struct kp_pod_view **moved; /* pods of deleting and moving nodes */
+    size_t n_moved;
+    struct kp_sched_node *nodes; /* the build's existing nodes minus the moving ones */
+    size_t n_nodes;
+    size_t *snap_of;           /* per input node (nodes then in-flight): snapshot index */
+    struct kp_sched_plan plan; /* filled by the caller's kp_sched_solve */
+};
+
+/* Prepares *in over sim: moving[0..n_moving) are snapshot indices of nodes whose pods move and
+ * which are no destination (NULL, 0: none). 0 or -ENOMEM. *run is released by
+ * kp_sim_run_done either way. */
+int kp_sim_prepare(struct kp_sim *sim, const size_t *moving, size_t n_moving, int64_t now_usec,
+                   struct kp_sim_run *run, struct kp_sched_input *in) KP_NONNULL(1, 5, 6) KP_WUR;
+void kp_sim_run_done(struct kp_sim_run *run);
+
+#endif
