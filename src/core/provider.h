@@ -305,7 +305,8 @@ struct kp_provider_ops {
                               struct kp_provider_err *err);
 
     /* Provider-specific drift of nc: *ret_reason is a static reason string (ProfileDrift,
-     * NodeClassDrift) or NULL when not drifted. An unresolvable instance is not drifted. */
+     * NodeClassDrift) or NULL when not drifted. An instance it cannot find is a NOT_FOUND
+     * error: the core then keeps whatever it knew. */
     int (*is_drifted)(void *self, const struct kp_ctx *ctx, struct kp_client *c,
                       const struct kp_nodeclaim_view *nc, const char **ret_reason,
                       struct kp_provider_err *err);

@@ -1579,6 +1579,21 @@ static void test_drain_plan_force(void **state)
     assert_int_equal(vb[2], KP_DRAIN_FORCE);
     assert_int_equal(vb[3], KP_DRAIN_WAIT); /* group 1, and do-not-disrupt */
     assert_int_equal(r.waiting, 4);
+    /* Already terminating: granted its time, forced only when kubelet would finish it after
+     * the deadline (its own grace period no longer counts). */
+    {
+        struct kp_entry *t[2] = {
+            pod("going", "\"deletionTimestamp\":\"2026-11-30T12:00:20Z\"", "", "Running"),
+            pod("late", "\"deletionTimestamp\":\"2026-11-30T12:00:40Z\"", "", "Running")};
+        enum kp_drain_verb tv[2];
+
+        r = plan(t, 2, NOW + 25 * SEC, tv);
+        assert_int_equal(tv[0], KP_DRAIN_WAIT);
+        assert_int_equal(tv[1], KP_DRAIN_FORCE);
+        assert_int_equal(r.waiting, 2);
+        kp_entry_unref(t[0]);
+        kp_entry_unref(t[1]);
+    }
     /* Past the deadline: everything. */
     r = plan(v, 4, NOW - SEC, vb);
     for (size_t i = 0; i < 4; i++)

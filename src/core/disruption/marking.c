@@ -430,8 +430,9 @@ static void nodepool_added(void *ctx, const struct kp_entry *e)
     nodepool_changed(ctx, NULL, e);
 }
 
-/* Asks the provider whether nc drifted: 0 with *ret_reason (NULL: not drifted, or the provider
- * does not know the instance: upstream ignores NotFound), or the provider's error, logged here. */
+/* Asks the provider whether nc drifted: 0 with *ret_reason (NULL: not drifted); 1 when the
+ * provider does not know the instance (upstream ignores NotFound: the condition stays as it
+ * is); or the provider's error, logged here. */
 static int ask_provider(struct kp_consolidation_controller *ctl, struct kp_client *c,
                         const struct kp_ctx *cx, const struct kp_nodeclaim_view *nc,
                         const char **ret_reason)
@@ -443,10 +444,9 @@ static int ask_provider(struct kp_consolidation_controller *ctl, struct kp_clien
 
     if (r == 0)
         *ret_reason = reason;
-    else if (err.kind == KP_PROVIDER_ERR_NOT_FOUND) {
-        *ret_reason = NULL;
-        r = 0;
-    } else
+    else if (err.kind == KP_PROVIDER_ERR_NOT_FOUND)
+        r = 1; /* the instance is not found: no answer, the condition stays as it is */
+    else
         kp_log_debug("getting drift", KP_LF("NodeClaim", nc->e.name),
                      KP_LF("error", kp_strerror(r)),
                      KP_LF("detail", err.message ? err.message : ""));
@@ -494,8 +494,9 @@ static int consolidation_reconcile(void *ctx, struct kp_client *c, const struct 
         goto out;
     if (drift.action == KP_DRIFT_ASK_PROVIDER) {
         provider_r = ask_provider(ctl, c, cx, nc, &provider_reason);
-        if (provider_r < 0)
-            drift = (struct kp_drift_plan){.action = KP_DRIFT_KEEP}; /* retried with backoff */
+        if (provider_r != 0) /* an error is retried with backoff; NotFound waits for the poll */
+            drift = (struct kp_drift_plan){.action = KP_DRIFT_KEEP,
+                                           .requeue_usec = provider_r > 0 ? drift.requeue_usec : 0};
         else if ((r = kp_drift_plan(nc, np, true, provider_reason, &drift)) < 0)
             goto out;
     }
@@ -541,7 +542,7 @@ out:
     kp_entry_unref(e);
     /* A provider error is returned once what could be written was, so the reconciler retries
      * with backoff; a lost race or a write error wins, being the sooner retry. */
-    return r < 0 ? r : provider_r;
+    return r < 0 ? r : provider_r < 0 ? provider_r : 0;
 }
 
 int kp_consolidation_controller_new(const struct kp_core_env *env,

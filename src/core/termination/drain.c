@@ -108,9 +108,10 @@ bool kp_drain_pod_needs_force(const struct kp_pod_view *p, int64_t deadline_usec
 
     if (deadline_usec <= 0)
         return false;
-    /* Already terminating, but kubelet would finish it only after the deadline. */
-    if (p->meta.deletion_usec && p->meta.deletion_usec > deadline_usec)
-        return true;
+    /* Already terminating: forced only when kubelet would finish it after the deadline (its
+     * own grace period no longer matters, it has been granted). */
+    if (p->meta.deletion_usec)
+        return p->meta.deletion_usec > deadline_usec;
     /* Its own grace period would carry it past the deadline if it were evicted now. */
     return now_usec > deadline_usec - grace;
 }
@@ -144,10 +145,17 @@ static void pod_event(const struct kp_drain_input *in, const struct kp_pod_view 
  * Karpenter's forced deletion of a pod the termination grace period has run out for, with its
  * Disrupted event on the pod. 0 also when the pod is already gone (-ENOENT is returned through
  * *ret_gone); a failure is logged and retried. */
+/* Now, read again: a drain's calls take time, and a grace period or a pacing stamp computed
+ * from the reconcile's start would be off by all of it. */
+static int64_t drain_now(const struct kp_drain_input *in)
+{
+    return in->clock ? (int64_t)in->clock() : in->now_usec;
+}
+
 static int force_delete(struct kp_client *c, const struct kp_drain_input *in,
                         const struct kp_pod_view *p, bool *ret_gone)
 {
-    int64_t left = (in->deadline_usec - in->now_usec) / 1000000LL;
+    int64_t left = (in->deadline_usec - drain_now(in)) / 1000000LL;
     struct kp_delete_opts o = {.precondition_uid = p->e.uid,
                                .grace_period_seconds = left > 1 ? left : 1,
                                .has_grace_period = true};
@@ -264,7 +272,8 @@ struct pace {
     int64_t next_evict_usec; /* no eviction before this */
     int64_t next_force_usec; /* no forced deletion before this */
     int64_t seen_usec;       /* the last drain that saw the pod */
-    unsigned failures;       /* consecutive failed evictions (the backoff's exponent) */
+    unsigned evict_failures; /* consecutive failures (each verb's backoff exponent) */
+    unsigned force_failures;
 };
 
 struct kp_evict_drainer {
@@ -392,25 +401,24 @@ static void pace_after(struct kp_evict_drainer *d, const char *uid, enum kp_drai
     pc = kp_map_get(d->pods, uid);
     if (pc && o == OUT_GONE) {
         kp_free(kp_map_remove(d->pods, uid));
-    } else if (pc && o == OUT_DONE) {
-        pc->failures = 0;
-        if (verb == KP_DRAIN_FORCE)
-            pc->next_force_usec = now_usec + KP_EVICT_SETTLE_USEC;
-        else
-            pc->next_evict_usec = now_usec + KP_EVICT_SETTLE_USEC;
     } else if (pc) {
+        bool force = verb == KP_DRAIN_FORCE;
+        unsigned *failures = force ? &pc->force_failures : &pc->evict_failures;
+        int64_t *next = force ? &pc->next_force_usec : &pc->next_evict_usec;
         int64_t wait = KP_EVICT_BACKOFF_BASE_USEC;
 
-        for (unsigned i = 0; i < pc->failures && wait < KP_EVICT_BACKOFF_MAX_USEC; i++)
-            wait *= 2;
-        if (wait > KP_EVICT_BACKOFF_MAX_USEC)
-            wait = KP_EVICT_BACKOFF_MAX_USEC;
-        if (pc->failures < 64)
-            pc->failures++;
-        if (verb == KP_DRAIN_FORCE)
-            pc->next_force_usec = now_usec + wait;
-        else
-            pc->next_evict_usec = now_usec + wait;
+        if (o == OUT_DONE) {
+            *failures = 0;
+            *next = now_usec + KP_EVICT_SETTLE_USEC;
+        } else {
+            for (unsigned i = 0; i < *failures && wait < KP_EVICT_BACKOFF_MAX_USEC; i++)
+                wait *= 2;
+            if (wait > KP_EVICT_BACKOFF_MAX_USEC)
+                wait = KP_EVICT_BACKOFF_MAX_USEC;
+            if (*failures < 64)
+                (*failures)++;
+            *next = now_usec + wait;
+        }
     }
     pthread_mutex_unlock(&d->mu);
 }
@@ -490,7 +498,7 @@ static int evict_drain(void *self, struct kp_client *c, const struct kp_ctx *cx,
             continue; /* no uid, no precondition: never evict or delete blind */
         if ((r = kp_ctx_err(cx)) < 0)
             break;
-        if ((r = pace_due(d, p->e.uid, verbs[i], in->now_usec, &due)) < 0)
+        if ((r = pace_due(d, p->e.uid, verbs[i], drain_now(in), &due)) < 0)
             break;
         if (!due)
             continue;
@@ -499,7 +507,7 @@ static int evict_drain(void *self, struct kp_client *c, const struct kp_ctx *cx,
             o = force_delete(c, in, p, &gone) < 0 ? OUT_RETRY : gone ? OUT_GONE : OUT_DONE;
         else
             o = evict_one(c, in, p);
-        pace_after(d, p->e.uid, verbs[i], o, in->now_usec);
+        pace_after(d, p->e.uid, verbs[i], o, drain_now(in));
     }
     kp_free(verbs);
     /* Stopping is not a failure of the drain: the answer stands, the next reconcile goes on. */

@@ -82,6 +82,9 @@ struct kp_drain_input {
     size_t n_pods;
     int64_t deadline_usec; /* the termination deadline (TGP); 0: none */
     int64_t now_usec;
+    /* The clock, read again before each pacing decision and forced deletion (a drain's calls
+     * take time); NULL: now_usec throughout. */
+    uint64_t (*clock)(void);
     struct kp_events *events;                /* Evicted, Disrupted, FailedDraining; NULL: none */
     const struct kp_core_observer *observer; /* karpenter_pods_*; NULL: none */
 };
@@ -103,7 +106,8 @@ struct kp_drainer {
 
 /* Whether p must be deleted now rather than evicted (Karpenter's forced path, semantics §3.5): a
  * termination deadline exists (deadline_usec > 0) and either p is terminating with a deletion
- * time after it, or now is past the deadline minus p's terminationGracePeriodSeconds. */
+ * time after it, or p is not terminating and now is past the deadline minus its
+ * terminationGracePeriodSeconds. */
 bool kp_drain_pod_needs_force(const struct kp_pod_view *p, int64_t deadline_usec, int64_t now_usec)
     KP_NONNULL(1);
 

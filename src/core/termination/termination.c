@@ -57,6 +57,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/controller.h"
@@ -855,6 +856,8 @@ int kp_termination_reconcile(struct kp_termination_controller *tc, struct kp_cli
                                                   .n_pods = in.n_pods,
                                                   .deadline_usec = a.deadline_usec,
                                                   .now_usec = in.now_usec,
+                                                  .clock = tc->env->now_usec ? tc->env->now_usec
+                                                                             : kp_real_usec,
                                                   .events = kp_controller_events(tc->base),
                                                   .observer = tc->env->observer};
 

@@ -1388,8 +1388,9 @@ static int op_is_drifted(void *self, const struct kp_ctx *ctx, struct kp_client 
     if (!nc->provider_id || !*nc->provider_id)
         return 0;
     r = resolve_host(p, c, nc->provider_id, NULL, NULL, &host);
-    if (r == -ENOENT)
-        return 0;
+    if (r == -ENOENT) /* the core keeps what it knew: no host, no answer */
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                                   "no SSHHost backs NodeClaim %s", nc->e.name);
     if (r < 0)
         return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s", kp_strerror(r));
     r = kp_store_get(p->nodeclasses,
