@@ -10,13 +10,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "k8s/rfc3339.h"
 #include "api/obj-karpenter.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
 #include "core/core.h"
+#include "core/disruption/consolidation.h"
 #include "core/disruption/disruption.h"
 #include "core/disruption/marking.h"
+#include "core/provider.h"
+#include "core/provisioning/scheduler.h"
 #include "core/state/cluster.h"
 
 #define SEC 1000000LL
@@ -455,6 +459,247 @@ static void test_consolidatable_plan(void **state)
     kp_entry_unref(uninit);
 }
 
+/* --- single-node consolidation (consolidation.h) ------------------------------------------- */
+
+#define LABELS_OK                                                                                  \
+    "'node.kubernetes.io/instance-type':'small','karpenter.sh/capacity-type':'on-demand',"         \
+    "'topology.kubernetes.io/zone':'z1'"
+
+/* Gives d's Node the labels (JSON members, ' quoted). */
+static void relabel(struct fx *f, struct kp_dnode *d, const char *labels)
+{
+    struct kp_state_node *sn = sn_of(f, d);
+
+    sn->node = keep(f, decode(kp_node_decode,
+                              "{'metadata':{'name':'%s','uid':'x','resourceVersion':'1',"
+                              "'labels':{%s}},'spec':{'providerID':'kpssh://p/%s'},"
+                              "'status':{'conditions':[{'type':'Ready','status':'True'}]}}",
+                              sn->name, labels, sn->name));
+}
+
+/* Who consolidation wants, and the Unconsolidatable sentences (silent for what is no news). */
+static void test_consolidation_unwanted(void **state)
+{
+    struct fx f = {0};
+    struct kp_entry *np = keep(&f, nodepool("np", "'consolidateAfter':'30s'", ""));
+    struct kp_entry *never = keep(&f, nodepool("never", "'consolidateAfter':'Never'", ""));
+    struct kp_entry *we =
+        keep(&f, nodepool("we", "'consolidateAfter':'0s','consolidationPolicy':'WhenEmpty'", ""));
+    struct kp_entry *stat =
+        keep(&f, nodepool("static", "'consolidateAfter':'0s'", "'replicas':2,"));
+    struct kp_dnode *ok = add(&f, "a", T0, EMPTY_OK, np, "True");
+    struct kp_dnode *empty = add(&f, "b", T0, EMPTY_OK, np, "True");
+    struct kp_dnode *quiet = add(&f, "c", T0, INITIALIZED, np, "True");
+    struct kp_dnode *off = add(&f, "d", T0, EMPTY_OK, never, "True");
+    struct kp_dnode *when_empty = add(&f, "e", T0, EMPTY_OK, we, "True");
+    struct kp_dnode *st = add(&f, "g", T0, EMPTY_OK, stat, "True");
+    struct kp_dnode *bare = add(&f, "h", T0, EMPTY_OK, np, "True");
+    char buf[256];
+    bool silent;
+
+    (void)state;
+    for (size_t i = 0; i < f.n; i++) {
+        if (&f.d[i] != bare)
+            relabel(&f, &f.d[i], LABELS_OK);
+        f.d[i].reschedulable = &f.d[i] == empty ? 0 : 1;
+    }
+    assert_null(kp_consolidation_unwanted(ok, buf, sizeof(buf), &silent));
+    assert_non_null(kp_consolidation_unwanted(empty, buf, sizeof(buf), &silent));
+    assert_true(silent); /* Emptiness's */
+    assert_non_null(kp_consolidation_unwanted(quiet, buf, sizeof(buf), &silent));
+    assert_true(silent); /* not Consolidatable yet */
+    assert_non_null(kp_consolidation_unwanted(st, buf, sizeof(buf), &silent));
+    assert_true(silent);
+    assert_string_equal(kp_consolidation_unwanted(off, buf, sizeof(buf), &silent),
+                        "NodePool \"never\" has consolidation disabled");
+    assert_false(silent);
+    assert_string_equal(
+        kp_consolidation_unwanted(when_empty, buf, sizeof(buf), &silent),
+        "NodePool \"we\" has consolidation policy WhenEmpty, but node is not empty");
+    assert_string_equal(kp_consolidation_unwanted(bare, buf, sizeof(buf), &silent),
+                        "Instance Type \"\" not found");
+    relabel(&f, bare, "'node.kubernetes.io/instance-type':'small'");
+    assert_string_equal(kp_consolidation_unwanted(bare, buf, sizeof(buf), &silent),
+                        "Node does not have label \"karpenter.sh/capacity-type\"");
+    relabel(&f, bare,
+            "'node.kubernetes.io/instance-type':'small','karpenter.sh/capacity-type':'on-demand'");
+    assert_string_equal(kp_consolidation_unwanted(bare, buf, sizeof(buf), &silent),
+                        "Node does not have label \"topology.kubernetes.io/zone\"");
+    assert_false(silent);
+    fx_done(&f);
+}
+
+/* EvictionCost = clamp(1 + priority / 2^25, -10, 10); lifetime remaining of expireAfter. */
+static void test_disruption_costs(void **state)
+{
+    struct kp_entry *p0 = pod("n", "ReplicaSet", "", "Running");
+    struct kp_entry *hi = decode(kp_pod_decode,
+                                 "{'metadata':{'name':'h','namespace':'d','uid':'h',"
+                                 "'resourceVersion':'1'},'spec':{'priority':%d,"
+                                 "'containers':[{'name':'c'}]}}",
+                                 1 << 25);
+    struct kp_entry *top =
+        decode(kp_pod_decode, "{'metadata':{'name':'t','namespace':'d','uid':'t',"
+                              "'resourceVersion':'1'},'spec':{'priority':"
+                              "1000000000,'containers':[{'name':'c'}]}}");
+    struct kp_entry *low =
+        decode(kp_pod_decode, "{'metadata':{'name':'l','namespace':'d','uid':'l',"
+                              "'resourceVersion':'1'},'spec':{'priority':"
+                              "-1000000000,'containers':[{'name':'c'}]}}");
+    struct kp_entry *nc = decode(
+        kp_nodeclaim_decode,
+        "{'metadata':{'name':'x','uid':'x','resourceVersion':'1','creationTimestamp':'" T0 "'},"
+        "'spec':{'nodeClassRef':{'group':'g','kind':'K','name':'c'},'requirements':[],"
+        "'expireAfter':'720h'}}");
+    struct kp_entry *forever = decode(
+        kp_nodeclaim_decode,
+        "{'metadata':{'name':'y','uid':'y','resourceVersion':'1','creationTimestamp':'" T0 "'},"
+        "'spec':{'nodeClassRef':{'group':'g','kind':'K','name':'c'},'requirements':[],"
+        "'expireAfter':'Never'}}");
+
+    (void)state;
+    assert_true(kp_eviction_cost(kp_pod_view(p0)) == 1.0);
+    assert_true(kp_eviction_cost(kp_pod_view(hi)) == 2.0);
+    assert_true(kp_eviction_cost(kp_pod_view(top)) == 10.0);
+    assert_true(kp_eviction_cost(kp_pod_view(low)) == -10.0);
+    assert_true(kp_lifetime_remaining(kp_nodeclaim_view(nc), t0) == 1.0);
+    assert_true(kp_lifetime_remaining(kp_nodeclaim_view(nc), t0 + 360LL * 3600 * SEC) == 0.5);
+    assert_true(kp_lifetime_remaining(kp_nodeclaim_view(nc), t0 + 800LL * 3600 * SEC) == 0.0);
+    assert_true(kp_lifetime_remaining(kp_nodeclaim_view(forever), t0 + 800LL * 3600 * SEC) == 1.0);
+    kp_entry_unref(p0);
+    kp_entry_unref(hi);
+    kp_entry_unref(top);
+    kp_entry_unref(low);
+    kp_entry_unref(nc);
+    kp_entry_unref(forever);
+}
+
+/* An instance type name with one on-demand offering in zone z1 at price (micro-USD/h). */
+static void itype(struct kp_instance_type *it, const char *name, int64_t price)
+{
+    const char *z = "z1", *ct = "on-demand";
+
+    memset(it, 0, sizeof(*it));
+    it->name = (char *)(uintptr_t)name; /* never freed: kp_reqset_done only below */
+    it->offerings = kp_calloc(1, sizeof(*it->offerings));
+    assert_non_null(it->offerings);
+    it->n_offerings = 1;
+    it->offerings[0].available = true;
+    it->offerings[0].price_micro_usd = price;
+    assert_int_equal(kp_reqset_add(&it->offerings[0].reqs, KP_LABEL_ZONE, KP_SEL_IN, &z, 1, 0), 0);
+    assert_int_equal(
+        kp_reqset_add(&it->offerings[0].reqs, KP_LABEL_CAPACITY_TYPE, KP_SEL_IN, &ct, 1, 0), 0);
+}
+
+static void itype_done(struct kp_instance_type *it)
+{
+    kp_reqset_done(&it->offerings[0].reqs);
+    kp_free(it->offerings);
+}
+
+/* The price of a node: its type's offering in its zone and capacity type; -1 when unknown. */
+static void test_node_price(void **state)
+{
+    struct kp_instance_type t[2];
+    struct kp_entry *n = node("n", "True", "");
+    struct kp_entry *labelled =
+        decode(kp_node_decode, "{'metadata':{'name':'n','uid':'u',"
+                               "'resourceVersion':'1','labels':{" LABELS_OK "}}}");
+    struct kp_entry *other_zone = decode(
+        kp_node_decode, "{'metadata':{'name':'n','uid':'u','resourceVersion':'1','labels':{"
+                        "'node.kubernetes.io/instance-type':'small','karpenter.sh/capacity-type':"
+                        "'on-demand','topology.kubernetes.io/zone':'z9'}}}");
+
+    (void)state;
+    itype(&t[0], "large", 400);
+    itype(&t[1], "small", 100);
+    assert_int_equal(kp_node_price(t, 2, &kp_node_view(labelled)->meta.labels), 100);
+    assert_int_equal(kp_node_price(t, 1, &kp_node_view(labelled)->meta.labels), -1);
+    assert_int_equal(kp_node_price(t, 2, &kp_node_view(other_zone)->meta.labels), -1);
+    assert_int_equal(kp_node_price(t, 2, &kp_node_view(n)->meta.labels), -1);
+    assert_int_equal(kp_node_price(NULL, 0, &kp_node_view(labelled)->meta.labels), -1);
+    itype_done(&t[0]);
+    itype_done(&t[1]);
+    kp_entry_unref(n);
+    kp_entry_unref(labelled);
+    kp_entry_unref(other_zone);
+}
+
+/* The decision from a simulation: DELETE when every running pod fits on initialized nodes with
+ * no new NodeClaim; pending pods that fit nowhere do not matter; REPLACE only with options
+ * strictly cheaper than the candidate; otherwise nothing, with Karpenter's sentence. */
+static void test_consolidation_decide(void **state)
+{
+    struct kp_entry *run = pod("gone", "ReplicaSet", "", "Running");
+    struct kp_entry *pend = pod(NULL, "ReplicaSet", "", "Pending");
+    const struct kp_pod_view *pods[2] = {kp_pod_view(run), kp_pod_view(pend)};
+    struct kp_sched_node nodes[2] = {{.name = "n1", .initialized = true},
+                                     {.name = "n2", .initialized = false}};
+    struct kp_sched_node inflight[1] = {{.name = "nc9"}};
+    struct kp_sched_input in = {.pods = pods,
+                                .n_pods = 2,
+                                .nodes = nodes,
+                                .n_nodes = 2,
+                                .inflight = inflight,
+                                .n_inflight = 1};
+    struct kp_sched_result res[2];
+    struct kp_instance_type t[3];
+    const struct kp_instance_type *opts[3] = {&t[0], &t[1], &t[2]};
+    struct kp_sched_claim claims[2] = {{.types = opts, .n_types = 3}, {.types = opts}};
+    struct kp_sched_plan plan = {.claims = claims, .n_claims = 0, .pods = res, .n_pods = 2};
+    struct kp_consolidation_decision d;
+    char too_big[] = "too big", no_room[] = "no room";
+
+    (void)state;
+    itype(&t[0], "tiny", 50);
+    itype(&t[1], "small", 100);
+    itype(&t[2], "large", 400);
+    memset(res, 0, sizeof(res));
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 0};
+    res[1] = (struct kp_sched_result){.where = KP_SCHED_FAILED, .error = too_big};
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_DELETE); /* the pending pod's failure does not count */
+    kp_consolidation_decision_done(&d);
+
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_FAILED, .error = no_room};
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
+    assert_string_equal(d.why, "not all pods would schedule, default/p => no room");
+
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 1};
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
+    assert_string_equal(d.why, "would schedule against uninitialized node/n2");
+
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 2};
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_string_equal(d.why, "would schedule against uninitialized nodeclaim/nc9");
+
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_CLAIM, .index = 0};
+    plan.n_claims = 2;
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
+    assert_string_equal(d.why, "Can't remove without creating 2 candidates");
+
+    /* One claim: only the options strictly cheaper than the candidate remain. */
+    plan.n_claims = 1;
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 400, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_REPLACE);
+    assert_int_equal(d.n_types, 2);
+    assert_string_equal(d.types[0]->name, "tiny");
+    assert_string_equal(d.types[1]->name, "small");
+    kp_consolidation_decision_done(&d);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, 50, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_NOTHING); /* equal is not cheaper */
+    assert_string_equal(d.why, "Can't replace with a cheaper node");
+    assert_int_equal(kp_consolidation_decide(&in, &plan, -1, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_NOTHING); /* unknown price: no replacement */
+    for (size_t i = 0; i < 3; i++)
+        itype_done(&t[i]);
+    kp_entry_unref(run);
+    kp_entry_unref(pend);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,7 +708,9 @@ int main(void)
         cmocka_unit_test(test_select_budgets),       cmocka_unit_test(test_select_schedule),
         cmocka_unit_test(test_select_skips_blocked), cmocka_unit_test(test_select_only_the_command),
         cmocka_unit_test(test_pod_events),           cmocka_unit_test(test_pod_event_dedupe),
-        cmocka_unit_test(test_consolidatable_plan),
+        cmocka_unit_test(test_consolidatable_plan),  cmocka_unit_test(test_consolidation_unwanted),
+        cmocka_unit_test(test_disruption_costs),     cmocka_unit_test(test_node_price),
+        cmocka_unit_test(test_consolidation_decide),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

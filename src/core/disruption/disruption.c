@@ -45,9 +45,13 @@
 #include "core/conds.h"
 #include "core/core.h"
 #include "core/disruption/budget.h"
+#include "core/disruption/consolidation.h"
 #include "core/disruption/marking.h"
 #include "core/observe.h"
 #include "core/provider.h"
+#include "core/provisioning/provisioner.h"
+#include "core/provisioning/scheduler.h"
+#include "core/provisioning/simulation.h"
 #include "core/state/cluster.h"
 #include "core/writes.h"
 
@@ -199,14 +203,30 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only,
 
 /* --- the controller ------------------------------------------------------------------------------ */
 
+/* The methods a command comes from. */
+enum method {
+    METHOD_EMPTINESS = 0,
+    METHOD_SINGLE,    /* single-node consolidation, waiting for its validation */
+    METHOD_REPLACING, /* single-node consolidation's replacement in flight */
+};
+
 struct kp_disruption_controller {
     const struct kp_core_env *env;
-    struct kp_store *nodepools, *pods, *nodes, *nodeclaims;
+    struct kp_store *nodepools, *pods, *nodes, *nodeclaims, *pvcs;
+    struct kp_sim_sources sources; /* what consolidation's simulations read */
     struct kp_controller *base;
-    /* The command waiting for its validation: providerIDs (owned), and when it may act. */
+    /* The command waiting for its validation: providerIDs (owned), its method, and when it
+     * may act. */
     char **cmd;
     size_t n_cmd;
+    enum method cmd_method;
+    enum kp_consolidation_verdict cmd_verdict; /* METHOD_SINGLE: what the validation expects */
     int64_t cmd_at_usec;
+    /* METHOD_REPLACING: the replacement NodeClaim (owned), when it was created, and whether
+     * the candidate is marked for deletion yet. */
+    char *repl_name;
+    int64_t repl_started_usec;
+    bool repl_marked;
 };
 
 /* One pass's view: the snapshot, the kp_dnode per state node, and what they reference. */
@@ -233,28 +253,29 @@ static void pass_done(struct pass *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* The reschedulable pods and the first do-not-disrupt pod bound to node name. */
+/* What d's pods say (kp_dnode_count_pods), from the pods bound to node name; the first
+ * do-not-disrupt pod's "ns/name" in *ret_blocking (owned, NULL when none). */
 static int node_pods(struct kp_disruption_controller *ctl, const char *name, int64_t now,
-                     uint32_t *ret_resched, char **ret_blocking)
+                     struct kp_dnode *d, char **ret_blocking)
 {
     struct kp_store_list l = {0};
+    const struct kp_pod_view **pv = NULL, *blocking = NULL;
     int r;
 
     if ((r = kp_store_by_index(ctl->pods, KP_INDEX_POD_NODE, name, &l)) < 0)
         return r;
-    for (size_t i = 0; i < l.n; i++) {
-        const struct kp_pod_view *p = kp_pod_view(l.v[i]);
-
-        if (kp_pod_reschedulable(p))
-            (*ret_resched)++;
-        if (!*ret_blocking && kp_pod_active(p) && kp_pod_do_not_disrupt_active(p, now)) {
-            *ret_blocking = kp_strjoin(p->e.ns ? p->e.ns : "", "/", p->e.name, (const char *)NULL);
-            if (!*ret_blocking) {
-                r = -ENOMEM;
-                break;
-            }
-        }
+    if (!(pv = kp_calloc(l.n ? l.n : 1, sizeof(*pv)))) {
+        r = -ENOMEM;
+        goto out;
     }
+    for (size_t i = 0; i < l.n; i++)
+        pv[i] = kp_pod_view(l.v[i]);
+    kp_dnode_count_pods(d, pv, l.n, now, &blocking);
+    if (blocking && !(*ret_blocking = kp_strjoin(blocking->e.ns ? blocking->e.ns : "", "/",
+                                                 blocking->e.name, (const char *)NULL)))
+        r = -ENOMEM;
+out:
+    kp_free(pv);
     kp_store_list_free(&l);
     return r;
 }
@@ -285,7 +306,7 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
          * kp_emptiness_wants says whether it could): a busy pool costs no pod walk per pass. */
         if (!kp_emptiness_wants(&p->v[i]))
             continue;
-        if ((r = node_pods(ctl, sn->node_name, now, &p->v[i].reschedulable, &p->blocking[i])) < 0)
+        if ((r = node_pods(ctl, sn->node_name, now, &p->v[i], &p->blocking[i])) < 0)
             return r;
         p->v[i].blocking_pod = p->blocking[i];
     }
@@ -453,71 +474,22 @@ static bool nominated_now(struct kp_disruption_controller *ctl, const char *prov
     return r;
 }
 
-/* Disrupts one validated node: mark, taint, DisruptionReason, delete. A failure before the
- * delete rolls the mark and the taint back. The caller logs and counts the command. */
-static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
-                   const struct kp_dnode *d, int64_t now)
-{
-    const struct kp_state_node *sn = d->sn;
-    struct kp_entry *ne = fresh(ctl->nodes, sn->node), *ce = fresh(ctl->nodeclaims, sn->nodeclaim);
-    const struct kp_node_view *nv;
-    const struct kp_nodeclaim_view *nc;
-    const char *ct, *it;
-    bool tainted = false, marked = false;
-    char *msg = NULL;
-    int r;
+/* A disruption reason and its spelling in metric labels. */
+struct reason {
+    const char *name;  /* DisruptionReason, events: "Empty" */
+    const char *label; /* metrics: "empty" */
+};
+static const struct reason REASON_EMPTY = {KP_DISRUPTION_REASON_EMPTY, "empty"};
+static const struct reason REASON_UNDERUTILIZED = {KP_DISRUPTION_REASON_UNDERUTILIZED,
+                                                   "underutilized"};
 
-    if (!ne || !ce) {
-        r = -KP_ECONFLICT; /* gone or replaced since the snapshot: decided again next pass */
-        goto fail;
-    }
-    nv = kp_node_view(ne);
-    nc = kp_nodeclaim_view(ce);
-    ct = kp_labels_get(&nc->meta.labels, KP_LABEL_CAPACITY_TYPE);
-    it = kp_labels_get(&nc->meta.labels, KP_LABEL_INSTANCE_TYPE);
-    if ((r = kp_cluster_state_mark_for_deletion(ctl->env->cluster, sn->provider_id, true)) < 0)
-        goto fail;
-    marked = true;
-    /* Marked, the node takes no new nomination; one made, or a do-not-disrupt annotation
-     * added, since the snapshot still wins. */
-    if (kp_streq(kp_labels_get(&nv->annotations, KP_CORE_ANN_DO_NOT_DISRUPT), "true") ||
-        nominated_now(ctl, sn->provider_id)) {
-        r = -KP_ECONFLICT;
-        goto fail;
-    }
-    if (!has_disrupted_taint(nv)) {
-        if ((r = write_taint(c, nv, true)) < 0)
-            goto fail;
-        tainted = true;
-    }
-    /* The condition tells users why; without replacements a failed write does not stop the
-     * command (as upstream). */
-    (void)write_reason(ctl, c, nc, KP_DISRUPTION_REASON_EMPTY, now);
-    r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
-    if (r < 0) {
-        kp_log_warn_errno(r, "disrupting nodeclaim failed", KP_LF("NodeClaim", nc->e.name),
-                          KP_LF("detail", msg ? msg : ""));
-        goto fail;
-    }
-    kp_log_debug("disrupted node", KP_LF("reason", KP_DISRUPTION_REASON_EMPTY),
-                 KP_LF("NodeClaim", nc->e.name), KP_LF("Node", nv->e.name),
-                 KP_LF("nodepool", sn->nodepool), KP_LF("instance-type", it ? it : ""),
-                 KP_LF("capacity-type", ct ? ct : ""));
-    emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionTerminating",
-         "Disrupting Node: " KP_DISRUPTION_REASON_EMPTY);
-    emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-         "DisruptionTerminating", "Disrupting NodeClaim: " KP_DISRUPTION_REASON_EMPTY);
-    kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_DISRUPTED,
-                  KP_CM_LABELS("empty", sn->nodepool, ct ? ct : "", policy_label(d->np),
-                               kp_core_termination_mode(nc)));
-    kp_free(msg);
-    kp_entry_unref(ne);
-    kp_entry_unref(ce);
-    return 0;
-fail:
-    if (tainted) {
-        /* The taint patch moved the Node's resourceVersion: take it off from the store's
-         * newest; a conflict leaves it to the next pass's clean-up. */
+/* Undoes what disrupt_begin did to sn: the taint (from the store's newest Node; a conflict
+ * leaves it to the next pass's clean-up), the DisruptionReason (with_reason), the mark. */
+static void disrupt_rollback(struct kp_disruption_controller *ctl, struct kp_client *c,
+                             const struct kp_state_node *sn, bool tainted, bool with_reason,
+                             bool marked, int64_t now)
+{
+    if (tainted && sn->node) {
         struct kp_entry *again = fresh(ctl->nodes, sn->node);
 
         if (again) {
@@ -525,12 +497,118 @@ fail:
             kp_entry_unref(again);
         }
     }
+    if (with_reason && sn->nodeclaim) {
+        struct kp_entry *again = fresh(ctl->nodeclaims, sn->nodeclaim);
+
+        if (again) {
+            (void)write_reason(ctl, c, kp_nodeclaim_view(again), NULL, now);
+            kp_entry_unref(again);
+        }
+    }
     if (marked && kp_cluster_state_mark_for_deletion(ctl->env->cluster, sn->provider_id, false) < 0)
         kp_log_debug("disruption mark not taken back: the node left the state",
                      KP_LF("provider-id", sn->provider_id));
-    kp_free(msg);
+}
+
+/* The first steps of disrupting sn (semantics §5.8): mark it for deletion in the cluster state
+ * (mark), check that no do-not-disrupt annotation or nomination came since the snapshot, taint
+ * it karpenter.sh/disrupted:NoSchedule and set DisruptionReason (strict: a failed condition
+ * write fails the step, as a command with replacements must). *ret_tainted / *ret_marked say
+ * what to roll back. 0, -KP_ECONFLICT (changed since the snapshot), or a write error. */
+static int disrupt_begin(struct kp_disruption_controller *ctl, struct kp_client *c,
+                         const struct kp_state_node *sn, const struct reason *why, bool mark,
+                         bool strict, int64_t now, bool *ret_tainted, bool *ret_marked)
+{
+    struct kp_entry *ne = fresh(ctl->nodes, sn->node), *ce = fresh(ctl->nodeclaims, sn->nodeclaim);
+    const struct kp_node_view *nv;
+    int r;
+
+    *ret_tainted = *ret_marked = false;
+    if (!ne || !ce) {
+        r = -KP_ECONFLICT; /* gone or replaced since the snapshot: decided again next pass */
+        goto out;
+    }
+    nv = kp_node_view(ne);
+    if (mark) {
+        if ((r = kp_cluster_state_mark_for_deletion(ctl->env->cluster, sn->provider_id, true)) < 0)
+            goto out;
+        *ret_marked = true;
+    }
+    /* Marked, the node takes no new nomination; one made, or a do-not-disrupt annotation
+     * added, since the snapshot still wins. */
+    if (kp_streq(kp_labels_get(&nv->annotations, KP_CORE_ANN_DO_NOT_DISRUPT), "true") ||
+        nominated_now(ctl, sn->provider_id)) {
+        r = -KP_ECONFLICT;
+        goto out;
+    }
+    if (!has_disrupted_taint(nv)) {
+        if ((r = write_taint(c, nv, true)) < 0)
+            goto out;
+        *ret_tainted = true;
+    }
+    /* The condition tells users why; without replacements a failed write does not stop the
+     * command (as upstream). */
+    r = write_reason(ctl, c, kp_nodeclaim_view(ce), why->name, now);
+    if (!strict)
+        r = 0;
+out:
     kp_entry_unref(ne);
     kp_entry_unref(ce);
+    return r;
+}
+
+/* The last step: deletes sn's NodeClaim (uid precondition), with DisruptionTerminating events
+ * and karpenter_nodeclaims_disrupted_total. */
+static int disrupt_delete(struct kp_disruption_controller *ctl, struct kp_client *c,
+                          const struct kp_dnode *d, const struct reason *why)
+{
+    const struct kp_state_node *sn = d->sn;
+    struct kp_entry *ce = fresh(ctl->nodeclaims, sn->nodeclaim);
+    const struct kp_nodeclaim_view *nc;
+    const char *ct, *it;
+    char *msg = NULL, note[64];
+    int r;
+
+    if (!ce)
+        return -KP_ECONFLICT;
+    nc = kp_nodeclaim_view(ce);
+    ct = kp_labels_get(&nc->meta.labels, KP_LABEL_CAPACITY_TYPE);
+    it = kp_labels_get(&nc->meta.labels, KP_LABEL_INSTANCE_TYPE);
+    r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
+    if (r < 0) {
+        kp_log_warn_errno(r, "disrupting nodeclaim failed", KP_LF("NodeClaim", nc->e.name),
+                          KP_LF("detail", msg ? msg : ""));
+        goto out;
+    }
+    kp_log_debug("disrupted node", KP_LF("reason", why->name), KP_LF("NodeClaim", nc->e.name),
+                 KP_LF("Node", sn->node_name ? sn->node_name : ""), KP_LF("nodepool", sn->nodepool),
+                 KP_LF("instance-type", it ? it : ""), KP_LF("capacity-type", ct ? ct : ""));
+    (void)snprintf(note, sizeof(note), "Disrupting Node: %s", why->name);
+    emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionTerminating", note);
+    (void)snprintf(note, sizeof(note), "Disrupting NodeClaim: %s", why->name);
+    emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+         "DisruptionTerminating", note);
+    kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_DISRUPTED,
+                  KP_CM_LABELS(why->label, sn->nodepool, ct ? ct : "",
+                               d->np ? policy_label(d->np) : "", kp_core_termination_mode(nc)));
+out:
+    kp_free(msg);
+    kp_entry_unref(ce);
+    return r;
+}
+
+/* Disrupts one validated node without replacement: begin, then delete; a failure before the
+ * delete is rolled back. The caller logs and counts the command. */
+static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
+                   const struct kp_dnode *d, const struct reason *why, int64_t now)
+{
+    bool tainted, marked;
+    int r = disrupt_begin(ctl, c, d->sn, why, true, false, now, &tainted, &marked);
+
+    if (r == 0)
+        r = disrupt_delete(ctl, c, d, why);
+    if (r < 0)
+        disrupt_rollback(ctl, c, d->sn, tainted, false, marked, now);
     return r;
 }
 
@@ -597,6 +675,243 @@ static void report_blocked(struct kp_disruption_controller *ctl, const struct pa
     }
 }
 
+/* --- single-node consolidation ----------------------------------------------------------------- */
+
+/* Unconsolidatable on the Node and the NodeClaim of d, with Karpenter's sentence. */
+static void unconsolidatable(struct kp_disruption_controller *ctl, const struct kp_dnode *d,
+                             const char *why)
+{
+    emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "Unconsolidatable", why);
+    emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL, "Unconsolidatable",
+         why);
+}
+
+static void unconsolidatable_cb(void *ctx, const struct kp_dnode *d, const char *why)
+{
+    unconsolidatable(ctx, d, why);
+}
+
+/* Single-node consolidation over p (only: the command's node at validation; NULL: every node),
+ * with sim built over p's snapshot here when there is a candidate (the caller releases it with
+ * kp_sim_done, after *ret). quiet: no Unconsolidatable events (a validation's second look).
+ * 1 found (*ret_idx, *ret), 0 none, or a negative error. */
+static int consolidation_single(struct kp_disruption_controller *ctl, struct kp_client *c,
+                                const struct kp_ctx *cx, const struct pass *p, const bool *only,
+                                bool quiet, int64_t now, struct kp_sim *sim, size_t *ret_idx,
+                                struct kp_consolidation_decision *ret)
+{
+    size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
+    int r = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    if (!cand)
+        return -ENOMEM;
+    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, quiet ? NULL : unconsolidatable_cb,
+                                         ctl, cand);
+    if (n_cand > 0 && (r = kp_sim_build(&ctl->sources, p->snap, c, cx, sim)) == 0)
+        r = kp_consolidation_single(sim, p->v, p->n, cand, n_cand, now,
+                                    quiet ? NULL : unconsolidatable_cb, ctl, cx, ret_idx, ret);
+    kp_free(cand);
+    return r;
+}
+
+/* Forgets the replacement in flight. */
+static void replacing_clear(struct kp_disruption_controller *ctl)
+{
+    kp_free(ctl->repl_name);
+    ctl->repl_name = NULL;
+    ctl->repl_marked = false;
+    cmd_clear(ctl);
+}
+
+/* Launches the replacement of p->v[i] that dec describes (semantics §5.8 steps 2-3): taint
+ * and DisruptionReason first (a failure aborts the command), then the NodeClaim, its options
+ * narrowed to the cheaper instance types. On success the command is in flight
+ * (replacing_step finishes it). */
+static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client *c,
+                         const struct pass *p, size_t i,
+                         const struct kp_consolidation_decision *dec, int64_t now)
+{
+    const struct kp_state_node *sn = p->v[i].sn;
+    struct kp_sched_claim rc = dec->run.plan.claims[0];
+    const struct kp_nodepool_view *np = dec->in.pools[rc.pool].np;
+    const char **names = kp_calloc(dec->n_types + 1, sizeof(*names));
+    struct kp_error e = KP_ERROR_INIT;
+    json_t *obj = NULL, *got = NULL;
+    const char *name = NULL;
+    bool tainted = false, marked = false;
+    char note[96];
+    int r;
+
+    if (!names)
+        return -ENOMEM;
+    for (size_t k = 0; k < dec->n_types; k++)
+        names[k] = dec->types[k]->name;
+    rc.types = dec->types;
+    rc.n_types = dec->n_types;
+    if ((r = kp_reqset_copy(&dec->run.plan.claims[0].reqs, &rc.reqs)) < 0) {
+        kp_free(names);
+        return r;
+    }
+    if ((r = kp_reqset_add(&rc.reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, dec->n_types, 0)) <
+            0 ||
+        (r = disrupt_begin(ctl, c, sn, &REASON_UNDERUTILIZED, false, true, now, &tainted,
+                           &marked)) < 0 ||
+        (r = kp_provisioner_nodeclaim(np, &rc, &obj)) < 0)
+        goto fail;
+    if ((r = kp_client_create(c, &KP_RES_NODECLAIM, NULL, obj, &got, &e)) < 0) {
+        kp_log_error_errno(r, "could not launch replacement nodeclaim",
+                           KP_LF("nodepool", np->e.name),
+                           KP_LF("detail", e.message ? e.message : ""));
+        goto fail;
+    }
+    if (kp_json_path_str(got, "metadata.name", &name) < 0 || !name ||
+        !(ctl->repl_name = kp_strdup(name))) {
+        r = -ENOMEM; /* created, but nameless to us: its emptiness will take it back */
+        goto fail;
+    }
+    ctl->repl_started_usec = now;
+    ctl->repl_marked = false;
+    ctl->cmd_method = METHOD_REPLACING;
+    kp_core_count(
+        ctl->env->observer, KP_CM_NODECLAIMS_CREATED,
+        KP_CM_LABELS("underutilized", np->e.name, rc.min_values_relaxed ? "true" : "false"));
+    (void)snprintf(note, sizeof(note), "Launching NodeClaim: %s",
+                   KP_DISRUPTION_REASON_UNDERUTILIZED);
+    emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionLaunching", note);
+    emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL, "DisruptionLaunching",
+         note);
+    kp_log_info("disrupting node(s)", KP_LF("decision", "replace"),
+                KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED), KP_LF("nodes", (uint64_t)1),
+                KP_LF("names", sn->name), KP_LF("replacement", ctl->repl_name),
+                KP_LF("cheapest", dec->types[0]->name));
+    goto out;
+fail:
+    disrupt_rollback(ctl, c, sn, tainted, true, marked, now);
+out:
+    kp_error_done(&e);
+    kp_json_unref(got);
+    kp_json_unref(obj);
+    kp_reqset_done(&rc.reqs);
+    kp_free(names);
+    return r;
+}
+
+/* A replacement in flight, each pass (§5.8 steps 4-6): once the replacement NodeClaim is in
+ * the cluster state the candidate is marked for deletion (not before: the provisioner would
+ * plan its pods afresh); once it is Initialized the candidate is deleted; a replacement that is
+ * gone or being deleted, or not Initialized within KP_DISRUPTION_REPLACE_TIMEOUT_USEC, fails
+ * the command, which is rolled back. *ret_requeue: when to look again. */
+static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client *c,
+                          const struct pass *p, int64_t now, uint64_t *ret_requeue)
+{
+    const struct kp_dnode *cand = NULL;
+    struct kp_entry *re = NULL;
+    const struct kp_nodeclaim_view *rv;
+    bool in_state = false, failed = false;
+    int r = 0;
+
+    *ret_requeue = SOON_USEC;
+    for (size_t i = 0; i < p->n; i++) {
+        if (kp_streq(p->v[i].sn->provider_id, ctl->cmd[0]))
+            cand = &p->v[i];
+        if (kp_streq(p->v[i].sn->nodeclaim_name, ctl->repl_name))
+            in_state = true;
+    }
+    if (!cand || !cand->sn->nodeclaim || (cand->sn->flags & KP_STATE_NODE_DELETING)) {
+        kp_log_info("replaced node went away by itself", KP_LF("replacement", ctl->repl_name));
+        replacing_clear(ctl);
+        return 0;
+    }
+    if (kp_store_get(ctl->nodeclaims, ctl->repl_name, &re) < 0) {
+        failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_CACHE_USEC;
+        goto decide;
+    }
+    rv = kp_nodeclaim_view(re);
+    if (rv->meta.deletion_usec) {
+        failed = true;
+        goto decide;
+    }
+    if (in_state && !ctl->repl_marked &&
+        kp_cluster_state_mark_for_deletion(ctl->env->cluster, cand->sn->provider_id, true) == 0)
+        ctl->repl_marked = true;
+    if (cond_true(&rv->conditions, KP_NC_COND_INITIALIZED)) {
+        if ((r = disrupt_delete(ctl, c, cand, &REASON_UNDERUTILIZED)) == 0) {
+            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                          KP_CM_LABELS("replace", "underutilized", "single"));
+            replacing_clear(ctl);
+        }
+        goto out;
+    }
+    failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
+    if (!failed) {
+        emit(ctl, cand->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
+             "Waiting on readiness to continue disruption");
+        emit(ctl, cand->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+             "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+    }
+decide:
+    if (failed) {
+        kp_log_warn("replacement failed; disruption rolled back",
+                    KP_LF("replacement", ctl->repl_name), KP_LF("node", cand->sn->name));
+        disrupt_rollback(ctl, c, cand->sn, true, true, ctl->repl_marked, now);
+        replacing_clear(ctl);
+        *ret_requeue = KP_DISRUPTION_POLL_USEC;
+    }
+out:
+    kp_entry_unref(re);
+    return r;
+}
+
+/* Validation and execution of a single-node consolidation command: its node must still be a
+ * candidate within budget, and a new simulation must come to a decision of the same kind
+ * (DELETE, or REPLACE with the cheaper options of now). */
+static int validate_and_run_single(struct kp_disruption_controller *ctl, struct kp_client *c,
+                                   const struct kp_ctx *cx, const struct pass *p, int64_t now)
+{
+    bool *only = p->n ? kp_calloc(p->n, sizeof(*only)) : NULL;
+    struct kp_consolidation_decision dec = {0};
+    struct kp_sim sim = {0};
+    size_t i = 0;
+    int r;
+
+    if (p->n && !only)
+        return -ENOMEM;
+    for (size_t k = 0; k < p->n; k++)
+        only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
+    r = p->n ? consolidation_single(ctl, c, cx, p, only, true, now, &sim, &i, &dec) : 0;
+    kp_free(only);
+    if (r == 0 || (r > 0 && dec.verdict != ctl->cmd_verdict)) {
+        kp_log_info("consolidation command no longer valid; dropped",
+                    KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED));
+        r = 0;
+        goto out;
+    }
+    if (r < 0 || (r = kp_ctx_err(cx)) < 0)
+        goto out;
+    if (dec.verdict == KP_CONSOL_REPLACE) {
+        r = replace_begin(ctl, c, p, i, &dec, now);
+        goto out;
+    }
+    if ((r = disrupt(ctl, c, &p->v[i], &REASON_UNDERUTILIZED, now)) == -KP_ECONFLICT) {
+        kp_log_debug("disruption lost a race; the next pass decides again",
+                     KP_LF("node", p->v[i].sn->name));
+        r = 0;
+        goto out;
+    }
+    if (r < 0)
+        goto out;
+    kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
+                KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED), KP_LF("nodes", (uint64_t)1),
+                KP_LF("names", p->v[i].sn->name));
+    kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                  KP_CM_LABELS("delete", "underutilized", "single"));
+out:
+    kp_consolidation_decision_done(&dec);
+    kp_sim_done(&sim);
+    return r;
+}
+
 /* Validation and execution of the waiting command: its own nodes are evaluated again on this
  * pass's view, those still selected within the budgets of now are disrupted (while cx lasts:
  * after SIGTERM or a lost Lease nothing more is written), the rest are dropped. One decision,
@@ -622,7 +937,7 @@ static int validate_and_run(struct kp_disruption_controller *ctl, struct kp_clie
             last = r;
             break;
         }
-        if ((r = disrupt(ctl, c, d, now)) == -KP_ECONFLICT) {
+        if ((r = disrupt(ctl, c, d, &REASON_EMPTY, now)) == -KP_ECONFLICT) {
             kp_log_debug("disruption lost a race; the next pass decides again",
                          KP_LF("node", d->sn->name));
             continue;
@@ -659,6 +974,7 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     size_t *idx = NULL, n_sel = 0;
     int64_t now = (int64_t)kp_core_now(ctl->env);
     bool budget_blocked = false;
+    enum method method;
     int r;
 
     (void)key;
@@ -677,6 +993,10 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         r = -ENOMEM;
         goto out;
     }
+    if (ctl->repl_name) {
+        r = replacing_step(ctl, c, &p, now, ret_requeue);
+        goto out;
+    }
     if (p.n && ctl->n_cmd == 0)
         n_sel = kp_emptiness_select(p.v, p.n, NULL, now, idx, &budget_blocked);
     for (size_t i = 0; i < p.n && kp_log_enabled(KP_LOG_DEBUG); i++) {
@@ -692,10 +1012,29 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
             *ret_requeue = (uint64_t)(ctl->cmd_at_usec - now);
             goto out;
         }
-        r = validate_and_run(ctl, c, cx, &p, idx, now);
-        cmd_clear(ctl);
+        if (ctl->cmd_method == METHOD_SINGLE)
+            r = validate_and_run_single(ctl, c, cx, &p, now);
+        else
+            r = validate_and_run(ctl, c, cx, &p, idx, now);
+        if (!ctl->repl_name) /* a replacement in flight keeps its command */
+            cmd_clear(ctl);
         *ret_requeue = SOON_USEC;
         goto out;
+    }
+    method = METHOD_EMPTINESS;
+    if (n_sel == 0 && p.n) {
+        /* Nothing empty: single-node consolidation's turn. */
+        struct kp_consolidation_decision dec;
+        struct kp_sim sim = {0};
+
+        r = consolidation_single(ctl, c, cx, &p, NULL, false, now, &sim, &idx[0], &dec);
+        ctl->cmd_verdict = dec.verdict;
+        kp_consolidation_decision_done(&dec);
+        kp_sim_done(&sim);
+        if (r <= 0)
+            goto out;
+        n_sel = 1;
+        method = METHOD_SINGLE;
     }
     if (n_sel == 0) {
         r = 0;
@@ -711,10 +1050,14 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
             r = -ENOMEM;
             goto out;
         }
+    ctl->cmd_method = method;
     ctl->cmd_at_usec = now + (int64_t)KP_DISRUPTION_VALIDATION_USEC;
-    kp_log_info("empty nodes found; disrupting them after the validation delay",
-                KP_LF("reason", KP_DISRUPTION_REASON_EMPTY), KP_LF("nodes", (uint64_t)n_sel),
-                KP_LF("first", p.v[idx[0]].sn->name));
+    kp_log_info(method == METHOD_SINGLE
+                    ? "underutilized node found; disrupting it after the validation delay"
+                    : "empty nodes found; disrupting them after the validation delay",
+                KP_LF("reason", method == METHOD_SINGLE ? KP_DISRUPTION_REASON_UNDERUTILIZED
+                                                        : KP_DISRUPTION_REASON_EMPTY),
+                KP_LF("nodes", (uint64_t)n_sel), KP_LF("first", p.v[idx[0]].sn->name));
     *ret_requeue = KP_DISRUPTION_VALIDATION_USEC;
     r = 0;
 out:
@@ -730,7 +1073,7 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
 {
     struct kp_disruption_controller *ctl = NULL;
     struct kp_controller_opts co = {0};
-    struct kp_informer *nodepools, *pods, *nodes, *nodeclaims;
+    struct kp_informer *nodepools, *pods, *nodes, *nodeclaims, *pvcs;
     int r;
 
     if (!env || !env->client || !env->informers || !env->provider || !env->cluster || !ret)
@@ -738,7 +1081,8 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     if ((r = kp_informers_nodepools(env->informers, &nodepools)) < 0 ||
         (r = kp_informers_pods(env->informers, &pods)) < 0 ||
         (r = kp_informers_nodes(env->informers, &nodes)) < 0 ||
-        (r = kp_informers_nodeclaims(env->informers, &nodeclaims)) < 0)
+        (r = kp_informers_nodeclaims(env->informers, &nodeclaims)) < 0 ||
+        (r = kp_informers_pvcs(env->informers, &pvcs)) < 0)
         return r;
     if (!(ctl = kp_calloc(1, sizeof(*ctl))))
         return -ENOMEM;
@@ -747,6 +1091,9 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     ctl->pods = kp_informer_store(pods);
     ctl->nodes = kp_informer_store(nodes);
     ctl->nodeclaims = kp_informer_store(nodeclaims);
+    ctl->pvcs = kp_informer_store(pvcs);
+    ctl->sources = (struct kp_sim_sources){
+        .env = env, .pods = ctl->pods, .nodepools = ctl->nodepools, .pvcs = ctl->pvcs};
     co.name = "disruption";
     co.group = "karpenter.sh";
     co.kind = "NodePool";
@@ -762,7 +1109,8 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
         (r = kp_controller_read(ctl->base, nodepools)) < 0 ||
         (r = kp_controller_read(ctl->base, pods)) < 0 ||
         (r = kp_controller_read(ctl->base, nodes)) < 0 ||
-        (r = kp_controller_read(ctl->base, nodeclaims)) < 0)
+        (r = kp_controller_read(ctl->base, nodeclaims)) < 0 ||
+        (r = kp_controller_read(ctl->base, pvcs)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;
@@ -775,9 +1123,11 @@ int kp_disruption_controller_start(struct kp_disruption_controller *ctl)
 {
     int r;
 
-    /* A new term starts from nothing: a command of the last one was never acted on. Before the
-     * workers start: a key the stopped queue kept may run the moment they do. */
-    cmd_clear(ctl);
+    /* A new term starts from nothing: a command of the last one was never acted on, and a
+     * replacement it launched is left to the clean-up (the candidate's taint) and to Emptiness
+     * (the replacement, if nothing moves onto it). Before the workers start: a key the stopped
+     * queue kept may run the moment they do. */
+    replacing_clear(ctl);
     if ((r = kp_controller_start(ctl->base)) < 0)
         return r;
     return kp_reconciler_enqueue(kp_controller_reconciler(ctl->base), KP_DISRUPTION_KEY);
@@ -799,7 +1149,7 @@ struct kp_disruption_controller *kp_disruption_controller_free(struct kp_disrupt
     if (!ctl)
         return NULL;
     ctl->base = kp_controller_free(ctl->base);
-    cmd_clear(ctl);
+    replacing_clear(ctl);
     kp_free(ctl);
     return NULL;
 }

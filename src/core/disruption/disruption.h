@@ -37,8 +37,13 @@
  * disrupting = those whose Node is not Ready or that are deleting or marked; each selected node
  * takes one from its pool's remaining budget.
  *
- * Not yet: Drift, multi- and single-node consolidation (they need the scheduler's simulation
- * with candidates removed and replacements), the orchestration queue's replacements. */
+ * When Emptiness finds nothing, single-node consolidation (consolidation.h) looks for one
+ * node whose pods all fit elsewhere, simulated with core/provisioning/simulation.h, and
+ * disrupts it the same way, with reason Underutilized, after the same 15 s validation (which
+ * simulates again and must come to the same decision).
+ *
+ * Not yet: Drift, multi-node consolidation, replacing a node with a cheaper one (the
+ * orchestration queue's replacements). */
 #ifndef KP_CORE_DISRUPTION_DISRUPTION_H
 #define KP_CORE_DISRUPTION_DISRUPTION_H
 
@@ -56,6 +61,10 @@ struct kp_state_node;
 #define KP_DISRUPTION_POLL_USEC (10ULL * 1000000ULL)
 #define KP_DISRUPTION_VALIDATION_USEC (15ULL * 1000000ULL)
 #define KP_DISRUPTION_REASON_EMPTY "Empty"
+/* A replacement must be Initialized this long after its creation (Karpenter's queue timeout is
+ * at least 10 min), and show up in the cache within the second. */
+#define KP_DISRUPTION_REPLACE_TIMEOUT_USEC (10ULL * 60 * 1000000ULL)
+#define KP_DISRUPTION_REPLACE_CACHE_USEC (30ULL * 1000000ULL)
 
 /* What disruption knows of one state node, gathered from the caches. */
 struct kp_dnode {
@@ -66,6 +75,9 @@ struct kp_dnode {
      * do-not-disrupt is active (NULL when none). */
     uint32_t reschedulable;
     const char *blocking_pod;
+    /* Karpenter's DisruptionCost: the eviction costs of the node's pods times the NodeClaim's
+     * lifetime remaining (consolidation.h); consolidation takes the cheapest first. */
+    double disruption_cost;
 };
 
 /* Why d is no candidate for voluntary disruption at now_usec, as Karpenter's DisruptionBlocked

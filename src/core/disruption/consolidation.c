@@ -1,0 +1,338 @@
+/* core/disruption/consolidation.c: single-node consolidation's pure decisions
+ * (consolidation.h). */
+#include "core/disruption/consolidation.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/ctx.h"
+#include "base/str.h"
+#include "api/obj-karpenter.h"
+#include "api/obj-node.h"
+#include "api/obj-pod.h"
+#include "core/core.h"
+#include "core/disruption/budget.h"
+#include "core/disruption/disruption.h"
+#include "core/disruption/marking.h"
+#include "core/provider.h"
+#include "core/provisioning/scheduler.h"
+#include "core/provisioning/simulation.h"
+#include "core/state/cluster.h"
+
+const char *kp_consolidation_unwanted(const struct kp_dnode *d, char *buf, size_t size,
+                                      bool *ret_silent)
+{
+    const struct kp_nodepool_view *np = d->np;
+    const struct kp_labels *labels;
+    const struct kp_condition *c;
+    int n;
+
+    *ret_silent = true;
+    if (!np || !d->sn->node || !d->sn->nodeclaim || np->replicas >= 0)
+        n = snprintf(buf, size, "not a node of a dynamic NodePool");
+    else if (d->reschedulable == 0)
+        n = snprintf(buf, size, "node is empty"); /* Emptiness takes it */
+    else {
+        *ret_silent = false;
+        labels = &kp_node_view(d->sn->node)->meta.labels;
+        c = kp_conditions_get(&kp_nodeclaim_view(d->sn->nodeclaim)->conditions,
+                              KP_NC_COND_CONSOLIDATABLE);
+        if (!kp_labels_get(labels, KP_LABEL_INSTANCE_TYPE))
+            n = snprintf(buf, size, "Instance Type \"\" not found");
+        else if (!kp_labels_get(labels, KP_LABEL_CAPACITY_TYPE))
+            n = snprintf(buf, size, "Node does not have label \"%s\"", KP_LABEL_CAPACITY_TYPE);
+        else if (!kp_labels_get(labels, KP_LABEL_ZONE))
+            n = snprintf(buf, size, "Node does not have label \"%s\"", KP_LABEL_ZONE);
+        else if (np->consolidate_after.text &&
+                 (!np->consolidate_after.valid || np->consolidate_after.never))
+            n = snprintf(buf, size, "NodePool \"%s\" has consolidation disabled", np->e.name);
+        else if (np->consolidation_policy == KP_CONSOLIDATE_WHEN_EMPTY)
+            n = snprintf(buf, size,
+                         "NodePool \"%s\" has consolidation policy WhenEmpty, but node is not "
+                         "empty",
+                         np->e.name);
+        else if (!c || c->status != KP_COND_TRUE) {
+            *ret_silent = true;
+            n = snprintf(buf, size, "node is not consolidatable yet");
+        } else
+            return NULL;
+    }
+    return n < 0 ? "" : buf;
+}
+
+double kp_eviction_cost(const struct kp_pod_view *p)
+{
+    double cost = 1.0 + (double)p->priority / (double)(1 << 25);
+
+    return cost < -10.0 ? -10.0 : cost > 10.0 ? 10.0 : cost;
+}
+
+double kp_lifetime_remaining(const struct kp_nodeclaim_view *nc, int64_t now_usec)
+{
+    const struct kp_obj_duration *ea = &nc->spec.expire_after;
+    double total, left;
+
+    if (!ea->valid || ea->never || ea->ns <= 0 || nc->meta.creation_usec <= 0)
+        return 1.0;
+    total = (double)ea->ns / 1000.0; /* usec */
+    left = (total - (double)(now_usec - nc->meta.creation_usec)) / total;
+    return left < 0.0 ? 0.0 : left > 1.0 ? 1.0 : left;
+}
+
+int64_t kp_node_price(const struct kp_instance_type *types, size_t n,
+                      const struct kp_labels *labels)
+{
+    const char *it = kp_labels_get(labels, KP_LABEL_INSTANCE_TYPE);
+    const char *zone = kp_labels_get(labels, KP_LABEL_ZONE);
+    const char *ct = kp_labels_get(labels, KP_LABEL_CAPACITY_TYPE);
+
+    if (!it || !types)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!kp_streq(types[i].name, it))
+            continue;
+        for (size_t k = 0; k < types[i].n_offerings; k++) {
+            const struct kp_offering *o = &types[i].offerings[k];
+
+            if (kp_streq(kp_offering_value(o, KP_LABEL_ZONE), zone) &&
+                kp_streq(kp_offering_value(o, KP_LABEL_CAPACITY_TYPE), ct))
+                return o->price_micro_usd;
+        }
+        return -1;
+    }
+    return -1;
+}
+
+/* The dearest available offering of t: what a launch of it may cost at worst. */
+static int64_t worst_price(const struct kp_instance_type *t)
+{
+    int64_t worst = -1;
+
+    for (size_t i = 0; i < t->n_offerings; i++)
+        if (t->offerings[i].available && t->offerings[i].price_micro_usd > worst)
+            worst = t->offerings[i].price_micro_usd;
+    return worst;
+}
+
+void kp_consolidation_decision_done(struct kp_consolidation_decision *d)
+{
+    if (!d)
+        return;
+    kp_sim_run_done(&d->run);
+    kp_free(d->types);
+    memset(d, 0, sizeof(*d));
+}
+
+int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sched_plan *plan,
+                            int64_t price_micro, struct kp_consolidation_decision *ret)
+{
+    const struct kp_sched_claim *claim;
+
+    memset(ret, 0, sizeof(*ret));
+    /* Every running pod must have a place, and one the simulation can trust. */
+    for (size_t i = 0; i < plan->n_pods && i < in->n_pods; i++) {
+        const struct kp_sched_result *res = &plan->pods[i];
+        const struct kp_pod_view *p = in->pods[i];
+
+        if (!p->node_name)
+            continue; /* pending: whether it fits does not hold consolidation */
+        if (res->where == KP_SCHED_FAILED) {
+            (void)snprintf(ret->why, sizeof(ret->why), "not all pods would schedule, %s/%s => %s",
+                           p->e.ns, p->e.name, res->error ? res->error : "no placement");
+            return 0;
+        }
+        if (res->where == KP_SCHED_NODE &&
+            (res->index >= in->n_nodes || !in->nodes[res->index].initialized)) {
+            const struct kp_sched_node *n = res->index < in->n_nodes
+                                                ? &in->nodes[res->index]
+                                                : &in->inflight[res->index - in->n_nodes];
+
+            (void)snprintf(ret->why, sizeof(ret->why), "would schedule against uninitialized %s/%s",
+                           res->index < in->n_nodes ? "node" : "nodeclaim", n->name);
+            return 0;
+        }
+    }
+    if (plan->n_claims == 0) {
+        ret->verdict = KP_CONSOL_DELETE;
+        return 0;
+    }
+    if (plan->n_claims > 1) {
+        (void)snprintf(ret->why, sizeof(ret->why), "Can't remove without creating %zu candidates",
+                       plan->n_claims);
+        return 0;
+    }
+    claim = &plan->claims[0];
+    if (price_micro >= 0 && claim->n_types > 0) {
+        if (!(ret->types = kp_calloc(claim->n_types, sizeof(*ret->types))))
+            return -ENOMEM;
+        for (size_t i = 0; i < claim->n_types; i++) {
+            int64_t w = worst_price(claim->types[i]);
+
+            if (w >= 0 && w < price_micro)
+                ret->types[ret->n_types++] = claim->types[i];
+        }
+    }
+    if (ret->n_types == 0) {
+        kp_free(ret->types);
+        ret->types = NULL;
+        (void)snprintf(ret->why, sizeof(ret->why), "Can't replace with a cheaper node");
+        return 0;
+    }
+    ret->verdict = KP_CONSOL_REPLACE;
+    return 0;
+}
+
+void kp_dnode_count_pods(struct kp_dnode *d, const struct kp_pod_view *const *pods, size_t n,
+                         int64_t now_usec, const struct kp_pod_view **ret_blocking)
+{
+    double cost = 0.0;
+
+    *ret_blocking = NULL;
+    d->reschedulable = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_pod_view *p = pods[i];
+
+        if (!kp_pod_terminal(p))
+            cost += kp_eviction_cost(p);
+        if (kp_pod_reschedulable(p))
+            d->reschedulable++;
+        if (!*ret_blocking && kp_pod_active(p) && kp_pod_do_not_disrupt_active(p, now_usec))
+            *ret_blocking = p;
+    }
+    d->disruption_cost =
+        d->sn->nodeclaim
+            ? cost * kp_lifetime_remaining(kp_nodeclaim_view(d->sn->nodeclaim), now_usec)
+            : cost;
+}
+
+/* The order: the lowest disruption cost first, then the oldest NodeClaim, then its name. */
+static bool cheaper(const struct kp_dnode *a, const struct kp_dnode *b)
+{
+    const struct kp_nodeclaim_view *x = kp_nodeclaim_view(a->sn->nodeclaim);
+    const struct kp_nodeclaim_view *y = kp_nodeclaim_view(b->sn->nodeclaim);
+
+    if (a->disruption_cost != b->disruption_cost)
+        return a->disruption_cost < b->disruption_cost;
+    if (x->meta.creation_usec != y->meta.creation_usec)
+        return x->meta.creation_usec < y->meta.creation_usec;
+    return strcmp(x->e.name, y->e.name) < 0;
+}
+
+size_t kp_consolidation_candidates(const struct kp_dnode *v, size_t n, const bool *only,
+                                   int64_t now_usec, kp_unconsolidatable_fn fn, void *ctx,
+                                   size_t *ret_idx)
+{
+    size_t n_cand = 0;
+    char why[512];
+
+    for (size_t i = 0; i < n; i++) {
+        const char *no;
+        bool silent;
+
+        if ((only && !only[i]) || kp_disruption_blocked(&v[i], now_usec, why, sizeof(why)))
+            continue;
+        if ((no = kp_consolidation_unwanted(&v[i], why, sizeof(why), &silent))) {
+            if (!silent && fn)
+                fn(ctx, &v[i], no);
+            continue;
+        }
+        ret_idx[n_cand++] = i;
+    }
+    for (size_t i = 1; i < n_cand; i++) { /* insertion sort: stable, total order */
+        size_t x = ret_idx[i], j = i;
+
+        for (; j > 0 && cheaper(&v[x], &v[ret_idx[j - 1]]); j--)
+            ret_idx[j] = ret_idx[j - 1];
+        ret_idx[j] = x;
+    }
+    return n_cand;
+}
+
+/* The price of d's node from its NodePool's catalog in sim; -1 when unknown. */
+static int64_t dnode_price(const struct kp_sim *sim, const struct kp_dnode *d)
+{
+    for (size_t k = 0; k < sim->n_pools; k++)
+        if (kp_streq(sim->pools[k].np->e.name, d->sn->nodepool))
+            return kp_node_price(sim->pools[k].types, sim->pools[k].n_types,
+                                 &kp_node_view(d->sn->node)->meta.labels);
+    return -1;
+}
+
+/* One trial: the decision for snapshot node i taken away. The replacement's options point into
+ * the build's catalogs, which outlive the trial's plan. */
+static int try_one(struct kp_sim *sim, const struct kp_dnode *v, size_t i, int64_t now,
+                   struct kp_consolidation_decision *ret)
+{
+    struct kp_sim_run run = {0};
+    struct kp_sched_input in = {0};
+    int r;
+
+    memset(ret, 0, sizeof(*ret));
+    if ((r = kp_sim_prepare(sim, &i, 1, now, &run, &in)) == 0 &&
+        (r = kp_sched_solve(&in, &run.plan)) == 0)
+        r = kp_consolidation_decide(&in, &run.plan, dnode_price(sim, &v[i]), ret);
+    if (r == 0 && ret->verdict == KP_CONSOL_REPLACE) {
+        ret->run = run; /* the replacement's claim lives in this plan */
+        ret->in = in;
+        return 0;
+    }
+    kp_sim_run_done(&run);
+    return r;
+}
+
+struct pool_left {
+    const char *name;
+    int64_t remaining;
+};
+
+int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t n,
+                            const size_t *cand, size_t n_cand, int64_t now_usec,
+                            kp_unconsolidatable_fn fn, void *ctx, const struct kp_ctx *stop,
+                            size_t *ret_idx, struct kp_consolidation_decision *ret)
+{
+    struct pool_left *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
+    size_t n_pools = 0;
+    int r = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    if (!pools)
+        return -ENOMEM;
+    for (size_t k = 0; k < n_cand && r == 0; k++) {
+        const struct kp_dnode *d = &v[cand[k]];
+        struct kp_consolidation_decision dec;
+        struct pool_left *pb = NULL;
+
+        if (kp_ctx_done(stop))
+            break;
+        for (size_t q = 0; q < n_pools && !pb; q++)
+            if (strcmp(pools[q].name, d->sn->nodepool) == 0)
+                pb = &pools[q];
+        if (!pb) {
+            int64_t nodes, disrupting, allowed;
+
+            kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
+            allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
+                                        nodes, now_usec / 1000000LL);
+            pb = &pools[n_pools++];
+            pb->name = d->sn->nodepool;
+            pb->remaining = kp_budget_remaining(allowed, disrupting);
+        }
+        if (pb->remaining <= 0)
+            continue;
+        if ((r = try_one(sim, v, cand[k], now_usec, &dec)) < 0)
+            break;
+        if (dec.verdict != KP_CONSOL_NOTHING) {
+            *ret_idx = cand[k];
+            *ret = dec;
+            r = 1;
+            break;
+        }
+        if (fn && dec.why[0])
+            fn(ctx, d, dec.why);
+        kp_consolidation_decision_done(&dec);
+    }
+    kp_free(pools);
+    return r;
+}

@@ -1,0 +1,122 @@
+/* core/disruption/consolidation.h: Karpenter's single-node consolidation decisions (semantics
+ * §5.4, §5.5), as pure functions the disruption loop (disruption.h) calls with a simulation
+ * from core/provisioning/simulation.h.
+ *
+ * A consolidation candidate is a disruption candidate (kp_disruption_blocked says NULL) that
+ * this method wants (kp_consolidation_unwanted says NULL): not of a static NodePool, with an
+ * instance type, capacity type and zone label, consolidateAfter not Never, not empty (empty
+ * nodes are Emptiness's), policy WhenEmptyOrUnderutilized, Consolidatable. Candidates are taken
+ * in DisruptionCost order, lowest first (§5.5's v1.0-v1.13 sort: fewest and lowest-priority
+ * pods, soonest to expire; for hosts of one class every price is the same, so the savings
+ * ratio of v1.14 would order by pods alone), each within its NodePool's Underutilized budget.
+ *
+ * For one candidate the simulation takes it away and places its pods, the pending pods and the
+ * deleting nodes' pods (kp_sim_prepare with the candidate moving); kp_consolidation_decide reads
+ * the plan: DELETE when every pod that was running fits on the remaining nodes with no new
+ * NodeClaim; REPLACE when exactly one new NodeClaim is needed and some of its instance types
+ * are strictly cheaper than the candidate (options filtered to those); otherwise nothing, with
+ * Karpenter's Unconsolidatable sentence. A running pod that would land on a node that is not
+ * initialized (or a NodeClaim still in flight) makes the decision untrustworthy: nothing.
+ *
+ * Pure: no I/O, no clock, no lock. */
+#ifndef KP_CORE_DISRUPTION_CONSOLIDATION_H
+#define KP_CORE_DISRUPTION_CONSOLIDATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "core/provisioning/simulation.h"
+
+struct kp_ctx;
+struct kp_dnode;
+struct kp_instance_type;
+struct kp_labels;
+struct kp_nodeclaim_view;
+struct kp_pod_view;
+struct kp_sched_input;
+struct kp_sched_plan;
+
+#define KP_DISRUPTION_REASON_UNDERUTILIZED "Underutilized"
+
+/* Why consolidation does not want d (a disruption candidate): Karpenter's Unconsolidatable
+ * sentence in buf[size], or NULL when it is a consolidation candidate. *ret_silent is set when
+ * the reason is none of a user's business (an empty node, which Emptiness takes; a node not yet
+ * Consolidatable; a static NodePool): no event then. */
+const char *kp_consolidation_unwanted(const struct kp_dnode *d, char *buf, size_t size,
+                                      bool *ret_silent) KP_NONNULL(1, 2, 4);
+
+/* Karpenter's EvictionCost of one pod: clamp(1 + priority / 2^25, -10, 10) (the
+ * controller.kubernetes.io/pod-deletion-cost annotation is not projected, so counts as 0). */
+double kp_eviction_cost(const struct kp_pod_view *p) KP_NONNULL(1);
+
+/* The lifetime left of nc at now as a fraction: clamp((expireAfter - age) / expireAfter, 0, 1);
+ * 1 when it never expires. */
+double kp_lifetime_remaining(const struct kp_nodeclaim_view *nc, int64_t now_usec) KP_NONNULL(1);
+
+/* The price (micro-USD per hour) of the node labelled labels: its instance type (label
+ * node.kubernetes.io/instance-type) among types[0..n), the offering whose zone and capacity
+ * type match the node's labels; -1 when any of that is unknown. */
+int64_t kp_node_price(const struct kp_instance_type *types, size_t n,
+                      const struct kp_labels *labels) KP_NONNULL(3);
+
+enum kp_consolidation_verdict {
+    KP_CONSOL_NOTHING = 0,
+    KP_CONSOL_DELETE,
+    KP_CONSOL_REPLACE,
+};
+
+struct kp_consolidation_decision {
+    enum kp_consolidation_verdict verdict;
+    /* REPLACE: plan->claims[0]'s options whose every offering is strictly cheaper than the
+     * candidates' price, cheapest first (owned array; the types are the plan's). */
+    const struct kp_instance_type **types;
+    size_t n_types;
+    /* NOTHING: the Unconsolidatable sentence ("" when there is none to give). */
+    char why[512];
+    /* kp_consolidation_single's REPLACE: the simulation whose plan->claims[0] is the
+     * replacement (its input lives in the build); released by _done. */
+    struct kp_sim_run run;
+    struct kp_sched_input in;
+};
+
+/* The decision for candidates whose summed price is price_micro (-1: unknown, which allows no
+ * replacement) from the simulation in/plan (kp_sim_prepare with them moving, kp_sched_solve).
+ * A pod of in is "running" when it is bound (node_name set): pending pods that still fit
+ * nowhere do not matter. 0 or -ENOMEM. */
+int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sched_plan *plan,
+                            int64_t price_micro, struct kp_consolidation_decision *ret)
+    KP_NONNULL(1, 2, 4) KP_WUR;
+void kp_consolidation_decision_done(struct kp_consolidation_decision *d);
+
+/* What the disruption loop knows of a node's pods, from the pods bound to it (the informer's
+ * by-node index): reschedulable pods, the first active pod whose do-not-disrupt is active
+ * (*ret_blocking, NULL when none), and the DisruptionCost over the non-terminal pods. Pure. */
+void kp_dnode_count_pods(struct kp_dnode *d, const struct kp_pod_view *const *pods, size_t n,
+                         int64_t now_usec, const struct kp_pod_view **ret_blocking)
+    KP_NONNULL(1, 5);
+
+/* Told of each candidate consolidation does not want or cannot consolidate, with its sentence
+ * (an Unconsolidatable event). */
+typedef void (*kp_unconsolidatable_fn)(void *ctx, const struct kp_dnode *d, const char *why);
+
+/* The consolidation candidates among v[0..n) (only: as in kp_emptiness_select) in the order
+ * above, into ret_idx (room for n); each disruption candidate consolidation does not want is
+ * told to fn (may be NULL) unless its reason is silent. Returns how many. */
+size_t kp_consolidation_candidates(const struct kp_dnode *v, size_t n, const bool *only,
+                                   int64_t now_usec, kp_unconsolidatable_fn fn, void *ctx,
+                                   size_t *ret_idx) KP_NONNULL(7);
+
+/* Single-node consolidation: the first of cand[0..n_cand) (snapshot indices of sim's snapshot,
+ * which v[] follows one for one), within its NodePool's Underutilized budget (counted over v),
+ * whose simulation (sim, built over that snapshot) gives DELETE or REPLACE; *ret_idx and *ret
+ * filled (a REPLACE keeps its simulation in ret->run, valid while sim is). A candidate with
+ * neither is told to fn (may be NULL). stop (may be NULL) ends the search when done. 1 found, 0 none, or -ENOMEM / a simulation error. */
+int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t n,
+                            const size_t *cand, size_t n_cand, int64_t now_usec,
+                            kp_unconsolidatable_fn fn, void *ctx, const struct kp_ctx *stop,
+                            size_t *ret_idx, struct kp_consolidation_decision *ret)
+    KP_NONNULL(1, 10, 11) KP_WUR;
+
+#endif
