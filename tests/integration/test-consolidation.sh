@@ -20,9 +20,15 @@
 #   3. events and metrics: DisruptionTerminating "Disrupting Node: Underutilized",
 #                   karpenter_nodeclaims_disrupted_total{reason="underutilized"},
 #                   karpenter_voluntary_disruption_decisions_total{consolidation_type="single"}.
+#   4. replace      a second NodePool over two host classes, "conbig" (one 4-CPU host, $0.08/h)
+#                   and "consmall" (one 2-CPU host, $0.04/h). A 2500m pod takes the big host;
+#                   a 500m pod joins it; the 2500m pod is deleted. The big node is replaced:
+#                   a consmall NodeClaim is launched (DisruptionLaunching), the big NodeClaim
+#                   is deleted only once it is Initialized, the 500m pod runs on the small
+#                   node, never unschedulable, and the big host goes back Available.
 #
 # Figures printed: filler gone -> two NodeClaims left, and the samples' maxima.
-# One replica (--disable-leader-election). Ports: 31000 + 10 * lab ID + 5. Lab hosts 171..174.
+# One replica (--disable-leader-election). Ports: 31000 + 10 * lab ID + 5. Lab hosts 171..176.
 # Prints "N passed, M failed".
 set -euo pipefail
 
@@ -32,6 +38,7 @@ set -euo pipefail
 NS=kpssh-con-it
 APPS=con-apps
 NP=con-np
+NP2=con-big-np
 PORT=$((31000 + 10 * ${KPSSH_LAB_ID:-0} + 5))
 HOSTS=(171 172 173 174)
 
@@ -52,7 +59,8 @@ cleanup() {
     [ -n "$pid_ctl" ] && kill -KILL "$pid_ctl" 2>/dev/null
     [ -n "$pid_sample" ] && kill -KILL "$pid_sample" 2>/dev/null
     kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
-    kc delete nodepool "$NP" --ignore-not-found --wait=false >/dev/null 2>&1
+    kc delete nodepool "$NP" "$NP2" --ignore-not-found --wait=false >/dev/null 2>&1
+    pool_forget "$NP2"
     pool_forget "$NP"
     kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
     if [ "${fail:-0}" != 0 ]; then
@@ -197,9 +205,102 @@ check "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\"} counts" \
     metric_has 'karpenter_nodeclaims_disrupted_total{' 'reason="underutilized"'
 check "karpenter_voluntary_disruption_decisions_total{consolidation_type=\"single\"} counts" \
     metric_has 'karpenter_voluntary_disruption_decisions_total{' 'consolidation_type="single"'
+# --- 4. replace: a big node whose pods fit a small one -------------------------------------------
+POOL_CPU=4 pool_hosts "$NS" conbig con-key conbig 175
+pool_hosts "$NS" consmall con-key consmall 176
+pool_nodeclass conbig conbig con-tls
+kc patch sshnodeclass conbig --type=merge -p '{"spec":{"pricePerCPUHour":"0.02","hostSelector":{"matchLabels":null,"matchExpressions":[{"key":"karpenter.kpssh.dev/host-class","operator":"In","values":["conbig","consmall"]}]}}}' >/dev/null
+kc apply -f - >/dev/null <<EOF
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: $NP2}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: conbig}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      expireAfter: Never
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 20s
+    budgets: [{nodes: "1"}]
+EOF
+check "hosts conbig-1 and consmall-1 are probed Available" wait_until 90 eval \
+    "host_is conbig-1 Available && host_is consmall-1 Available"
+pod2() { # pod2 <name> <cpu>: a Deployment of one replica on the second NodePool
+    kc apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $APPS}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: $NP2}
+      terminationGracePeriodSeconds: 0
+      containers:
+        - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: $2}}}
+EOF
+}
+app_node() { kc get pods -n "$APPS" -l app="$1" -o json | jq -r '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)][0].spec.nodeName // ""'; }
+app_runs() { [ -n "$(app_node "$1")" ]; }
+claims2() { kc get nodeclaims -l karpenter.sh/nodepool="$NP2" -o json 2>/dev/null || echo '{"items":[]}'; }
+pod2 hog 2500m
+check "hog (2500m): runs on a conbig node" wait_until 300 app_runs hog
+big_node=$(app_node hog)
+check "hog's node is of instance type conbig" test \
+    "$(kc get node "$big_node" -o jsonpath='{.metadata.labels.node\.kubernetes\.io/instance-type}')" = conbig
+big_claim=$(claims2 | jq -r --arg n "$big_node" '.items[] | select(.status.nodeName == $n) | .metadata.name')
+pod2 light 500m
+check "light (500m): runs beside it" wait_until 120 eval "[ \"\$(app_node light)\" = $big_node ]"
+# Every 0.5 s: is light unschedulable, and is the big NodeClaim going (deleting or gone) while
+# no consmall NodeClaim is Initialized (the replacement must come first)?
+(while :; do
+    u=$(kc get pods -n "$APPS" -l app=light -o json 2>/dev/null | jq '[.items[] | select(any(.status.conditions[]?; .type == "PodScheduled" and .reason == "Unschedulable"))] | length')
+    early=$(claims2 | jq --arg b "$big_claim" '
+        ([.items[] | select(.metadata.name == $b and .metadata.deletionTimestamp == null)] | length) as $live
+        | ([.items[] | select(.metadata.labels["node.kubernetes.io/instance-type"] == "consmall"
+            and any(.status.conditions[]?; .type == "Initialized" and .status == "True"))] | length) as $ready
+        | if $live == 0 and $ready == 0 then 1 else 0 end')
+    echo "$u $early"
+    sleep 0.5
+done >"$work/samples2") &
+pid_sample=$!
+t_hog=$(now_ms)
+kc delete deployment -n "$APPS" hog --wait=false >/dev/null
+small_claim() { claims2 | jq -r '.items[] | select(.metadata.labels["node.kubernetes.io/instance-type"] == "consmall" or any(.spec.requirements[]; .key == "node.kubernetes.io/instance-type" and .values == ["consmall"])) | .metadata.name' | head -n 1; }
+has_small_claim() { [ -n "$(small_claim)" ]; }
+check "replace: a consmall NodeClaim is launched" wait_until 240 has_small_claim
+repl=$(small_claim)
+echo "# replacement: $repl"
+check "$big_node: DisruptionLaunching event" wait_until 30 eval \
+    "kc get events -A --field-selector involvedObject.name=$big_node,reason=DisruptionLaunching -o json | jq -e '[.items[] | select(.message == \"Launching NodeClaim: Underutilized\")] | length > 0' >/dev/null"
+check "the big NodeClaim goes" wait_until 300 eval "! kc get nodeclaim $big_claim >/dev/null 2>&1"
+t_replaced=$(($(now_ms) - t_hog))
+check "light runs on the consmall node" wait_until 120 eval \
+    "[ \"\$(kc get node \"\$(app_node light)\" -o jsonpath='{.metadata.labels.node\\.kubernetes\\.io/instance-type}')\" = consmall ]"
+check "host conbig-1 is Available again" wait_until 120 host_is conbig-1 Available
+kill "$pid_sample" 2>/dev/null || true
+wait "$pid_sample" 2>/dev/null || true
+pid_sample=""
+max_u2=$(awk '{print $1}' "$work/samples2" | sort -n | tail -n 1)
+early=$(awk '{print $2}' "$work/samples2" | sort -n | tail -n 1)
+check "light was never unschedulable (most: ${max_u2:-none}, $(wc -l <"$work/samples2") samples)" \
+    test "${max_u2:-9}" = 0
+check "the big NodeClaim was never deleted before the replacement was Initialized" \
+    test "${early:-9}" = 0
+check "karpenter_voluntary_disruption_decisions_total{decision=\"replace\"} counts" \
+    metric_has 'karpenter_voluntary_disruption_decisions_total{' 'decision="replace"'
+check "karpenter_nodeclaims_created_total{reason=\"underutilized\"} counts" \
+    metric_has 'karpenter_nodeclaims_created_total{' 'reason="underutilized"'
+
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
 echo "# filler gone -> two NodeClaims: ${t_two} ms (consolidateAfter 20 s, 15 s validation, one node at a time)"
+echo "# hog deleted -> big NodeClaim replaced and gone: ${t_replaced} ms"
 kill -TERM "$pid_ctl"
 wait "$pid_ctl" || true
 pid_ctl=""

@@ -32,13 +32,14 @@ pool_nodeclass() {
 }
 
 # pool_hosts <namespace> <host class> <key Secret> <name prefix> <lab host index>...: starts each
-# lab host and writes an SSHHost <prefix>-1, <prefix>-2, ... for it (2 CPUs, 4Gi).
+# lab host and writes an SSHHost <prefix>-1, <prefix>-2, ... for it (POOL_CPU CPUs, default 2;
+# 4Gi).
 pool_hosts() {
-    local ns=$1 class=$2 key=$3 prefix=$4 n=0 i
+    local ns=$1 class=$2 key=$3 prefix=$4 n=0 i cpu=${POOL_CPU:-2}
     shift 4
     for i in "$@"; do
         n=$((n + 1))
-        "$KPSSH_LAB_HOST_SH" add "$i" >/dev/null
+        "$KPSSH_LAB_HOST_SH" add "$i" --cpu "$cpu" >/dev/null
         hosts_added+=("$i")
         kc apply -f - >/dev/null <<EOF
 apiVersion: karpenter.kpssh.dev/v1beta1
@@ -50,7 +51,7 @@ metadata:
 spec:
   address: ${KPSSH_LAB_GATEWAY%.*}.$((10 + i))
   sshKeySecretRef: {name: $key}
-  capacity: {cpu: "2", memory: 4Gi}
+  capacity: {cpu: "$cpu", memory: 4Gi}
 EOF
     done
 }

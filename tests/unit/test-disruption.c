@@ -18,6 +18,7 @@
 #include "core/core.h"
 #include "core/disruption/consolidation.h"
 #include "core/disruption/disruption.h"
+#include "core/disruption/drift.h"
 #include "core/disruption/marking.h"
 #include "core/provider.h"
 #include "core/provisioning/scheduler.h"
@@ -700,6 +701,58 @@ static void test_consolidation_decide(void **state)
     kp_entry_unref(pend);
 }
 
+/* --- the Drift method (drift.h) -------------------------------------------------------------- */
+
+#define DRIFTED_AT(at) COND("Drifted", "True", at)
+
+/* Drift candidates: Drifted=True disruption candidates of dynamic pools; a do-not-disrupt pod
+ * holds a node unless its NodeClaim has a terminationGracePeriod (drift is eventual). */
+static void test_drift_candidates(void **state)
+{
+    struct fx f = {0};
+    struct kp_entry *np = keep(&f, nodepool("np", "'consolidateAfter':'30s'", ""));
+    struct kp_entry *stat =
+        keep(&f, nodepool("static", "'consolidateAfter':'0s'", "'replicas':2,"));
+    struct kp_dnode *old =
+        add(&f, "a", T0, INITIALIZED "," DRIFTED_AT("2026-01-01T00:05:00Z"), np, "True");
+    struct kp_dnode *young =
+        add(&f, "b", T0, INITIALIZED "," DRIFTED_AT("2026-01-01T00:09:00Z"), np, "True");
+    struct kp_dnode *empty =
+        add(&f, "c", T0, INITIALIZED "," DRIFTED_AT("2026-01-01T00:09:30Z"), np, "True");
+    struct kp_dnode *fine = add(&f, "d", T0, INITIALIZED, np, "True");
+    struct kp_dnode *st = add(&f, "e", T0, INITIALIZED "," DRIFTED_AT(T0), stat, "True");
+    struct kp_dnode *held = add(&f, "g", T0, INITIALIZED "," DRIFTED_AT(T0), np, "True");
+    struct kp_dnode *graced = add(&f, "h", T0, INITIALIZED "," DRIFTED_AT(T0), np, "True");
+    size_t idx[8], n;
+
+    (void)state;
+    old->reschedulable = young->reschedulable = held->reschedulable = graced->reschedulable = 1;
+    held->blocking_pod = graced->blocking_pod = "default/keep";
+    sn_of(&f, graced)->nodeclaim = keep(
+        &f, decode(kp_nodeclaim_decode,
+                   "{'metadata':{'name':'h','uid':'h-uid','resourceVersion':'3',"
+                   "'creationTimestamp':'" T0 "','labels':{'karpenter.sh/nodepool':'np'}},"
+                   "'spec':{'nodeClassRef':{'group':'karpenter.kpssh.dev','kind':'SSHNodeClass',"
+                   "'name':'c'},'requirements':[],'terminationGracePeriod':'1h'},"
+                   "'status':{'providerID':'kpssh://p/h','conditions':[" INITIALIZED
+                   "," DRIFTED_AT(T0) "]}}"));
+    assert_true(kp_drift_candidate(old, t0));
+    assert_false(kp_drift_candidate(fine, t0));  /* not drifted */
+    assert_false(kp_drift_candidate(st, t0));    /* static NodePool */
+    assert_false(kp_drift_candidate(held, t0));  /* do-not-disrupt pod */
+    assert_true(kp_drift_candidate(graced, t0)); /* ... unless a terminationGracePeriod forces */
+    sn_of(&f, young)->flags |= KP_STATE_NODE_NOMINATED;
+    assert_false(kp_drift_candidate(young, t0)); /* the other candidate rules hold */
+    sn_of(&f, young)->flags &= ~(uint32_t)KP_STATE_NODE_NOMINATED;
+    n = kp_drift_candidates(f.d, f.n, t0, idx);
+    assert_int_equal(n, 4);
+    assert_ptr_equal(&f.d[idx[0]], empty);  /* no reschedulable pod: first */
+    assert_ptr_equal(&f.d[idx[1]], graced); /* then the oldest Drifted transition, then name */
+    assert_ptr_equal(&f.d[idx[2]], old);
+    assert_ptr_equal(&f.d[idx[3]], young);
+    fx_done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -710,7 +763,7 @@ int main(void)
         cmocka_unit_test(test_pod_events),           cmocka_unit_test(test_pod_event_dedupe),
         cmocka_unit_test(test_consolidatable_plan),  cmocka_unit_test(test_consolidation_unwanted),
         cmocka_unit_test(test_disruption_costs),     cmocka_unit_test(test_node_price),
-        cmocka_unit_test(test_consolidation_decide),
+        cmocka_unit_test(test_consolidation_decide), cmocka_unit_test(test_drift_candidates),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

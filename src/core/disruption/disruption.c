@@ -46,6 +46,7 @@
 #include "core/core.h"
 #include "core/disruption/budget.h"
 #include "core/disruption/consolidation.h"
+#include "core/disruption/drift.h"
 #include "core/disruption/marking.h"
 #include "core/observe.h"
 #include "core/provider.h"
@@ -222,9 +223,13 @@ struct kp_disruption_controller {
     enum method cmd_method;
     enum kp_consolidation_verdict cmd_verdict; /* METHOD_SINGLE: what the validation expects */
     int64_t cmd_at_usec;
-    /* METHOD_REPLACING: the replacement NodeClaim (owned), when it was created, and whether
-     * the candidate is marked for deletion yet. */
-    char *repl_name;
+    /* METHOD_REPLACING: the replacement NodeClaims (owned), why and for which consolidation
+     * type (metric labels), when they were created, and whether the candidate is marked for
+     * deletion yet. */
+    char **repl_names;
+    size_t n_repl;
+    const struct reason *repl_reason;
+    const char *repl_type;
     int64_t repl_started_usec;
     bool repl_marked;
 };
@@ -302,9 +307,11 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
             continue;
         if (sn->nodepool && kp_store_get(ctl->nodepools, sn->nodepool, &p->pools[i]) == 0)
             p->v[i].np = kp_nodepool_view(p->pools[i]);
-        /* Only a node Emptiness could take needs its pods looked at (with none counted yet,
-         * kp_emptiness_wants says whether it could): a busy pool costs no pod walk per pass. */
-        if (!kp_emptiness_wants(&p->v[i]))
+        /* Only a node a method could take needs its pods looked at: Consolidatable ones (with
+         * none counted yet, kp_emptiness_wants says whether Emptiness or consolidation could)
+         * and drifted ones. A busy, settled pool costs no pod walk per pass. */
+        if (!kp_emptiness_wants(&p->v[i]) &&
+            !cond_true(&kp_nodeclaim_view(sn->nodeclaim)->conditions, KP_NC_COND_DRIFTED))
             continue;
         if ((r = node_pods(ctl, sn->node_name, now, &p->v[i], &p->blocking[i])) < 0)
             return r;
@@ -715,32 +722,170 @@ static int consolidation_single(struct kp_disruption_controller *ctl, struct kp_
     return r;
 }
 
-/* Forgets the replacement in flight. */
+/* Forgets the replacements in flight. */
 static void replacing_clear(struct kp_disruption_controller *ctl)
 {
-    kp_free(ctl->repl_name);
-    ctl->repl_name = NULL;
+    for (size_t k = 0; k < ctl->n_repl; k++)
+        kp_free(ctl->repl_names[k]);
+    kp_free(ctl->repl_names);
+    ctl->repl_names = NULL;
+    ctl->n_repl = 0;
     ctl->repl_marked = false;
     cmd_clear(ctl);
 }
 
-/* Launches the replacement of p->v[i] that dec describes (semantics §5.8 steps 2-3): taint
- * and DisruptionReason first (a failure aborts the command), then the NodeClaim, its options
- * narrowed to the cheaper instance types. On success the command is in flight
- * (replacing_step finishes it). */
-static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client *c,
-                         const struct pass *p, size_t i,
-                         const struct kp_consolidation_decision *dec, int64_t now)
+/* Creates the NodeClaim of planned claim sc (of in's pools); its name in *ret_name (owned). */
+static int create_replacement(struct kp_disruption_controller *ctl, struct kp_client *c,
+                              const struct kp_sched_input *in, const struct kp_sched_claim *sc,
+                              const struct reason *why, char **ret_name)
 {
-    const struct kp_state_node *sn = p->v[i].sn;
-    struct kp_sched_claim rc = dec->run.plan.claims[0];
-    const struct kp_nodepool_view *np = dec->in.pools[rc.pool].np;
-    const char **names = kp_calloc(dec->n_types + 1, sizeof(*names));
+    const struct kp_nodepool_view *np = in->pools[sc->pool].np;
     struct kp_error e = KP_ERROR_INIT;
     json_t *obj = NULL, *got = NULL;
     const char *name = NULL;
+    int r;
+
+    if ((r = kp_provisioner_nodeclaim(np, sc, &obj)) < 0)
+        goto out;
+    if ((r = kp_client_create(c, &KP_RES_NODECLAIM, NULL, obj, &got, &e)) < 0) {
+        kp_log_error_errno(r, "could not launch replacement nodeclaim",
+                           KP_LF("nodepool", np->e.name),
+                           KP_LF("detail", e.message ? e.message : ""));
+        goto out;
+    }
+    if (kp_json_path_str(got, "metadata.name", &name) < 0 || !name ||
+        !(*ret_name = kp_strdup(name))) {
+        r = -ENOMEM; /* created, but nameless to us: Emptiness takes it back */
+        goto out;
+    }
+    kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_CREATED,
+                  KP_CM_LABELS(why->label, np->e.name, sc->min_values_relaxed ? "true" : "false"));
+out:
+    kp_error_done(&e);
+    kp_json_unref(got);
+    kp_json_unref(obj);
+    return r;
+}
+
+/* Launches claims[0..n) (n >= 1, of in's plan) to replace sn (semantics §5.8 steps 2-3): taint
+ * and DisruptionReason first (a failure aborts the command), then the NodeClaims. On success
+ * the command is in flight (replacing_step finishes it); on failure what was done to sn is
+ * rolled back (NodeClaims already created stay, and Emptiness takes them back). */
+static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client *c,
+                         const struct kp_state_node *sn, const struct reason *why,
+                         const char *consolidation_type, const struct kp_sched_input *in,
+                         const struct kp_sched_claim *claims, size_t n, int64_t now)
+{
     bool tainted = false, marked = false;
     char note[96];
+    int r;
+
+    if (!(ctl->repl_names = kp_calloc(n, sizeof(*ctl->repl_names))))
+        return -ENOMEM;
+    if ((r = disrupt_begin(ctl, c, sn, why, false, true, now, &tainted, &marked)) < 0)
+        goto fail;
+    for (size_t k = 0; k < n; k++) {
+        if ((r = create_replacement(ctl, c, in, &claims[k], why, &ctl->repl_names[k])) < 0)
+            goto fail;
+        ctl->n_repl++;
+    }
+    ctl->repl_reason = why;
+    ctl->repl_type = consolidation_type;
+    ctl->repl_started_usec = now;
+    ctl->repl_marked = false;
+    ctl->cmd_method = METHOD_REPLACING;
+    (void)snprintf(note, sizeof(note), "Launching NodeClaim: %s", why->name);
+    emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionLaunching", note);
+    emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL, "DisruptionLaunching",
+         note);
+    kp_log_info("disrupting node(s)", KP_LF("decision", "replace"), KP_LF("reason", why->name),
+                KP_LF("nodes", (uint64_t)1), KP_LF("names", sn->name),
+                KP_LF("replacements", (uint64_t)n), KP_LF("first", ctl->repl_names[0]));
+    return 0;
+fail:
+    disrupt_rollback(ctl, c, sn, tainted, true, marked, now);
+    for (size_t k = 0; k < n; k++)
+        kp_free(ctl->repl_names[k]);
+    kp_free(ctl->repl_names);
+    ctl->repl_names = NULL;
+    ctl->n_repl = 0;
+    return r;
+}
+
+/* The replacements in flight, each pass (§5.8 steps 4-6): once every replacement NodeClaim is
+ * in the cluster state the candidate is marked for deletion (not before: the provisioner would
+ * plan its pods afresh); once every one is Initialized the candidate is deleted; one that is
+ * gone or being deleted, or not Initialized within KP_DISRUPTION_REPLACE_TIMEOUT_USEC, fails
+ * the command, which is rolled back. *ret_requeue: when to look again. */
+static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client *c,
+                          const struct pass *p, int64_t now, uint64_t *ret_requeue)
+{
+    const struct kp_dnode *cand = NULL;
+    size_t in_state = 0, ready = 0;
+    bool failed = false;
+    int r = 0;
+
+    *ret_requeue = SOON_USEC;
+    for (size_t i = 0; i < p->n; i++) {
+        if (kp_streq(p->v[i].sn->provider_id, ctl->cmd[0]))
+            cand = &p->v[i];
+        for (size_t k = 0; k < ctl->n_repl; k++)
+            if (kp_streq(p->v[i].sn->nodeclaim_name, ctl->repl_names[k]))
+                in_state++;
+    }
+    if (!cand || !cand->sn->nodeclaim || (cand->sn->flags & KP_STATE_NODE_DELETING)) {
+        kp_log_info("replaced node went away by itself", KP_LF("replacement", ctl->repl_names[0]));
+        replacing_clear(ctl);
+        return 0;
+    }
+    for (size_t k = 0; k < ctl->n_repl && !failed; k++) {
+        struct kp_entry *re = NULL;
+
+        if (kp_store_get(ctl->nodeclaims, ctl->repl_names[k], &re) < 0) {
+            failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_CACHE_USEC;
+            continue;
+        }
+        if (kp_nodeclaim_view(re)->meta.deletion_usec)
+            failed = true;
+        else if (cond_true(&kp_nodeclaim_view(re)->conditions, KP_NC_COND_INITIALIZED))
+            ready++;
+        kp_entry_unref(re);
+    }
+    if (!failed && in_state == ctl->n_repl && !ctl->repl_marked &&
+        kp_cluster_state_mark_for_deletion(ctl->env->cluster, cand->sn->provider_id, true) == 0)
+        ctl->repl_marked = true;
+    if (!failed && ready == ctl->n_repl) {
+        if ((r = disrupt_delete(ctl, c, cand, ctl->repl_reason)) == 0) {
+            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                          KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
+            replacing_clear(ctl);
+        }
+        return r;
+    }
+    if (!failed)
+        failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
+    if (failed) {
+        kp_log_warn("replacement failed; disruption rolled back",
+                    KP_LF("replacement", ctl->repl_names[0]), KP_LF("node", cand->sn->name));
+        disrupt_rollback(ctl, c, cand->sn, true, true, ctl->repl_marked, now);
+        replacing_clear(ctl);
+        *ret_requeue = KP_DISRUPTION_POLL_USEC;
+        return 0;
+    }
+    emit(ctl, cand->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
+         "Waiting on readiness to continue disruption");
+    emit(ctl, cand->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+         "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+    return 0;
+}
+
+/* Single-node consolidation's REPLACE: the plan's one claim narrowed to the cheaper types. */
+static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_client *c,
+                           const struct pass *p, size_t i,
+                           const struct kp_consolidation_decision *dec, int64_t now)
+{
+    struct kp_sched_claim rc = dec->run.plan.claims[0];
+    const char **names = kp_calloc(dec->n_types + 1, sizeof(*names));
     int r;
 
     if (!names)
@@ -753,113 +898,87 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
         kp_free(names);
         return r;
     }
-    if ((r = kp_reqset_add(&rc.reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, dec->n_types, 0)) <
-            0 ||
-        (r = disrupt_begin(ctl, c, sn, &REASON_UNDERUTILIZED, false, true, now, &tainted,
-                           &marked)) < 0 ||
-        (r = kp_provisioner_nodeclaim(np, &rc, &obj)) < 0)
-        goto fail;
-    if ((r = kp_client_create(c, &KP_RES_NODECLAIM, NULL, obj, &got, &e)) < 0) {
-        kp_log_error_errno(r, "could not launch replacement nodeclaim",
-                           KP_LF("nodepool", np->e.name),
-                           KP_LF("detail", e.message ? e.message : ""));
-        goto fail;
-    }
-    if (kp_json_path_str(got, "metadata.name", &name) < 0 || !name ||
-        !(ctl->repl_name = kp_strdup(name))) {
-        r = -ENOMEM; /* created, but nameless to us: its emptiness will take it back */
-        goto fail;
-    }
-    ctl->repl_started_usec = now;
-    ctl->repl_marked = false;
-    ctl->cmd_method = METHOD_REPLACING;
-    kp_core_count(
-        ctl->env->observer, KP_CM_NODECLAIMS_CREATED,
-        KP_CM_LABELS("underutilized", np->e.name, rc.min_values_relaxed ? "true" : "false"));
-    (void)snprintf(note, sizeof(note), "Launching NodeClaim: %s",
-                   KP_DISRUPTION_REASON_UNDERUTILIZED);
-    emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionLaunching", note);
-    emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL, "DisruptionLaunching",
-         note);
-    kp_log_info("disrupting node(s)", KP_LF("decision", "replace"),
-                KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED), KP_LF("nodes", (uint64_t)1),
-                KP_LF("names", sn->name), KP_LF("replacement", ctl->repl_name),
-                KP_LF("cheapest", dec->types[0]->name));
-    goto out;
-fail:
-    disrupt_rollback(ctl, c, sn, tainted, true, marked, now);
-out:
-    kp_error_done(&e);
-    kp_json_unref(got);
-    kp_json_unref(obj);
+    if ((r = kp_reqset_add(&rc.reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, dec->n_types, 0)) ==
+        0)
+        r = replace_begin(ctl, c, p->v[i].sn, &REASON_UNDERUTILIZED, "single", &dec->in, &rc, 1,
+                          now);
     kp_reqset_done(&rc.reqs);
     kp_free(names);
     return r;
 }
 
-/* A replacement in flight, each pass (§5.8 steps 4-6): once the replacement NodeClaim is in
- * the cluster state the candidate is marked for deletion (not before: the provisioner would
- * plan its pods afresh); once it is Initialized the candidate is deleted; a replacement that is
- * gone or being deleted, or not Initialized within KP_DISRUPTION_REPLACE_TIMEOUT_USEC, fails
- * the command, which is rolled back. *ret_requeue: when to look again. */
-static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client *c,
-                          const struct pass *p, int64_t now, uint64_t *ret_requeue)
+/* --- drift ------------------------------------------------------------------------------------- */
+
+static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted"};
+
+static void drift_blocked_cb(void *ctx, const struct kp_dnode *d, const char *why)
 {
-    const struct kp_dnode *cand = NULL;
-    struct kp_entry *re = NULL;
-    const struct kp_nodeclaim_view *rv;
-    bool in_state = false, failed = false;
+    struct kp_disruption_controller *ctl = ctx;
+    char note[640];
+
+    (void)snprintf(note, sizeof(note), "Cannot disrupt Node: %s", why);
+    emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
+    (void)snprintf(note, sizeof(note), "Cannot disrupt NodeClaim: %s", why);
+    emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+         "DisruptionBlocked", note);
+}
+
+/* The Drift method (drift.h): acts at once on the first drifted node whose pods all find a
+ * place, deleting it (no replacement needed) or launching its replacements first. 1 acted, 0
+ * nothing to do, or a negative error. */
+static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
+                     const struct kp_ctx *cx, const struct pass *p, int64_t now)
+{
+    size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
+    struct kp_drift_command cmd = {0};
+    struct kp_sim sim = {0};
     int r = 0;
 
-    *ret_requeue = SOON_USEC;
-    for (size_t i = 0; i < p->n; i++) {
-        if (kp_streq(p->v[i].sn->provider_id, ctl->cmd[0]))
-            cand = &p->v[i];
-        if (kp_streq(p->v[i].sn->nodeclaim_name, ctl->repl_name))
-            in_state = true;
-    }
-    if (!cand || !cand->sn->nodeclaim || (cand->sn->flags & KP_STATE_NODE_DELETING)) {
-        kp_log_info("replaced node went away by itself", KP_LF("replacement", ctl->repl_name));
-        replacing_clear(ctl);
-        return 0;
-    }
-    if (kp_store_get(ctl->nodeclaims, ctl->repl_name, &re) < 0) {
-        failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_CACHE_USEC;
-        goto decide;
-    }
-    rv = kp_nodeclaim_view(re);
-    if (rv->meta.deletion_usec) {
-        failed = true;
-        goto decide;
-    }
-    if (in_state && !ctl->repl_marked &&
-        kp_cluster_state_mark_for_deletion(ctl->env->cluster, cand->sn->provider_id, true) == 0)
-        ctl->repl_marked = true;
-    if (cond_true(&rv->conditions, KP_NC_COND_INITIALIZED)) {
-        if ((r = disrupt_delete(ctl, c, cand, &REASON_UNDERUTILIZED)) == 0) {
-            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                          KP_CM_LABELS("replace", "underutilized", "single"));
-            replacing_clear(ctl);
-        }
+    if (!cand)
+        return -ENOMEM;
+    n_cand = kp_drift_candidates(p->v, p->n, now, cand);
+    if (n_cand == 0 || (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) < 0 ||
+        (r = kp_drift_search(&sim, p->v, p->n, cand, n_cand, now, drift_blocked_cb, ctl, cx,
+                             &cmd)) <= 0)
+        goto out;
+    if ((r = kp_ctx_err(cx)) < 0)
+        goto out;
+    /* The candidate must be in the command before anything is written, so the clean-up of a
+     * later pass never takes its taint off while the replacements launch. */
+    if (!(ctl->cmd = kp_calloc(1, sizeof(*ctl->cmd))) ||
+        !(ctl->cmd[0] = kp_strdup(p->v[cmd.idx].sn->provider_id))) {
+        cmd_clear(ctl);
+        r = -ENOMEM;
         goto out;
     }
-    failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
-    if (!failed) {
-        emit(ctl, cand->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
-             "Waiting on readiness to continue disruption");
-        emit(ctl, cand->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-             "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+    ctl->n_cmd = 1;
+    if (cmd.run.plan.n_claims == 0) {
+        r = disrupt(ctl, c, &p->v[cmd.idx], &REASON_DRIFTED, now);
+        cmd_clear(ctl);
+        if (r == 0) {
+            kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
+                        KP_LF("reason", KP_DISRUPTION_REASON_DRIFTED), KP_LF("nodes", (uint64_t)1),
+                        KP_LF("names", p->v[cmd.idx].sn->name));
+            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                          KP_CM_LABELS("delete", "drifted", ""));
+        }
+    } else {
+        r = replace_begin(ctl, c, p->v[cmd.idx].sn, &REASON_DRIFTED, "", &cmd.in,
+                          cmd.run.plan.claims, cmd.run.plan.n_claims, now);
+        if (r < 0)
+            cmd_clear(ctl);
     }
-decide:
-    if (failed) {
-        kp_log_warn("replacement failed; disruption rolled back",
-                    KP_LF("replacement", ctl->repl_name), KP_LF("node", cand->sn->name));
-        disrupt_rollback(ctl, c, cand->sn, true, true, ctl->repl_marked, now);
-        replacing_clear(ctl);
-        *ret_requeue = KP_DISRUPTION_POLL_USEC;
+    if (r == -KP_ECONFLICT) {
+        kp_log_debug("disruption lost a race; the next pass decides again",
+                     KP_LF("node", p->v[cmd.idx].sn->name));
+        r = 0;
     }
+    if (r == 0)
+        r = 1;
 out:
-    kp_entry_unref(re);
+    kp_drift_command_done(&cmd);
+    kp_sim_done(&sim);
+    kp_free(cand);
     return r;
 }
 
@@ -890,7 +1009,7 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
     if (r < 0 || (r = kp_ctx_err(cx)) < 0)
         goto out;
     if (dec.verdict == KP_CONSOL_REPLACE) {
-        r = replace_begin(ctl, c, p, i, &dec, now);
+        r = replace_cheaper(ctl, c, p, i, &dec, now);
         goto out;
     }
     if ((r = disrupt(ctl, c, &p->v[i], &REASON_UNDERUTILIZED, now)) == -KP_ECONFLICT) {
@@ -993,7 +1112,7 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         r = -ENOMEM;
         goto out;
     }
-    if (ctl->repl_name) {
+    if (ctl->n_repl) {
         r = replacing_step(ctl, c, &p, now, ret_requeue);
         goto out;
     }
@@ -1016,14 +1135,23 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
             r = validate_and_run_single(ctl, c, cx, &p, now);
         else
             r = validate_and_run(ctl, c, cx, &p, idx, now);
-        if (!ctl->repl_name) /* a replacement in flight keeps its command */
+        if (!ctl->n_repl) /* a replacement in flight keeps its command */
             cmd_clear(ctl);
         *ret_requeue = SOON_USEC;
         goto out;
     }
     method = METHOD_EMPTINESS;
     if (n_sel == 0 && p.n) {
-        /* Nothing empty: single-node consolidation's turn. */
+        /* Nothing empty: Drift's turn, which acts at once (no validation delay). */
+        if ((r = drift_run(ctl, c, cx, &p, now)) != 0) {
+            *ret_requeue = SOON_USEC;
+            if (r > 0)
+                r = 0;
+            goto out;
+        }
+    }
+    if (n_sel == 0 && p.n) {
+        /* Nothing empty or drifted: single-node consolidation's turn. */
         struct kp_consolidation_decision dec;
         struct kp_sim sim = {0};
 

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Integration test of the Drift disruption method in kpssh-controller against the lab: a real
+# kube-apiserver, kube-controller-manager and kube-scheduler (which binds every pod), real sshd
+# hosts and hollow kubelets. The test acts as a user: a NodePool whose template carries a label,
+# a Deployment of two replicas (one per node), then the label changed.
+#
+#   1. scale-up     two replicas with hostname anti-affinity: two NodeClaims, the template
+#                   label on both Nodes; a third host stays spare.
+#   2. drift        the NodePool's template label changed: both NodeClaims become
+#                   Drifted=True/NodePoolDrifted. One at a time (budget nodes: "1"), each is
+#                   replaced: its replacement NodeClaim is launched (DisruptionLaunching) and
+#                   Initialized first, then the drifted NodeClaim is deleted, drained and its
+#                   host leaves (kubelet inactive over SSH). At the end: two NodeClaims, both
+#                   with the new label and not Drifted, both pods Running. Sampled every 0.5 s:
+#                   never a pod kube-scheduler could not place, never a drifted NodeClaim
+#                   deleted while a replacement was not yet Initialized, never two Nodes
+#                   disrupting at once.
+#   3. events and metrics: DisruptionLaunching / DisruptionTerminating "...: Drifted",
+#                   karpenter_nodeclaims_disrupted_total{reason="drifted"} and
+#                   karpenter_voluntary_disruption_decisions_total{decision="replace",reason="drifted"}.
+#
+# Figure printed: label changed -> both nodes replaced. One replica (--disable-leader-election).
+# Ports: 31000 + 10 * lab ID + 4. Lab hosts 141..143. Prints "N passed, M failed".
+set -euo pipefail
+
+: "${KPSSH_LAB_DIR:?run under ctest (label integration), which brings the lab up}"
+# shellcheck source=/dev/null
+. "$KPSSH_LAB_DIR/env.sh"
+NS=kpssh-drift-it
+APPS=drift-apps
+NP=drift-np
+PORT=$((31000 + 10 * ${KPSSH_LAB_ID:-0} + 4))
+HOSTS=(141 142 143)
+
+work="$(mktemp -d)"
+pid_ctl=""
+pid_sample=""
+
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
+# shellcheck source=../lib/ctl.sh
+. "$(dirname "$0")/../lib/ctl.sh"
+# shellcheck source=../lib/pool.sh
+. "$(dirname "$0")/../lib/pool.sh"
+
+cleanup() {
+    set +e
+    # Only the processes this test started, by PID.
+    [ -n "$pid_ctl" ] && kill -KILL "$pid_ctl" 2>/dev/null
+    [ -n "$pid_sample" ] && kill -KILL "$pid_sample" 2>/dev/null
+    kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
+    kc delete nodepool "$NP" --ignore-not-found --wait=false >/dev/null 2>&1
+    pool_forget "$NP"
+    kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+    if [ "${fail:-0}" != 0 ]; then
+        echo "# --- last of the controller's log ---"
+        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# --- helpers -----------------------------------------------------------------------------------
+host_state() { kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.state}' 2>/dev/null || true; }
+host_is() { [ "$(host_state "$1")" = "$2" ]; }
+claims() { kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null || echo '{"items":[]}'; }
+claim_count_is() { [ "$(claims | jq '.items | length')" = "$1" ]; }
+cond_count_is() { # cond_count_is <type> <count>: NodeClaims whose condition <type> is True
+    [ "$(claims | jq --arg t "$1" '[.items[] | select(any(.status.conditions[]?; .type == $t and .status == "True"))] | length')" = "$2" ]
+}
+pods_json() { kc get pods -n "$APPS" -l app=web -o json 2>/dev/null || echo '{"items":[]}'; }
+running_is() { [ "$(pods_json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]; }
+kubelet_inactive() { ! "$KPSSH_LAB_HOST_SH" exec "$1" systemctl is-active --quiet kubelet; }
+metric_has() { body "http://127.0.0.1:$PORT/metrics" | grep -F "$1" | grep -F "$2" | grep -qv ' 0$'; }
+nodepool() { # nodepool <team label>
+    kc apply -f - >/dev/null <<EOF
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: $NP}
+spec:
+  template:
+    metadata:
+      labels: {team: $1}
+    spec:
+      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: drift}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      expireAfter: Never
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 10m
+    budgets: [{nodes: "1"}]
+EOF
+}
+
+# --- set-up ------------------------------------------------------------------------------------
+"$KP_REPO/tests/lab/crds.sh" apply
+kc create namespace "$NS" >/dev/null
+kc create namespace "$APPS" >/dev/null
+kc create secret generic drift-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
+pool_profile drift-tls
+pool_nodeclass drift drift drift-tls
+pool_hosts "$NS" drift drift-key drift "${HOSTS[@]}"
+nodepool blue
+
+"$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
+    --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
+    --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
+pid_ctl=$!
+check "the controller is ready" wait_until 60 is_code 200 "http://127.0.0.1:$PORT/readyz"
+for h in drift-1 drift-2 drift-3; do
+    check "host $h is probed Available" wait_until 90 host_is "$h" Available
+done
+
+# --- 1. scale-up -------------------------------------------------------------------------------
+kc apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: $APPS}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: $NP}
+      terminationGracePeriodSeconds: 0
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}
+      containers:
+        - {name: web, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 500m}}}
+EOF
+check "web: two NodeClaims" wait_until 60 claim_count_is 2
+check "web: the pods run" wait_until 300 running_is 2
+mapfile -t old_claims < <(claims | jq -r '.items[].metadata.name' | sort)
+mapfile -t old_nodes < <(claims | jq -r '.items[].status.nodeName' | sort)
+check "the Nodes carry the template label team=blue" eval \
+    "[ \$(kc get nodes -l karpenter.sh/nodepool=$NP,team=blue -o name | wc -l) = 2 ]"
+check "nothing is drifted yet" cond_count_is Drifted 0
+
+# --- 2. drift ------------------------------------------------------------------------------------
+# Every 0.5 s: unschedulable pods; a drifted NodeClaim going (deleting or gone) while a
+# replacement is not Initialized; Nodes tainted karpenter.sh/disrupted or being deleted.
+olds=$(printf '%s\n' "${old_claims[@]}" | jq -R . | jq -s .)
+(while :; do
+    u=$(pods_json | jq '[.items[] | select(any(.status.conditions[]?; .type == "PodScheduled" and .reason == "Unschedulable"))] | length')
+    early=$(claims | jq --argjson olds "$olds" '
+        ([.items[] | select(.metadata.name as $n | $olds | index($n) | not)]) as $new
+        | ([.items[] | select(.metadata.name as $n | $olds | index($n)) | select(.metadata.deletionTimestamp == null)] | length) as $live
+        | ([$new[] | select(any(.status.conditions[]?; .type == "Initialized" and .status == "True"))] | length) as $ready
+        | if (2 - $live) > $ready then 1 else 0 end')
+    d=$(kc get nodes -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null | jq '[.items[]
+        | select(.metadata.deletionTimestamp != null or any(.spec.taints[]?; .key == "karpenter.sh/disrupted"))]
+        | length')
+    echo "$u $early $d"
+    sleep 0.5
+done >"$work/samples") &
+pid_sample=$!
+t_label=$(now_ms)
+nodepool green
+drifted_reason() { [ "$(claims | jq '[.items[] | select(any(.status.conditions[]?; .type == "Drifted" and .status == "True" and .reason == "NodePoolDrifted"))] | length')" -ge 1 ]; }
+check "the NodeClaims become Drifted=True/NodePoolDrifted" wait_until 60 drifted_reason
+old_gone() { ! kc get nodeclaim "$1" >/dev/null 2>&1; }
+for c in "${old_claims[@]}"; do
+    check "$c: replaced and gone" wait_until 420 old_gone "$c"
+done
+t_drift=$(($(now_ms) - t_label))
+check "two NodeClaims again" wait_until 60 claim_count_is 2
+check "web: both pods run" wait_until 120 running_is 2
+check "the new Nodes carry team=green" wait_until 60 eval \
+    "[ \$(kc get nodes -l karpenter.sh/nodepool=$NP,team=green -o name | wc -l) = 2 ]"
+check "nothing is drifted any more" cond_count_is Drifted 0
+for nn in "${old_nodes[@]}"; do
+    check "$nn: the Node is gone" wait_until 120 eval "! kc get node $nn >/dev/null 2>&1"
+done
+for h in drift-1 drift-2 drift-3; do
+    if host_is "$h" Available; then
+        idx=$(($(kc get sshhost -n "$NS" "$h" -o jsonpath='{.spec.address}' | sed 's/.*\.//') - 10))
+        check "host $h (Available): kubelet stopped (leave ran)" kubelet_inactive "$idx"
+    fi
+done
+kill "$pid_sample" 2>/dev/null || true
+wait "$pid_sample" 2>/dev/null || true
+pid_sample=""
+max_u=$(awk '{print $1}' "$work/samples" | sort -n | tail -n 1)
+early=$(awk '{print $2}' "$work/samples" | sort -n | tail -n 1)
+max_d=$(awk '{print $3}' "$work/samples" | sort -n | tail -n 1)
+n_samples=$(wc -l <"$work/samples")
+check "no pod was ever left without a place (most unschedulable: ${max_u:-none}, $n_samples samples)" \
+    test "${max_u:-9}" = 0
+check "no drifted NodeClaim went before its replacement was Initialized" test "${early:-9}" = 0
+check "budget nodes: \"1\": never two Nodes disrupting at once (most: ${max_d:-none})" \
+    test "${max_d:-9}" -le 1
+
+# --- 3. events and metrics ---------------------------------------------------------------------
+for nn in "${old_nodes[@]}"; do
+    check "$nn: DisruptionLaunching says Drifted" eval \
+        "kc get events -A --field-selector involvedObject.name=$nn,reason=DisruptionLaunching -o json | jq -e '[.items[] | select(.message == \"Launching NodeClaim: Drifted\")] | length > 0' >/dev/null"
+done
+check "karpenter_nodeclaims_disrupted_total{reason=\"drifted\"} counts" \
+    metric_has 'karpenter_nodeclaims_disrupted_total{' 'reason="drifted"'
+check "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"drifted\"} counts" \
+    metric_has 'karpenter_voluntary_disruption_decisions_total{decision="replace"' 'reason="drifted"'
+check "the controller's log is JSON lines" all_json "$work/ctl.log"
+
+echo "# label changed -> both nodes replaced: ${t_drift} ms (one at a time, replacement first)"
+kill -TERM "$pid_ctl"
+wait "$pid_ctl" || true
+pid_ctl=""
+tap_done
