@@ -323,6 +323,15 @@ struct kp_provider_ops {
      * Karpenter's: garbage collection and termination must agree on which Nodes are ours, or
      * a Node one deletes the other never lets go. */
     bool (*owns_provider_id)(void *self, const char *provider_id);
+
+    /* Optional (NULL: the core finds provider drift only by asking is_drifted every 5
+     * minutes). Registers fn, called on an informer thread (it must not block) whenever
+     * something is_drifted reads changes in a way that may change its answer: node_class is
+     * the node class's name, or NULL when NodeClaims of any class may be affected. Main thread,
+     * during set-up, before the informers start. 0, -ENOMEM or -EBUSY. unwatch_drift removes
+     * every registration made with ctx. */
+    int (*watch_drift)(void *self, void (*fn)(void *ctx, const char *node_class), void *ctx);
+    void (*unwatch_drift)(void *self, void *ctx);
 };
 
 /* A provider: its vtable and its state. */

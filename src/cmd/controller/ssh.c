@@ -338,6 +338,8 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             .nodeclasses = kp_informer_store(s->inf[INF_CLASSES]),
             .profiles = kp_informer_store(s->inf[INF_PROFILES]),
             .nodes = kp_informer_store(s->inf[INF_NODES]),
+            .nodeclass_informer = s->inf[INF_CLASSES],
+            .profile_informer = s->inf[INF_PROFILES],
             .events = s->ev_hosts,
             .observer = &s->observer,
         };

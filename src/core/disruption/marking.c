@@ -220,8 +220,10 @@ static void pod_changed(void *ctx, const struct kp_entry *old_e, const struct kp
     const struct kp_pod_view *o = old_e ? kp_pod_view(old_e) : NULL;
     const struct kp_pod_view *n = new_e ? kp_pod_view(new_e) : NULL;
 
-    if (kp_podevents_is_event(o, n))
-        (void)kp_reconciler_enqueue(ctl->rec, n ? n->node_name : o->node_name);
+    const struct kp_pod_view *p = n ? n : o;
+
+    if (p && kp_podevents_is_event(o, n))
+        (void)kp_reconciler_enqueue(ctl->rec, p->node_name);
 }
 static void pod_added(void *ctx, const struct kp_entry *e)
 {
@@ -370,6 +372,7 @@ struct kp_consolidation_controller {
     struct kp_store *nodeclaims, *nodepools;
     struct kp_controller *base;
     struct kp_reconciler *rec;
+    bool watching; /* registered with the provider's watch_drift */
 };
 
 static bool requirement_equal(const struct kp_requirement *a, const struct kp_requirement *b)
@@ -428,6 +431,25 @@ static void nodepool_changed(void *ctx, const struct kp_entry *old_e, const stru
 static void nodepool_added(void *ctx, const struct kp_entry *e)
 {
     nodepool_changed(ctx, NULL, e);
+}
+
+/* The provider says what is_drifted reads changed (watch_drift): the NodeClaims of that node
+ * class (NULL: all) decide again, so a profile bump is seen in seconds, not at the 5-minute
+ * requeue. Informer thread: a store walk and enqueues only. */
+static void provider_drift_changed(void *ctx, const char *node_class)
+{
+    struct kp_consolidation_controller *ctl = ctx;
+    struct kp_store_list l = {0};
+
+    if (kp_store_list(ctl->nodeclaims, &l) < 0)
+        return; /* the 5-minute requeue still comes */
+    for (size_t i = 0; i < l.n; i++) {
+        const struct kp_nodeclaim_view *nc = kp_nodeclaim_view(l.v[i]);
+
+        if (!node_class || kp_streq(nc->spec.node_class_ref.name, node_class))
+            (void)kp_reconciler_enqueue(ctl->rec, l.v[i]->name);
+    }
+    kp_store_list_free(&l);
 }
 
 /* Asks the provider whether nc drifted: 0 with *ret_reason (NULL: not drifted); 1 when the
@@ -582,6 +604,12 @@ int kp_consolidation_controller_new(const struct kp_core_env *env,
         (r = kp_controller_watch_keys(ctl->base, nodeclaims)) < 0 ||
         (r = kp_controller_watch(ctl->base, nodepools, &h)) < 0)
         goto out;
+    if (env->provider->ops->watch_drift) {
+        if ((r = env->provider->ops->watch_drift(env->provider->self, provider_drift_changed,
+                                                 ctl)) < 0)
+            goto out;
+        ctl->watching = true;
+    }
     *ret = ctl;
     ctl = NULL;
 out:
@@ -610,6 +638,8 @@ kp_consolidation_controller_free(struct kp_consolidation_controller *ctl)
 {
     if (!ctl)
         return NULL;
+    if (ctl->watching && ctl->env->provider->ops->unwatch_drift)
+        ctl->env->provider->ops->unwatch_drift(ctl->env->provider->self, ctl);
     ctl->base = kp_controller_free(ctl->base);
     kp_free(ctl);
     return NULL;

@@ -832,10 +832,11 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
         return 0;
     }
     if (!kp_reqset_compatible(&t->reqs, &sp->reqs, kp_reqset_well_known_labels, why, why_size)) {
-        char tmp[KP_REQSET_WHY_SIZE];
+        /* Cut on purpose: the reason loses its last bytes to the prefix. */
+        char tmp[KP_REQSET_WHY_SIZE - sizeof("incompatible requirements, ")];
 
         (void)snprintf(tmp, sizeof(tmp), "%s", why);
-        (void)snprintf(why, why_size, "incompatible requirements, %s", tmp); /* cut on purpose */
+        (void)snprintf(why, why_size, "incompatible requirements, %s", tmp);
         return 0;
     }
     /* A claim already holding pods mostly fails on room: find out before copying anything (its

@@ -480,11 +480,11 @@ static int evict_drain(void *self, struct kp_client *c, const struct kp_ctx *cx,
                        const struct kp_drain_input *in, struct kp_drain_result *ret)
 {
     struct kp_evict_drainer *d = self;
-    enum kp_drain_verb *verbs = in->n_pods ? kp_calloc(in->n_pods, sizeof(*verbs)) : NULL;
+    enum kp_drain_verb *verbs = kp_calloc(in->n_pods ? in->n_pods : 1, sizeof(*verbs));
     unsigned calls = 0;
     int r = 0;
 
-    if (in->n_pods && !verbs)
+    if (!verbs)
         return -ENOMEM;
     kp_drain_plan(in, verbs, ret);
     for (size_t i = 0; i < in->n_pods && c && calls < KP_EVICT_MAX_CALLS; i++) {

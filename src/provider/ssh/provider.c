@@ -88,6 +88,7 @@
 #include "provider/ssh/obj-kpssh.h"
 #include "api/obj-node.h"
 #include "k8s/status.h"
+#include "k8s/informer.h"
 #include "k8s/store.h"
 #include "provider/ssh/claim.h"
 #include "provider/ssh/env.h"
@@ -123,6 +124,10 @@ struct kp_ssh_provider {
     struct published *pub;
     size_t n_pub;
     uint64_t version; /* the last version published */
+    /* watch_drift's registrations (main thread only: set-up and free) */
+    struct kp_informer *class_inf, *profile_inf;
+    struct drift_watch **watches;
+    size_t n_watches;
 };
 
 int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_provider **ret)
@@ -148,12 +153,101 @@ int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_p
     p->nodes = opts->nodes;
     p->events = opts->events;
     p->observer = opts->observer;
+    p->class_inf = opts->nodeclass_informer;
+    p->profile_inf = opts->profile_informer;
     p->reg_timeout = opts->registration_timeout_usec ? opts->registration_timeout_usec
                                                      : KP_SSH_REGISTRATION_TIMEOUT_USEC;
     p->reg_poll =
         opts->registration_poll_usec ? opts->registration_poll_usec : KP_SSH_REGISTRATION_POLL_USEC;
     *ret = p;
     return 0;
+}
+
+/* One watch_drift registration: the core's callback, behind handlers on the SSHNodeClass and
+ * SSHJoinProfile informers (whose ctx is this struct). */
+struct drift_watch {
+    void (*fn)(void *ctx, const char *node_class);
+    void *ctx;
+};
+
+static void drift_watch_free(struct kp_ssh_provider *p, struct drift_watch *w)
+{
+    if (p->class_inf)
+        (void)kp_informer_remove_handlers(p->class_inf, w);
+    if (p->profile_inf)
+        (void)kp_informer_remove_handlers(p->profile_inf, w);
+    kp_free(w);
+}
+
+/* A node class's spec changed (its generation moved), or it came or went: is_drifted compares
+ * its join settings' hash. Status writes (readiness) move no generation and wake nothing. */
+static void class_added(void *ctx, const struct kp_entry *e)
+{
+    struct drift_watch *w = ctx;
+
+    w->fn(w->ctx, e->name);
+}
+
+static void class_updated(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    if (kp_sshnodeclass_view(old_e)->generation != kp_sshnodeclass_view(new_e)->generation)
+        class_added(ctx, new_e);
+}
+
+/* A join profile's spec changed: is_drifted compares the installed profile's marker; any class
+ * may name it. */
+static void profile_updated(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    struct drift_watch *w = ctx;
+
+    if (kp_sshjoinprofile_view(old_e)->generation != kp_sshjoinprofile_view(new_e)->generation)
+        w->fn(w->ctx, NULL);
+}
+
+static int op_watch_drift(void *self, void (*fn)(void *ctx, const char *node_class), void *ctx)
+{
+    struct kp_ssh_provider *p = self;
+    struct drift_watch *w, **v;
+    int r;
+
+    if (!p->class_inf || !p->profile_inf)
+        return 0; /* no informers: the core's poll finds drift */
+    if (!(w = kp_calloc(1, sizeof(*w))))
+        return -ENOMEM;
+    w->fn = fn;
+    w->ctx = ctx;
+    if (!(v = kp_reallocarray(p->watches, p->n_watches + 1, sizeof(*v)))) {
+        kp_free(w);
+        return -ENOMEM;
+    }
+    p->watches = v;
+    if ((r = kp_informer_add_handler(p->class_inf,
+                                     &(struct kp_informer_handler){.on_add = class_added,
+                                                                   .on_update = class_updated,
+                                                                   .on_delete = class_added,
+                                                                   .ctx = w})) < 0 ||
+        (r = kp_informer_add_handler(
+             p->profile_inf,
+             &(struct kp_informer_handler){.on_update = profile_updated, .ctx = w})) < 0) {
+        drift_watch_free(p, w);
+        return r;
+    }
+    p->watches[p->n_watches++] = w;
+    return 0;
+}
+
+static void op_unwatch_drift(void *self, void *ctx)
+{
+    struct kp_ssh_provider *p = self;
+
+    for (size_t i = 0; i < p->n_watches;) {
+        if (p->watches[i]->ctx != ctx) {
+            i++;
+            continue;
+        }
+        drift_watch_free(p, p->watches[i]);
+        p->watches[i] = p->watches[--p->n_watches];
+    }
 }
 
 struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
@@ -165,6 +259,9 @@ struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
         kp_instance_catalog_unref(p->pub[i].cat);
     }
     kp_free(p->pub);
+    for (size_t i = 0; i < p->n_watches; i++)
+        drift_watch_free(p, p->watches[i]);
+    kp_free(p->watches);
     pthread_mutex_destroy(&p->mu);
     kp_free(p->pool_ns);
     kp_free(p->bootstrap_group);
@@ -1152,6 +1249,7 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
     struct kp_error e = KP_ERROR_INIT;
     struct kp_entry *host = NULL, *got = NULL;
     char *msg = NULL;
+    const char *token_id = NULL;
     bool healthy;
     int r;
 
@@ -1187,6 +1285,12 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
     kp_entry_unref(host);
     host = got;
     got = NULL;
+    if (!host) { /* the update's answer is the host; a client without one is broken */
+        r = kp_provider_err_set(err, -EIO, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                "claim update returned no SSHHost");
+        goto out;
+    }
+    token_id = kp_sshhost_view(host)->bootstrap_token_id; /* the entry is held: stable */
 
     /* Leaving is entered: from here a cancel still ends the leave phase promptly. A leave ended
      * by our context is not a failed one: the host stays Leaving and claimed, and the next Delete
@@ -1226,8 +1330,7 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
         if (r < 0)
             goto out;
     }
-    if (kp_sshhost_view(host)->bootstrap_token_id &&
-        (r = kp_token_delete(c, kp_sshhost_view(host)->bootstrap_token_id, &e)) < 0) {
+    if (token_id && (r = kp_token_delete(c, token_id, &e)) < 0) {
         kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "deleting bootstrap token");
         goto out;
     }
@@ -1301,7 +1404,7 @@ static int op_get(void *self, const struct kp_ctx *ctx, struct kp_client *c,
         return kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_RETRYABLE, NULL,
                                    "empty providerID");
     r = resolve_host(p, c, provider_id, NULL, NULL, &host);
-    if (r == 0 && !kp_sshhost_view(host)->claim_name)
+    if (r == 0 && (!host || !kp_sshhost_view(host)->claim_name))
         r = -ENOENT;
     if (r == -ENOENT)
         r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
@@ -1525,6 +1628,8 @@ static const struct kp_provider_ops ssh_ops = {
     .is_drifted = op_is_drifted,
     .node_class_status = op_node_class_status,
     .owns_provider_id = op_owns_provider_id,
+    .watch_drift = op_watch_drift,
+    .unwatch_drift = op_unwatch_drift,
 };
 
 struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p)

@@ -29,6 +29,7 @@
 struct kp_client;
 struct kp_ctx;
 struct kp_events;
+struct kp_informer;
 struct kp_nodeclaim_view;
 struct kp_ssh_observer;
 struct kp_sshnodeclass_view;
@@ -58,6 +59,9 @@ struct kp_ssh_provider_opts {
      * (indexes.h). Registration reads it; without it, registration asks the API server. */
     struct kp_store *nodes;
     const struct kp_ssh_observer *observer; /* optional: phase timings (observe.h) */
+    /* optional: the informers behind nodeclasses and profiles, for watch_drift (without them
+     * the core polls drift) */
+    struct kp_informer *nodeclass_informer, *profile_informer;
     uint64_t registration_timeout_usec;     /* Adopt only */
     uint64_t registration_poll_usec;
 };
