@@ -2,6 +2,7 @@
 #include "api/informers.h"
 
 #include "api/obj-karpenter.h"
+#include "api/obj-misc.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
 #include "api/obj-storage.h"
@@ -40,4 +41,9 @@ int kp_informers_volumeattachments(struct kp_registry *reg, struct kp_informer *
 int kp_informers_pvcs(struct kp_registry *reg, struct kp_informer **ret)
 {
     return kp_registry_typed(reg, &KP_RES_PVC, kp_pvc_project, kp_kind_pvc, NULL, ret);
+}
+
+int kp_informers_pdbs(struct kp_registry *reg, struct kp_informer **ret)
+{
+    return kp_registry_typed(reg, &KP_RES_PDB, kp_pdb_project, kp_kind_pdb, NULL, ret);
 }

@@ -22,5 +22,7 @@ int kp_informers_nodepools(struct kp_registry *reg, struct kp_informer **ret) KP
 /* storage.k8s.io/v1 VolumeAttachments and v1 PersistentVolumeClaims (api/obj-storage.h). */
 int kp_informers_volumeattachments(struct kp_registry *reg, struct kp_informer **ret) KP_WUR;
 int kp_informers_pvcs(struct kp_registry *reg, struct kp_informer **ret) KP_WUR;
+/* policy/v1 PodDisruptionBudgets (api/obj-misc.h). */
+int kp_informers_pdbs(struct kp_registry *reg, struct kp_informer **ret) KP_WUR;
 
 #endif

@@ -23,6 +23,10 @@ struct kp_pdb_view {
 };
 int kp_pdb_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_pdb_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
+static inline const struct kp_pdb_view *kp_pdb_view(const struct kp_entry *e)
+{
+    return (const struct kp_pdb_view *)kp_obj_checked(e, kp_kind_pdb);
+}
 
 /* apps/v1 DaemonSet: what a new node will run (Karpenter counts daemon overhead per node). */
 struct kp_daemonset_view {

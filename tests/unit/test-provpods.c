@@ -558,6 +558,307 @@ static void test_reschedulable(void **state)
     }
 }
 
+/* --- CanEvictPods: a disruption candidate's PDB check ------------------------------------ */
+
+/* A PDB with the whole spec given and status.disruptionsAllowed. */
+#define PDB_SPEC_FMT                                                                               \
+    "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\"},\"spec\":{%s},"                          \
+    "\"status\":{\"disruptionsAllowed\":%d}}"
+#define SEL_WEB "\"selector\":{\"matchLabels\":{\"app\":\"web\"}}"
+#define SEL_DB "\"selector\":{\"matchLabels\":{\"app\":\"db\"}}"
+#define WEB ",\"labels\":{\"app\":\"web\"}"
+#define PREVENTS(key) "pdb prevents pod evictions (PodDisruptionBudget=[" key "])"
+#define MULTIPLE(keys) "eviction does not support multiple PDBs (PodDisruptionBudget(s)=[" keys "])"
+#define UNREADY_STATUS                                                                             \
+    "{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}"
+
+struct evict_pdb {
+    const char *name, *ns, *spec;
+    int allowed;
+};
+
+static struct kp_entry *pdb_full(const struct evict_pdb *s)
+{
+    char json[1024];
+    struct kp_entry *e = NULL;
+    int n = snprintf(json, sizeof(json), PDB_SPEC_FMT, s->name, s->ns, s->spec, s->allowed);
+
+    assert_true(n > 0 && (size_t)n < sizeof(json));
+    if (kp_pdb_decode(json, (size_t)n, &e) < 0)
+        fail_msg("pdb does not decode: %s", json);
+    return e;
+}
+
+static const struct {
+    const char *name, *meta, *spec, *status;
+    struct evict_pdb pdbs[3];
+    const char *want; /* NULL: not blocked */
+} evict[] = {
+    {"no PDB", WEB, "", RUNNING_STATUS, {{NULL, NULL, NULL, 0}}, NULL},
+    {"one PDB that allows no disruption now",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB ",\"minAvailable\":2", 0}},
+     PREVENTS("d/web")},
+    {"one PDB that allows a disruption",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB ",\"minAvailable\":2", 1}},
+     NULL},
+    {"a fully blocking spec that still reports a disruption allowed (status is what counts)",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB ",\"maxUnavailable\":0", 1}},
+     NULL},
+    {"two PDBs select it, both allowing disruptions",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web-a", "d", SEL_WEB ",\"minAvailable\":1", 3},
+      {"web-b", "d", "\"selector\":{},\"maxUnavailable\":\"50%\"", 3}},
+     MULTIPLE("d/web-a d/web-b")},
+    {"three PDBs select it, listed in the order given",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"c", "d", SEL_WEB ",\"minAvailable\":1", 3},
+      {"a", "d", SEL_WEB ",\"minAvailable\":1", 3},
+      {"b", "d", SEL_WEB ",\"minAvailable\":1", 3}},
+     MULTIPLE("d/c d/a d/b")},
+    {"AlwaysAllow, pod Ready=False",
+     WEB,
+     "",
+     UNREADY_STATUS,
+     {{"web", "d", SEL_WEB ",\"minAvailable\":2,\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\"",
+       0}},
+     NULL},
+    {"AlwaysAllow, pod Ready=True",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB ",\"minAvailable\":2,\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\"",
+       0}},
+     PREVENTS("d/web")},
+    {"IfHealthyBudget, pod Ready=False",
+     WEB,
+     "",
+     UNREADY_STATUS,
+     {{"web", "d", SEL_WEB ",\"minAvailable\":2,\"unhealthyPodEvictionPolicy\":\"IfHealthyBudget\"",
+       0}},
+     PREVENTS("d/web")},
+    {"AlwaysAllow does not help a pod two PDBs select",
+     WEB,
+     "",
+     UNREADY_STATUS,
+     {{"a", "d", SEL_WEB ",\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\",\"minAvailable\":1", 1},
+      {"b", "d", SEL_WEB ",\"unhealthyPodEvictionPolicy\":\"AlwaysAllow\",\"minAvailable\":1", 1}},
+     MULTIPLE("d/a d/b")},
+    {"a PDB of another namespace",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web", "other", SEL_WEB ",\"minAvailable\":2", 0}},
+     NULL},
+    {"a PDB of another namespace and one of the pod's: not several",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"web", "other", SEL_WEB ",\"minAvailable\":2", 0},
+      {"web", "d", SEL_WEB ",\"minAvailable\":2", 3}},
+     NULL},
+    {"a PDB that selects other pods",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"db", "d", SEL_DB ",\"minAvailable\":2", 0}},
+     NULL},
+    {"an empty selector selects every pod of its namespace (LabelSelectorAsSelector)",
+     "",
+     "",
+     RUNNING_STATUS,
+     {{"all", "d", "\"selector\":{},\"minAvailable\":2", 0}},
+     PREVENTS("d/all")},
+    {"an absent selector selects no pod",
+     WEB,
+     "",
+     RUNNING_STATUS,
+     {{"none", "d", "\"minAvailable\":2", 0}},
+     NULL},
+    {"terminal pod", WEB, "", "{\"phase\":\"Failed\"}", {{"web", "d", SEL_WEB, 0}}, NULL},
+    {"terminating pod",
+     WEB ",\"deletionTimestamp\":\"2026-11-30T08:09:00Z\"",
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB, 0}},
+     NULL},
+    {"pod tolerating karpenter.sh/disrupted",
+     WEB,
+     ",\"tolerations\":[{\"key\":\"karpenter.sh/disrupted\",\"operator\":\"Exists\","
+     "\"effect\":\"NoSchedule\"}]",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB, 0}},
+     NULL},
+    {"mirror pod (owned by a Node)",
+     WEB ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"n1\","
+         "\"uid\":\"n\",\"controller\":true}]",
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB, 0}},
+     NULL},
+    {"pod with an active do-not-disrupt",
+     WEB ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"true\"}",
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB, 0}},
+     NULL},
+    {"pod whose do-not-disrupt has run out",
+     WEB ",\"annotations\":{\"karpenter.sh/do-not-disrupt\":\"5m\"}",
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB, 0}},
+     PREVENTS("d/web")},
+    {"a DaemonSet pod is evicted like any other",
+     WEB ",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":"
+         "\"ds\",\"uid\":\"d1\",\"controller\":true}]",
+     "",
+     RUNNING_STATUS,
+     {{"web", "d", SEL_WEB, 0}},
+     PREVENTS("d/web")},
+};
+
+static void test_block_eviction(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(evict); i++) {
+        struct kp_entry *e = pod(evict[i].meta, evict[i].spec, evict[i].status, true);
+        struct kp_entry *pe[3] = {NULL, NULL, NULL};
+        const struct kp_pdb_view *pv[3];
+        const struct kp_pod_view *p = kp_pod_view(e);
+        char buf[256];
+        const char *got;
+        size_t n = 0;
+
+        for (size_t j = 0; j < 3 && evict[i].pdbs[j].name; j++) {
+            pe[j] = pdb_full(&evict[i].pdbs[j]);
+            pv[n++] = kp_pdb_view(pe[j]);
+        }
+        got = kp_pdbs_block_eviction(&p, 1, pv, n, NOW, buf, sizeof(buf));
+        if (!evict[i].want != !got || (got && strcmp(got, evict[i].want) != 0))
+            fail_msg("\"%s\": got \"%s\", want \"%s\"", evict[i].name, got ? got : "(null)",
+                     evict[i].want ? evict[i].want : "(null)");
+        kp_entry_unref(e);
+        for (size_t j = 0; j < 3; j++)
+            kp_entry_unref(pe[j]);
+    }
+}
+
+/* A node's pods: the first blocked pod in their order speaks; an unblocked node says NULL. */
+static void test_block_eviction_pods(void **state)
+{
+    static const struct evict_pdb specs[] = {
+        {"web", "d", SEL_WEB ",\"minAvailable\":1", 0},
+        {"db", "d", SEL_DB ",\"minAvailable\":1", 0},
+        {"db-too", "d", SEL_DB ",\"maxUnavailable\":1", 0},
+    };
+    struct kp_entry *pe[3], *pods[3];
+    const struct kp_pdb_view *pv[3];
+    const struct kp_pod_view *p[3];
+    char buf[256];
+
+    (void)state;
+    for (size_t j = 0; j < 3; j++) {
+        pe[j] = pdb_full(&specs[j]);
+        pv[j] = kp_pdb_view(pe[j]);
+    }
+    pods[0] = pod(",\"labels\":{\"app\":\"free\"}", "", RUNNING_STATUS, true);
+    pods[1] = pod(",\"labels\":{\"app\":\"db\"}", "", RUNNING_STATUS, true);
+    pods[2] = pod(WEB, "", RUNNING_STATUS, true);
+    for (size_t j = 0; j < 3; j++)
+        p[j] = kp_pod_view(pods[j]);
+
+    assert_null(kp_pdbs_block_eviction(p, 1, pv, 3, NOW, buf, sizeof(buf)));
+    assert_string_equal(kp_pdbs_block_eviction(p, 3, pv, 3, NOW, buf, sizeof(buf)),
+                        MULTIPLE("d/db d/db-too"));
+    assert_string_equal(kp_pdbs_block_eviction(p + 2, 1, pv, 3, NOW, buf, sizeof(buf)),
+                        PREVENTS("d/web"));
+    /* Sorted (namespace, name), the several PDBs come in name order. */
+    kp_pdbs_sort(pv, 3);
+    assert_string_equal(pv[0]->e.name, "db");
+    assert_string_equal(pv[1]->e.name, "db-too");
+    assert_string_equal(pv[2]->e.name, "web");
+    assert_string_equal(kp_pdbs_block_eviction(p, 3, pv, 3, NOW, buf, sizeof(buf)),
+                        MULTIPLE("d/db d/db-too"));
+    /* No pods, no PDBs. */
+    assert_null(kp_pdbs_block_eviction(NULL, 0, pv, 3, NOW, buf, sizeof(buf)));
+    assert_null(kp_pdbs_block_eviction(p, 3, NULL, 0, NOW, buf, sizeof(buf)));
+    /* A small buffer cuts the sentence; no buffer still says "blocked". */
+    assert_string_equal(kp_pdbs_block_eviction(p + 2, 1, pv, 3, NOW, buf, 11), "pdb preven");
+    assert_string_equal(kp_pdbs_block_eviction(p, 3, pv, 3, NOW, buf, 45),
+                        "eviction does not support multiple PDBs (Pod");
+    assert_string_equal(kp_pdbs_block_eviction(p, 3, pv, 3, NOW, buf, 1), "");
+    assert_non_null(kp_pdbs_block_eviction(p, 3, pv, 3, NOW, buf, 0));
+    for (size_t j = 0; j < 3; j++) {
+        kp_entry_unref(pe[j]);
+        kp_entry_unref(pods[j]);
+    }
+}
+
+/* Sorted lists are searched by namespace: the pod's PDBs are found between other namespaces'
+ * (before, after, and none at all), and an unsorted list gives the same answers. */
+static void test_pdbs_sorted_lookup(void **state)
+{
+    static const struct evict_pdb specs[] = {
+        {"z", "zz", "\"selector\":{},\"maxUnavailable\":0", 0},
+        {"web", "d", SEL_WEB ",\"maxUnavailable\":0", 0},
+        {"a", "a", "\"selector\":{},\"maxUnavailable\":0", 0},
+        {"b", "a", "\"selector\":{},\"maxUnavailable\":0", 0},
+        {"c", "c", "\"selector\":{},\"maxUnavailable\":0", 0},
+        {"all", "e", "\"selector\":{},\"maxUnavailable\":0", 0},
+    };
+    struct kp_entry *pe[KP_ARRAY_SIZE(specs)], *web, *other;
+    const struct kp_pdb_view *pv[KP_ARRAY_SIZE(specs)];
+    const struct kp_pod_view *p;
+    char buf[256];
+
+    (void)state;
+    for (size_t j = 0; j < KP_ARRAY_SIZE(specs); j++) {
+        pe[j] = pdb_full(&specs[j]);
+        pv[j] = kp_pdb_view(pe[j]);
+    }
+    web = pod(WEB, "", RUNNING_STATUS, true);
+    other = pod(",\"labels\":{\"app\":\"other\"}", "", RUNNING_STATUS, true);
+    for (int sorted = 0; sorted < 2; sorted++) {
+        if (sorted)
+            kp_pdbs_sort(pv, KP_ARRAY_SIZE(pv));
+        p = kp_pod_view(web);
+        assert_string_equal(
+            kp_pdbs_block_eviction(&p, 1, pv, KP_ARRAY_SIZE(pv), NOW, buf, sizeof(buf)),
+            PREVENTS("d/web"));
+        assert_false(kp_podsel_reschedulable(p, pv, KP_ARRAY_SIZE(pv), NOW));
+        p = kp_pod_view(other);
+        assert_null(kp_pdbs_block_eviction(&p, 1, pv, KP_ARRAY_SIZE(pv), NOW, buf, sizeof(buf)));
+        assert_true(kp_podsel_reschedulable(p, pv, KP_ARRAY_SIZE(pv), NOW));
+        /* Only the PDBs of namespaces before the pod's ("a", "c"): none of them is its. */
+        assert_null(kp_pdbs_block_eviction(&p, 1, pv, sorted ? 3 : 0, NOW, buf, sizeof(buf)));
+        /* Only those after it ("e", "zz"), whose empty selectors would select it. */
+        p = kp_pod_view(web);
+        assert_null(kp_pdbs_block_eviction(&p, 1, pv + 4, sorted ? 2 : 0, NOW, buf, sizeof(buf)));
+    }
+    assert_string_equal(pv[0]->e.key, "a/a");
+    assert_string_equal(pv[1]->e.key, "a/b");
+    assert_string_equal(pv[2]->e.key, "c/c");
+    assert_string_equal(pv[3]->e.key, "d/web");
+    assert_string_equal(pv[4]->e.key, "e/all");
+    assert_string_equal(pv[5]->e.key, "zz/z");
+    kp_entry_unref(web);
+    kp_entry_unref(other);
+    for (size_t j = 0; j < KP_ARRAY_SIZE(specs); j++)
+        kp_entry_unref(pe[j]);
+}
+
 /* --- the round ---------------------------------------------------------------------------- */
 
 struct round_fx {
@@ -692,9 +993,10 @@ static int torture_round(void)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_provisionable), cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_validate_pvcs), cmocka_unit_test(test_reschedulable),
-        cmocka_unit_test(test_round),
+        cmocka_unit_test(test_provisionable),      cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_validate_pvcs),      cmocka_unit_test(test_reschedulable),
+        cmocka_unit_test(test_block_eviction),     cmocka_unit_test(test_block_eviction_pods),
+        cmocka_unit_test(test_pdbs_sorted_lookup), cmocka_unit_test(test_round),
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_round),

@@ -4,8 +4,10 @@
  *
  * What: Karpenter's pod selection for one round, over projections: IsProvisionable
  * (pkg/utils/pod/scheduling.go), Validate (pkg/controllers/provisioning/provisioner.go with
- * ValidateRequirement and IsRestrictedLabel of pkg/apis/v1), the scheduler's DRA refusal, and
- * IsCurrentlyReschedulable (pkg/utils/pdb/pdb.go) for the pods of deleting Nodes.
+ * ValidateRequirement and IsRestrictedLabel of pkg/apis/v1), the scheduler's DRA refusal,
+ * IsCurrentlyReschedulable (pkg/utils/pdb/pdb.go) for the pods of deleting Nodes, and the PDB
+ * half of a disruption candidate's check (CanEvictPods of the same file), which disruption
+ * calls.
  *
  * Why this way: the provisioner reads these answers once per round for every pending pod, and
  * every rule is one Karpenter states in a few lines; as pure functions of the cached
@@ -39,11 +41,19 @@
  * projection keeps them canonical) and nodeSelector entries in the projection's order, where
  * Go's map order is random.
  *
+ * PDBs: pdb.go has one matcher, isEvictable, with two modes (a PDB blocks when it allows zero
+ * disruptions right now, or when its spec blocks every disruption for good); so has this file
+ * (kp_pdb_blockers), and one function matches a PDB to a pod (kp_pdbs_matching). A list in
+ * kp_pdbs_sort's order is searched by namespace; any other order is still answered right, by
+ * looking at every PDB (the order is checked once per call).
+ *
  * Threads: pure, any thread. */
 #include "core/provisioning/pods.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -405,7 +415,80 @@ int kp_podsel_validate(const struct kp_pod_view *p, const struct kp_podsel_pvcs 
     return verdict;
 }
 
-/* --- reschedulable pods of deleting Nodes ------------------------------------------------- */
+/* --- PodDisruptionBudgets ------------------------------------------------------------------ */
+
+static int kp_pdb_cmp(const struct kp_pdb_view *a, const struct kp_pdb_view *b)
+{
+    int c = strcmp(a->e.ns, b->e.ns);
+
+    return c != 0 ? c : strcmp(a->e.name, b->e.name);
+}
+
+static int kp_pdb_qsort_cmp(const void *a, const void *b)
+{
+    return kp_pdb_cmp(*(const struct kp_pdb_view *const *)a, *(const struct kp_pdb_view *const *)b);
+}
+
+void kp_pdbs_sort(const struct kp_pdb_view **pdbs, size_t n)
+{
+    if (n > 1)
+        qsort(pdbs, n, sizeof(*pdbs), kp_pdb_qsort_cmp);
+}
+
+/* A caller's PDBs, and whether they are in kp_pdbs_sort's order (checked once per call, O(n),
+ * so an unsorted list costs time, never a wrong answer). */
+struct kp_pdbs {
+    const struct kp_pdb_view *const *v;
+    size_t n;
+    bool sorted;
+};
+
+static struct kp_pdbs kp_pdbs_of(const struct kp_pdb_view *const *v, size_t n)
+{
+    struct kp_pdbs s = {.v = v, .n = v ? n : 0, .sorted = true};
+
+    for (size_t i = 1; i < s.n && s.sorted; i++)
+        s.sorted = kp_pdb_cmp(v[i - 1], v[i]) <= 0;
+    return s;
+}
+
+/* The first index whose PDB may be in namespace ns: the lower bound of ns when sorted, else 0
+ * (the caller's loop then skips other namespaces and stops at the first one after ns only when
+ * sorted). */
+static size_t kp_pdbs_first(const struct kp_pdbs *s, const char *ns)
+{
+    size_t lo = 0, hi = s->n;
+
+    if (!s->sorted)
+        return 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (strcmp(s->v[mid]->e.ns, ns) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Calls visit on each PDB that selects p, in the order of s, until visit returns false. The one
+ * place a PDB is matched to a pod: namespace, then selector (absent: nothing, kp_reqs_match). */
+static void kp_pdbs_matching(const struct kp_pdbs *s, const struct kp_pod_view *p,
+                             bool (*visit)(void *ctx, const struct kp_pdb_view *b), void *ctx)
+{
+    for (size_t i = kp_pdbs_first(s, p->e.ns); i < s->n; i++) {
+        const struct kp_pdb_view *b = s->v[i];
+
+        if (strcmp(b->e.ns, p->e.ns) != 0) {
+            if (s->sorted)
+                break; /* past the pod's namespace */
+            continue;
+        }
+        if (kp_reqs_match(&b->selector, &p->meta.labels) && !visit(ctx, b))
+            return;
+    }
+}
 
 /* Karpenter's IsEvictable: whether a drain would call the Eviction API for p at all. */
 static bool kp_evictable(const struct kp_pod_view *p, int64_t now_usec)
@@ -414,43 +497,145 @@ static bool kp_evictable(const struct kp_pod_view *p, int64_t now_usec)
            !(p->flags & KP_POD_NODE_OWNED) && !kp_pod_do_not_disrupt_active(p, now_usec);
 }
 
+/* What makes a PDB refuse an eviction, pdb.go's evictionBlocker. */
+enum kp_pdb_blocker {
+    KP_PDB_ZERO_DISRUPTIONS, /* CanEvictPods: status.disruptionsAllowed is 0 right now */
+    KP_PDB_FULLY_BLOCKING,   /* IsCurrentlyReschedulable: the spec never allows a disruption */
+};
+
+/* pdb.go's isFullyBlocking: maxUnavailable 0 or "0%", or minAvailable "100%". (The projection
+ * reads a string "0" as the count 0; the API server refuses such a string, so it never
+ * differs from Karpenter's test of the int 0 or the string "0%".) */
 static bool kp_pdb_fully_blocking(const struct kp_pdb_view *b)
 {
     return (b->max_unavailable.set && b->max_unavailable.value == 0) ||
            (b->min_available.set && b->min_available.percent && b->min_available.value == 100);
 }
 
-/* Karpenter's isFullyBlocked: some PDB would refuse p's eviction for good. */
-static bool kp_fully_blocked(const struct kp_pod_view *p, const struct kp_pdb_view *const *pdbs,
-                             size_t n_pdbs, int64_t now_usec)
+struct kp_match_count {
+    const struct kp_pdb_view *first;
+    size_t n;
+};
+
+static bool kp_count_visit(void *ctx, const struct kp_pdb_view *b)
 {
-    const struct kp_pdb_view *match = NULL;
+    struct kp_match_count *m = ctx;
+
+    if (m->n++ == 0)
+        m->first = b;
+    return m->n < 2; /* two are enough to know */
+}
+
+/* Karpenter's isEvictable (pdb.go) in the given mode: how many PDBs stand in the way of p's
+ * eviction. 0: none (or p is never evicted, so none matters); 1: one selects p and refuses in
+ * this mode (*ret_pdb); 2: several select p, which the Eviction API refuses whatever they allow
+ * (kubernetes pkg/registry/core/pod/storage/eviction.go). */
+static size_t kp_pdb_blockers(const struct kp_pdbs *s, const struct kp_pod_view *p,
+                              enum kp_pdb_blocker mode, int64_t now_usec,
+                              const struct kp_pdb_view **ret_pdb)
+{
+    struct kp_match_count m = {NULL, 0};
+    bool blocks = false;
 
     if (!kp_evictable(p, now_usec))
-        return false; /* never evicted, so no PDB stands in its way */
-    for (size_t i = 0; i < n_pdbs; i++) {
-        const struct kp_pdb_view *b = pdbs[i];
-
-        if (strcmp(b->e.ns, p->e.ns) != 0 || !kp_reqs_match(&b->selector, &p->meta.labels))
-            continue;
-        if (match)
-            return true; /* the Eviction API refuses a pod that several PDBs select */
-        match = b;
+        return 0; /* never evicted, so no PDB stands in its way */
+    kp_pdbs_matching(s, p, kp_count_visit, &m);
+    if (m.n != 1)
+        return m.n;
+    /* A PDB that always lets unhealthy pods go does not hold a pod that is not Ready. */
+    if (m.first->always_allow_unhealthy && (p->flags & KP_POD_READY_FALSE))
+        return 0;
+    switch (mode) {
+    case KP_PDB_ZERO_DISRUPTIONS:
+        blocks = m.first->disruptions_allowed == 0;
+        break;
+    case KP_PDB_FULLY_BLOCKING:
+        blocks = kp_pdb_fully_blocking(m.first);
+        break;
     }
-    if (!match)
-        return false;
-    if (match->always_allow_unhealthy && (p->flags & KP_POD_READY_FALSE))
-        return false;
-    return kp_pdb_fully_blocking(match);
+    if (!blocks)
+        return 0;
+    *ret_pdb = m.first;
+    return 1;
+}
+
+static bool kp_reschedulable(const struct kp_pod_view *p, const struct kp_pdbs *s, int64_t now_usec)
+{
+    const struct kp_pdb_view *b = NULL;
+    /* IsDisruptable: a pod that is no longer active is disruptable whatever it says. */
+    bool disruptable = !kp_pod_active(p) || !kp_pod_do_not_disrupt_active(p, now_usec);
+
+    return kp_pod_reschedulable(p) && disruptable &&
+           kp_pdb_blockers(s, p, KP_PDB_FULLY_BLOCKING, now_usec, &b) == 0;
 }
 
 bool kp_podsel_reschedulable(const struct kp_pod_view *p, const struct kp_pdb_view *const *pdbs,
                              size_t n_pdbs, int64_t now_usec)
 {
-    /* IsDisruptable: a pod that is no longer active is disruptable whatever it says. */
-    bool disruptable = !kp_pod_active(p) || !kp_pod_do_not_disrupt_active(p, now_usec);
+    /* One pod: checking the order costs as much as looking at every PDB. */
+    struct kp_pdbs s = {.v = pdbs, .n = pdbs ? n_pdbs : 0, .sorted = false};
 
-    return kp_pod_reschedulable(p) && disruptable && !kp_fully_blocked(p, pdbs, n_pdbs, now_usec);
+    return kp_reschedulable(p, &s, now_usec);
+}
+
+/* Appends to the NUL-terminated text in buf[size] at *off; what does not fit is cut. */
+static void KP_PRINTF(4, 5) kp_put(char *buf, size_t size, size_t *off, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*off + 1 >= size)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *off, size - *off, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        buf[*off] = '\0';
+    else
+        *off = (size_t)n >= size - *off ? size - 1 : *off + (size_t)n;
+}
+
+struct kp_keys_out {
+    char *buf;
+    size_t size, off, n;
+};
+
+static bool kp_keys_visit(void *ctx, const struct kp_pdb_view *b)
+{
+    struct kp_keys_out *o = ctx;
+
+    kp_put(o->buf, o->size, &o->off, "%s%s", o->n++ > 0 ? " " : "", b->e.key);
+    return true;
+}
+
+const char *kp_pdbs_block_eviction(const struct kp_pod_view *const *pods, size_t n,
+                                   const struct kp_pdb_view *const *pdbs, size_t n_pdbs,
+                                   int64_t now_usec, char *buf, size_t size)
+{
+    struct kp_pdbs s = kp_pdbs_of(pdbs, n_pdbs);
+
+    for (size_t i = 0; pods && i < n; i++) {
+        const struct kp_pdb_view *b = NULL;
+        struct kp_keys_out o = {.buf = buf, .size = size, .off = 0, .n = 0};
+        size_t k = kp_pdb_blockers(&s, pods[i], KP_PDB_ZERO_DISRUPTIONS, now_usec, &b);
+
+        if (k == 0)
+            continue;
+        if (size == 0)
+            return "";
+        buf[0] = '\0';
+        /* serrors.Wrap's "<message> (<key>=<value>)" with a []client.ObjectKey value (pods.h). */
+        if (k == 1) {
+            kp_put(buf, size, &o.off, "%s (PodDisruptionBudget=[%s])", KP_PDB_MSG_PREVENTS,
+                   b->e.key);
+            return buf;
+        }
+        kp_put(buf, size, &o.off, "%s (PodDisruptionBudget(s)=[", KP_PDB_MSG_MULTIPLE);
+        kp_pdbs_matching(&s, pods[i], kp_keys_visit, &o);
+        kp_put(buf, size, &o.off, "])");
+        return buf;
+    }
+    return NULL;
 }
 
 /* --- the round ---------------------------------------------------------------------------- */
@@ -480,6 +665,7 @@ static void kp_refuse(struct kp_podsel_round *r, const struct kp_pod_view *p,
 int kp_podsel_select(const struct kp_podsel_input *in, struct kp_podsel_round *ret)
 {
     struct kp_podsel_round r;
+    struct kp_pdbs pdbs = kp_pdbs_of(in->pdbs, in->n_pdbs);
     size_t total;
     int rc;
 
@@ -518,7 +704,7 @@ int kp_podsel_select(const struct kp_podsel_input *in, struct kp_podsel_round *r
         const struct kp_pod_view *p = in->deleting[i];
         char *msg = NULL;
 
-        if (!kp_podsel_reschedulable(p, in->pdbs, in->n_pdbs, in->now_usec)) {
+        if (!kp_reschedulable(p, &pdbs, in->now_usec)) {
             r.not_resched++;
             continue;
         }

@@ -105,6 +105,45 @@ int kp_podsel_validate(const struct kp_pod_view *p, const struct kp_podsel_pvcs 
 bool kp_podsel_reschedulable(const struct kp_pod_view *p, const struct kp_pdb_view *const *pdbs,
                              size_t n_pdbs, int64_t now_usec) KP_NONNULL(1);
 
+/* PodDisruptionBudget lists. Every function here that takes pdbs[0..n_pdbs) (NULL, 0: none)
+ * matches a PDB to a pod as Karpenter's pkg/utils/pdb does: same namespace, and the PDB's
+ * spec.selector matches the pod's labels (an absent selector matches no pod, an empty one every
+ * pod of its namespace, as metav1.LabelSelectorAsSelector makes them). When pdbs is in
+ * kp_pdbs_sort's order, a pod's PDBs are found by binary search on its namespace, so a pod
+ * costs O(log n_pdbs + the PDBs of its namespace); in any other order the answers are the same
+ * but each pod looks at every PDB. A caller asking about many pods (a round, a node's pods)
+ * sorts its list once. */
+
+/* Sorts pdbs[0..n) by namespace, then name. Pure; any thread. */
+void kp_pdbs_sort(const struct kp_pdb_view **pdbs, size_t n);
+
+/* The sentences of Karpenter's ValidatePodsDisruptable (pkg/controllers/state/statenode.go) when
+ * its PDB check refuses a node, as the error reads (its DisruptionBlocked event capitalises the
+ * first letter, pretty.Sentence). The keys are "namespace/name"; Karpenter wraps them with
+ * serrors.Wrap, whose text is "<message> (<key>=<value>)", and the value is a
+ * []client.ObjectKey, which Go's %v prints as "[ns/a ns/b]", so even one key is in brackets
+ * (Karpenter's own tests expect "pdb prevents pod evictions (PodDisruptionBudget=[ns/name])"). */
+#define KP_PDB_MSG_PREVENTS "pdb prevents pod evictions"
+#define KP_PDB_MSG_MULTIPLE "eviction does not support multiple PDBs"
+
+/* Karpenter's CanEvictPods (pkg/utils/pdb/pdb.go): whether every pod of pods[0..n) could be
+ * evicted now as far as PDBs go, which a node needs to be a candidate for voluntary disruption
+ * (semantics §5.2). A pod that would never be evicted (not active: terminal or terminating;
+ * tolerating karpenter.sh/disrupted:NoSchedule; owned by a Node; an active do-not-disrupt at
+ * now_usec) never blocks. Otherwise the first pod, in the order of pods, that
+ *  - more than one PDB selects blocks (the Eviction API refuses such a pod whatever the PDBs
+ *    allow): "eviction does not support multiple PDBs (PodDisruptionBudget(s)=[ns/a ns/b])",
+ *    the PDBs in the order of pdbs (by name when sorted; Karpenter's is its cache's);
+ *  - one PDB selects that has status.disruptionsAllowed 0 blocks, unless the PDB's
+ *    unhealthyPodEvictionPolicy is AlwaysAllow and the pod's Ready condition is False:
+ *    "pdb prevents pod evictions (PodDisruptionBudget=[ns/name])".
+ * Returns that sentence written into buf[size] (cut short when it does not fit; "" when size is
+ * 0), or NULL when no pod is blocked. The do-not-disrupt sentence Karpenter checks first is not
+ * this function's. Pure; any thread. */
+const char *kp_pdbs_block_eviction(const struct kp_pod_view *const *pods, size_t n,
+                                   const struct kp_pdb_view *const *pdbs, size_t n_pdbs,
+                                   int64_t now_usec, char *buf, size_t size) KP_NONNULL(6);
+
 /* One round's input; everything borrowed for the call. */
 struct kp_podsel_input {
     /* Pods that may be pending: every unbound pod of the cache, in any order (each is checked
@@ -115,6 +154,8 @@ struct kp_podsel_input {
      * §4.2: prefer under- to over-provisioning). */
     const struct kp_pod_view *const *deleting;
     size_t n_deleting;
+    /* The PDBs the deleting Nodes' pods are checked against (kp_podsel_reschedulable); best in
+     * kp_pdbs_sort's order (see there). NULL, 0: none. */
     const struct kp_pdb_view *const *pdbs;
     size_t n_pdbs;
     int64_t now_usec;                  /* realtime */

@@ -14,9 +14,12 @@
  * While pods stay pending a round runs again every KP_PROVISIONER_RETRY_USEC (Karpenter
  * re-triggers its provisionable pods on the same period).
  *
- * Not modelled yet (the scheduler takes them, nothing feeds them): DaemonSet overhead (no
- * DaemonSet informer) and PodDisruptionBudgets of the deleting Nodes' pods (no PDB informer;
- * every such pod is taken as reschedulable when pods.h says so without PDBs).
+ * A deleting Node's pod that a PodDisruptionBudget fully blocks (pods.h
+ * kp_podsel_reschedulable) is not provisioned for: it will not leave until the PDB changes.
+ * The PDBs come from the shared PDB informer, listed once per round.
+ *
+ * Not modelled yet (the scheduler takes it, nothing feeds it): DaemonSet overhead (no
+ * DaemonSet informer).
  *
  * The controller is one key (KP_PROVISIONER_KEY) on a reconciler; the batcher's state machine
  * decides, under a mutex, whether a reconcile runs a round or requeues itself for the window's
@@ -59,8 +62,9 @@ int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_
 
 struct kp_provisioner_controller;
 
-/* A stopped provisioner reading env's Pod, Node, NodeClaim, NodePool and PVC informers and the
- * cluster state env->cluster (which must be set). Main thread, before the informers start.
+/* A stopped provisioner reading env's Pod, Node, NodeClaim, NodePool, PVC and
+ * PodDisruptionBudget informers and the cluster state env->cluster (which must be set); it is
+ * ready once each of them has synced. Main thread, before the informers start.
  * 0, -EINVAL, -EBUSY, -ENOMEM. */
 int kp_provisioner_controller_new(const struct kp_core_env *env,
                                   struct kp_provisioner_controller **ret) KP_WUR;

@@ -22,6 +22,7 @@
 #include "k8s/store.h"
 #include "api/indexes.h"
 #include "api/obj-karpenter.h"
+#include "api/obj-misc.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
 #include "api/obj-storage.h"
@@ -150,6 +151,8 @@ void kp_sim_done(struct kp_sim *sim)
     for (size_t i = 0; i < sim->n_pvc_refs; i++)
         kp_entry_unref(sim->pvc_refs[i]);
     kp_free(sim->pvc_refs);
+    kp_free(sim->pdbs);
+    kp_store_list_free(&sim->pdbs_l);
     memset(sim, 0, sizeof(*sim));
 }
 
@@ -256,6 +259,24 @@ static int build_pools(struct kp_sim *sim, struct kp_client *c, const struct kp_
     return 0;
 }
 
+/* The PDBs, once per build (no store: none), sorted for pod selection's lookups. */
+static int build_pdbs(struct kp_sim *sim)
+{
+    int r;
+
+    if (!sim->src->pdbs)
+        return 0;
+    if ((r = kp_store_list(sim->src->pdbs, &sim->pdbs_l)) < 0)
+        return r;
+    if (!(sim->pdbs = kp_calloc(sim->pdbs_l.n + 1, sizeof(*sim->pdbs))))
+        return -ENOMEM;
+    for (size_t i = 0; i < sim->pdbs_l.n; i++)
+        sim->pdbs[i] = kp_pdb_view(sim->pdbs_l.v[i]);
+    sim->n_pdbs = sim->pdbs_l.n;
+    kp_pdbs_sort(sim->pdbs, sim->n_pdbs);
+    return 0;
+}
+
 int kp_sim_build(const struct kp_sim_sources *src, const struct kp_state_snapshot *snap,
                  struct kp_client *c, const struct kp_ctx *cx, struct kp_sim *sim)
 {
@@ -290,7 +311,7 @@ int kp_sim_build(const struct kp_sim_sources *src, const struct kp_state_snapsho
                                                     &sim->bound[i])) < 0)
             return r;
     }
-    if ((r = build_inflight(sim)) < 0 || (r = build_nodes(sim)) < 0)
+    if ((r = build_pdbs(sim)) < 0 || (r = build_inflight(sim)) < 0 || (r = build_nodes(sim)) < 0)
         return r;
     return build_pools(sim, c, cx);
 }
@@ -343,6 +364,8 @@ int kp_sim_prepare(struct kp_sim *sim, const size_t *moving, size_t n_moving, in
     si.n_pending = sim->n_pending;
     si.deleting = run->moved;
     si.n_deleting = run->n_moved;
+    si.pdbs = sim->pdbs;
+    si.n_pdbs = sim->n_pdbs;
     si.now_usec = now_usec;
     si.pvcs = &pvcs;
     if ((r = kp_podsel_select(&si, &run->sel)) < 0)

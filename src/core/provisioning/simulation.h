@@ -6,7 +6,9 @@
  * kp_sim_build reads one cluster-state snapshot (borrowed) and the caches: every state node with
  * a Node that is not marked for deletion becomes an existing node with its bound pods; every
  * NodeClaim without a Node an in-flight node; the Ready NodePools of this provider come with
- * their instance types; the unbound pods of the Pod cache are the pending candidates. Then
+ * their instance types; the unbound pods of the Pod cache are the pending candidates; the
+ * PodDisruptionBudgets (when the sources have them) decide which deleting or moving pods are
+ * currently reschedulable (pods.h kp_podsel_reschedulable: a fully blocked pod stays). Then
  * kp_sim_prepare picks one simulation's pods and nodes: the pending pods, the pods of nodes
  * marked for deletion, and the pods of the nodes named as moving (Karpenter's
  * SimulateScheduling: candidates' pods are migrating like a deleting node's), all through
@@ -37,10 +39,12 @@ struct kp_ctx;
 struct kp_instance_catalog;
 struct kp_state_snapshot;
 
-/* Where a build reads from; all borrowed. */
+/* Where a build reads from; all borrowed. pvcs NULL: no volume checks; pdbs NULL: no
+ * PodDisruptionBudgets (every deleting or moving pod that pods.h finds reschedulable without
+ * PDBs moves). */
 struct kp_sim_sources {
     const struct kp_core_env *env; /* provider, clock */
-    struct kp_store *pods, *nodepools, *pvcs;
+    struct kp_store *pods, *nodepools, *pvcs, *pdbs;
 };
 
 struct kp_sim {
@@ -63,6 +67,11 @@ struct kp_sim {
     size_t n_pools;
     struct kp_entry **pvc_refs; /* the PVCs validation read, held until kp_sim_done */
     size_t n_pvc_refs;
+    /* Every PodDisruptionBudget, listed once per build and held until kp_sim_done; the views
+     * in kp_pdbs_sort's order, as every prepare's pod selection reads them. */
+    struct kp_store_list pdbs_l;
+    const struct kp_pdb_view **pdbs;
+    size_t n_pdbs;
 };
 
 /* Builds sim from snap (borrowed; must outlive sim) and src. c and cx are for the provider's
