@@ -97,6 +97,23 @@ const struct kp_core_metric_def kp_core_metric_defs[KP_CM_N] = {
     [KP_CM_PODS_EVICTION_REQUESTS] = {"karpenter_pods_eviction_requests_total",
                                       "Pod eviction requests made, by response code.",
                                       KP_CM_COUNTER, L("code"), N("code"), NULL, 0},
+    [KP_CM_PODS_DISRUPTION_INITIATED] =
+        {"karpenter_pods_disruption_initiated_total",
+         "Reschedulable pods on the nodes disruption deleted, by reason and NodePool.",
+         KP_CM_COUNTER,
+         L("reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"),
+         N("reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"), NULL,
+         0},
+    [KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES] =
+        {"karpenter_voluntary_disruption_queue_failures_total",
+         "Disruption commands whose replacements failed, by decision, reason and consolidation "
+         "type.",
+         KP_CM_COUNTER, L("decision", "reason", "consolidation_type"),
+         N("decision", "reason", "consolidation_type"), NULL, 0},
+    [KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS] =
+        {"karpenter_voluntary_disruption_failed_validations_total",
+         "Candidates selected for disruption that failed validation, by consolidation type.",
+         KP_CM_COUNTER, L("consolidation_type"), N("consolidation_type"), NULL, 0},
 };
 
 const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc)

@@ -38,6 +38,11 @@ enum kp_core_metric {
     KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
     KP_CM_PODS_DRAINED,           /* {reason}: a pod evicted or deleted by a drain */
     KP_CM_PODS_EVICTION_REQUESTS, /* {code}: an Eviction API call and its HTTP status */
+    /* {reason,nodepool,capacity_type,consolidation_policy,termination_mode}: the reschedulable
+     * pods of each node a disruption command deletes */
+    KP_CM_PODS_DISRUPTION_INITIATED,
+    KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,     /* {decision,reason,consolidation_type} */
+    KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS, /* {consolidation_type} */
     KP_CM_N
 };
 

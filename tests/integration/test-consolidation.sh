@@ -10,24 +10,26 @@
 #                   NodeClaims on 2-CPU hosts; then "web", four replicas of 700m without
 #                   constraints: kube-scheduler can only put one beside each filler pod.
 #   2. scale-down   "filler" deleted: each node holds one web pod and is underutilized, since
-#                   two web pods fit one host. Single-node consolidation takes
-#                   one node at a time (budget nodes: "1"), its pods evicted onto the others:
-#                   the NodeClaims go down to two, the freed hosts leave (kubelet inactive over
+#                   two web pods fit one host. A PDB with minAvailable 4 holds every node first
+#                   (DisruptionBlocked "pdb prevents pod evictions ..."); once it is deleted,
+#                   multi-node consolidation takes two nodes in one command (budget nodes:
+#                   "2"), their pods evicted onto the others: the NodeClaims go down to two, the freed hosts leave (kubelet inactive over
 #                   SSH) and are Available, every pod of the Deployment Runs at the end.
 #                   Sampled every 0.5 s through it: never a pod kube-scheduler could not place
 #                   (PodScheduled=False/Unschedulable), never more NodeClaims than before (no
-#                   capacity was needed), never two Nodes disrupting at once.
+#                   capacity was needed), never three Nodes disrupting at once.
 #   3. events and metrics: DisruptionTerminating "Disrupting Node: Underutilized",
 #                   karpenter_nodeclaims_disrupted_total{reason="underutilized"},
-#                   karpenter_voluntary_disruption_decisions_total{consolidation_type="single"}.
+#                   karpenter_voluntary_disruption_decisions_total{consolidation_type="multi"}.
 #   4. replace      a second NodePool over two host classes, "conbig" (one 4-CPU host, $0.08/h)
 #                   and "consmall" (one 2-CPU host, $0.04/h). A 2500m pod takes the big host;
-#                   a 500m pod joins it; the 2500m pod is deleted. The big node is replaced:
+#                   a 500m pod joins it; the 2500m pod is deleted. Single-node consolidation
+#                   (budget nodes: "1") replaces the big node:
 #                   a consmall NodeClaim is launched (DisruptionLaunching), the big NodeClaim
 #                   is deleted only once it is Initialized, the 500m pod runs on the small
 #                   node, never unschedulable, and the big host goes back Available.
 #
-# Figures printed: filler gone -> two NodeClaims left, and the samples' maxima.
+# Figures printed: PDB deleted -> two NodeClaims left, and the samples' maxima.
 # One replica (--disable-leader-election). Ports: 31000 + 10 * lab ID + 5. Lab hosts 171..176.
 # Prints "N passed, M failed".
 set -euo pipefail
@@ -106,7 +108,7 @@ spec:
   disruption:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: 20s
-    budgets: [{nodes: "1"}]
+    budgets: [{nodes: "2"}]
 EOF
 
 "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
@@ -165,9 +167,25 @@ check "four NodeClaims still" claim_count_is 4
     sleep 0.5
 done >"$work/samples") &
 pid_sample=$!
+# A PodDisruptionBudget that allows no web pod to go holds every node first.
+kc apply -f - >/dev/null <<EOF
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: $APPS}
+spec:
+  minAvailable: 4
+  selector: {matchLabels: {app: web}}
+EOF
 kc delete deployment -n "$APPS" filler --wait=false >/dev/null
 filler_gone() { [ "$(kc get pods -n "$APPS" -l app=filler -o json | jq '.items | length')" = 0 ]; }
 check "filler: gone" wait_until 60 filler_gone
+pdb_blocked() {
+    kc get events -A --field-selector reason=DisruptionBlocked -o json |
+        jq -e '[.items[] | select(.involvedObject.kind == "Node" and (.message | contains("pdb prevents pod evictions (PodDisruptionBudget=[con-apps/web])")))] | length > 0' >/dev/null
+}
+check "the PDB blocks: DisruptionBlocked names it" wait_until 90 pdb_blocked
+check "the PDB holds every node (four NodeClaims, 30 s on)" eval "sleep 30; claim_count_is 4"
+kc delete pdb -n "$APPS" web >/dev/null
 t_down=$(now_ms)
 check "consolidation: down to two NodeClaims" wait_until 420 claim_count_is 2
 t_two=$(($(now_ms) - t_down))
@@ -195,16 +213,16 @@ n_samples=$(wc -l <"$work/samples")
 check "no pod was ever left without a place (most unschedulable at once: ${max_u:-none}, $n_samples samples)" \
     test "${max_u:-9}" = 0
 check "no new capacity was needed (most NodeClaims: ${max_c:-none})" test "${max_c:-9}" -le 4
-check "budget nodes: \"1\": never two Nodes disrupting at once (most: ${max_d:-none})" \
-    test "${max_d:-9}" -le 1
+check "budget nodes: \"2\": never three Nodes disrupting at once (most: ${max_d:-none})" \
+    test "${max_d:-9}" -le 2
 
 # --- 3. events and metrics ---------------------------------------------------------------------
 check "DisruptionTerminating events say Underutilized" eval \
     "kc get events -A --field-selector reason=DisruptionTerminating -o json | jq -e '[.items[] | select(.message == \"Disrupting Node: Underutilized\")] | length >= 2' >/dev/null"
 check "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\"} counts" \
     metric_has 'karpenter_nodeclaims_disrupted_total{' 'reason="underutilized"'
-check "karpenter_voluntary_disruption_decisions_total{consolidation_type=\"single\"} counts" \
-    metric_has 'karpenter_voluntary_disruption_decisions_total{' 'consolidation_type="single"'
+check "karpenter_voluntary_disruption_decisions_total{consolidation_type=\"multi\"} counts" \
+    metric_has 'karpenter_voluntary_disruption_decisions_total{decision="delete"' 'consolidation_type="multi"'
 # --- 4. replace: a big node whose pods fit a small one -------------------------------------------
 POOL_CPU=4 pool_hosts "$NS" conbig con-key conbig 175
 pool_hosts "$NS" consmall con-key consmall 176
@@ -299,7 +317,7 @@ check "karpenter_nodeclaims_created_total{reason=\"underutilized\"} counts" \
 
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
-echo "# filler gone -> two NodeClaims: ${t_two} ms (consolidateAfter 20 s, 15 s validation, one node at a time)"
+echo "# PDB deleted -> two NodeClaims: ${t_two} ms (consolidateAfter 20 s, 15 s validation, two nodes in one command)"
 echo "# hog deleted -> big NodeClaim replaced and gone: ${t_replaced} ms"
 kill -TERM "$pid_ctl"
 wait "$pid_ctl" || true

@@ -15,6 +15,9 @@
 #                   never a pod kube-scheduler could not place, never a drifted NodeClaim
 #                   deleted while a replacement was not yet Initialized, never two Nodes
 #                   disrupting at once.
+#   2b. profile     the SSHJoinProfile's version bumped: within 30 s both NodeClaims are
+#                   Drifted=True/ProfileDrift (the provider's watch, not the 5-minute poll), and
+#                   they are replaced the same way.
 #   3. events and metrics: DisruptionLaunching / DisruptionTerminating "...: Drifted",
 #                   karpenter_nodeclaims_disrupted_total{reason="drifted"} and
 #                   karpenter_voluntary_disruption_decisions_total{decision="replace",reason="drifted"}.
@@ -194,6 +197,37 @@ check "no drifted NodeClaim went before its replacement was Initialized" test "$
 check "budget nodes: \"1\": never two Nodes disrupting at once (most: ${max_d:-none})" \
     test "${max_d:-9}" -le 1
 
+# --- 2b. a join profile bumped: ProfileDrift --------------------------------------------------
+mapfile -t old_claims < <(claims | jq -r '.items[].metadata.name' | sort)
+olds=$(printf '%s\n' "${old_claims[@]}" | jq -R . | jq -s .)
+(while :; do
+    early=$(claims | jq --argjson olds "$olds" '
+        ([.items[] | select(.metadata.name as $n | $olds | index($n) | not)]) as $new
+        | ([.items[] | select(.metadata.name as $n | $olds | index($n)) | select(.metadata.deletionTimestamp == null)] | length) as $live
+        | ([$new[] | select(any(.status.conditions[]?; .type == "Initialized" and .status == "True"))] | length) as $ready
+        | if (2 - $live) > $ready then 1 else 0 end')
+    echo "$early"
+    sleep 0.5
+done >"$work/samples2") &
+pid_sample=$!
+t_profile=$(now_ms)
+kc patch sshjoinprofile drift-tls --type=merge -p '{"spec":{"version":"2"}}' >/dev/null
+profile_drifted() { [ "$(claims | jq '[.items[] | select(any(.status.conditions[]?; .type == "Drifted" and .status == "True" and .reason == "ProfileDrift"))] | length')" -ge 1 ]; }
+check "profile version bumped: NodeClaims become Drifted=True/ProfileDrift within 30 s" \
+    wait_until 30 profile_drifted
+t_marked=$(($(now_ms) - t_profile))
+for c in "${old_claims[@]}"; do
+    check "$c: replaced and gone" wait_until 420 old_gone "$c"
+done
+t_roll=$(($(now_ms) - t_profile))
+check "two NodeClaims again, none drifted" wait_until 60 eval "claim_count_is 2 && cond_count_is Drifted 0"
+check "web: both pods run" wait_until 120 running_is 2
+kill "$pid_sample" 2>/dev/null || true
+wait "$pid_sample" 2>/dev/null || true
+pid_sample=""
+early=$(sort -n "$work/samples2" | tail -n 1)
+check "no ProfileDrift NodeClaim went before its replacement was Initialized" test "${early:-9}" = 0
+
 # --- 3. events and metrics ---------------------------------------------------------------------
 for nn in "${old_nodes[@]}"; do
     check "$nn: DisruptionLaunching says Drifted" eval \
@@ -206,6 +240,7 @@ check "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reaso
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
 echo "# label changed -> both nodes replaced: ${t_drift} ms (one at a time, replacement first)"
+echo "# profile bumped -> ProfileDrift marked: ${t_marked} ms; -> both nodes replaced: ${t_roll} ms"
 kill -TERM "$pid_ctl"
 wait "$pid_ctl" || true
 pid_ctl=""

@@ -198,6 +198,16 @@ static void test_blocked_sentences(void **state)
                         "annotation");
     sn_of(&f, d)->node = keep(&f, node("a", "True", "'karpenter.sh/do-not-disrupt':'yes'"));
     assert_null(kp_disruption_blocked(d, t0, buf, sizeof(buf)));
+
+    /* A PDB that allows no eviction now: its sentence (kp_pdbs_block_eviction's), after the
+     * do-not-disrupt pod's. */
+    d->blocking_pdb = "pdb prevents pod evictions (PodDisruptionBudget=[default/web])";
+    assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
+                        "pdb prevents pod evictions (PodDisruptionBudget=[default/web])");
+    d->blocking_pod = "default/keep";
+    assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
+                        "pod \"default/keep\" has \"karpenter.sh/do-not-disrupt\" annotation");
+    d->blocking_pod = d->blocking_pdb = NULL;
     fx_done(&f);
 }
 

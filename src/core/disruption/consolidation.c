@@ -260,26 +260,48 @@ static int64_t dnode_price(const struct kp_sim *sim, const struct kp_dnode *d)
     return -1;
 }
 
-/* One trial: the decision for snapshot node i taken away. The replacement's options point into
- * the build's catalogs, which outlive the trial's plan. */
-static int try_one(struct kp_sim *sim, const struct kp_dnode *v, size_t i, int64_t now,
-                   struct kp_consolidation_decision *ret)
+/* The summed price of the nodes idx[0..k) of v from sim's catalogs; -1 when any is unknown. */
+static int64_t set_price(const struct kp_sim *sim, const struct kp_dnode *v, const size_t *idx,
+                         size_t k)
+{
+    int64_t sum = 0;
+
+    for (size_t i = 0; i < k; i++) {
+        int64_t one = dnode_price(sim, &v[idx[i]]);
+
+        if (one < 0)
+            return -1;
+        sum += one;
+    }
+    return sum;
+}
+
+/* One trial: the decision for the nodes idx[0..k) taken away together. A REPLACE keeps its
+ * simulation in ret (the options point into the build's catalogs, the claim into the plan). */
+static int try_set(struct kp_sim *sim, const struct kp_dnode *v, const size_t *idx, size_t k,
+                   int64_t now, struct kp_consolidation_decision *ret)
 {
     struct kp_sim_run run = {0};
     struct kp_sched_input in = {0};
     int r;
 
     memset(ret, 0, sizeof(*ret));
-    if ((r = kp_sim_prepare(sim, &i, 1, now, &run, &in)) == 0 &&
+    if ((r = kp_sim_prepare(sim, idx, k, now, &run, &in)) == 0 &&
         (r = kp_sched_solve(&in, &run.plan)) == 0)
-        r = kp_consolidation_decide(&in, &run.plan, dnode_price(sim, &v[i]), ret);
+        r = kp_consolidation_decide(&in, &run.plan, set_price(sim, v, idx, k), ret);
     if (r == 0 && ret->verdict == KP_CONSOL_REPLACE) {
-        ret->run = run; /* the replacement's claim lives in this plan */
+        ret->run = run;
         ret->in = in;
         return 0;
     }
     kp_sim_run_done(&run);
     return r;
+}
+
+static int try_one(struct kp_sim *sim, const struct kp_dnode *v, size_t i, int64_t now,
+                   struct kp_consolidation_decision *ret)
+{
+    return try_set(sim, v, &i, 1, now, ret);
 }
 
 struct pool_left {
@@ -334,5 +356,128 @@ int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t
         kp_consolidation_decision_done(&dec);
     }
     kp_free(pools);
+    return r;
+}
+
+/* Karpenter's filterOutSameInstanceType: when an option of the replacement is the instance type
+ * of one of the candidates, only options strictly cheaper than the cheapest such candidate stay
+ * (never "replace three nodes with one more of the same"). Whether any option is left. */
+static bool drop_same_types(const struct kp_sim *sim, const struct kp_dnode *v, const size_t *idx,
+                            size_t k, struct kp_consolidation_decision *dec)
+{
+    int64_t max = -1; /* -1: no limit */
+    size_t out = 0;
+
+    for (size_t t = 0; t < dec->n_types; t++)
+        for (size_t i = 0; i < k; i++) {
+            const struct kp_dnode *d = &v[idx[i]];
+            int64_t p;
+
+            if (!kp_streq(
+                    kp_labels_get(&kp_node_view(d->sn->node)->meta.labels, KP_LABEL_INSTANCE_TYPE),
+                    dec->types[t]->name) ||
+                (p = dnode_price(sim, d)) < 0)
+                continue;
+            if (max < 0 || p < max)
+                max = p;
+        }
+    for (size_t t = 0; t < dec->n_types; t++)
+        if (max < 0 || worst_price(dec->types[t]) < max)
+            dec->types[out++] = dec->types[t];
+    dec->n_types = out;
+    return out > 0;
+}
+
+int kp_consolidation_multi(struct kp_sim *sim, const struct kp_dnode *v, size_t n,
+                           const size_t *cand, size_t n_cand, int64_t now_usec,
+                           const struct kp_ctx *stop, size_t *ret_idx, size_t *ret_n,
+                           struct kp_consolidation_decision *ret)
+{
+    size_t *take = kp_calloc(n_cand ? n_cand : 1, sizeof(*take)), n_take = 0, best = 0;
+    struct pool_left *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
+    size_t n_pools = 0, lo = 1, hi;
+    int r = 0;
+
+    memset(ret, 0, sizeof(*ret));
+    *ret_n = 0;
+    if (!take || !pools) {
+        r = -ENOMEM;
+        goto out;
+    }
+    /* The candidates in order, each within its pool's budget, at most KP_MULTI_MAX. */
+    for (size_t k = 0; k < n_cand && n_take < KP_CONSOLIDATION_MULTI_MAX; k++) {
+        const struct kp_dnode *d = &v[cand[k]];
+        struct pool_left *pb = NULL;
+
+        for (size_t q = 0; q < n_pools && !pb; q++)
+            if (strcmp(pools[q].name, d->sn->nodepool) == 0)
+                pb = &pools[q];
+        if (!pb) {
+            int64_t nodes, disrupting, allowed;
+
+            kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
+            allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
+                                        nodes, now_usec / 1000000LL);
+            pb = &pools[n_pools++];
+            pb->name = d->sn->nodepool;
+            pb->remaining = kp_budget_remaining(allowed, disrupting);
+        }
+        if (pb->remaining <= 0)
+            continue;
+        if (pb->remaining != KP_BUDGET_UNLIMITED)
+            pb->remaining--;
+        take[n_take++] = cand[k];
+    }
+    if (n_take < 2)
+        goto out;
+    /* The largest prefix [0, mid] (mid >= 1) that consolidates: it shrinks while they do not. */
+    hi = n_take - 1;
+    while (lo <= hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        struct kp_consolidation_decision dec;
+        bool valid;
+
+        if (kp_ctx_done(stop))
+            break; /* the best found so far stands */
+        if ((r = try_set(sim, v, take, mid + 1, now_usec, &dec)) < 0)
+            break;
+        valid = dec.verdict == KP_CONSOL_DELETE ||
+                (dec.verdict == KP_CONSOL_REPLACE && drop_same_types(sim, v, take, mid + 1, &dec));
+        if (valid) {
+            kp_consolidation_decision_done(ret);
+            *ret = dec;
+            best = mid + 1;
+            lo = mid + 1;
+        } else {
+            kp_consolidation_decision_done(&dec);
+            hi = mid - 1;
+        }
+    }
+    if (r >= 0 && best >= 2) {
+        memcpy(ret_idx, take, best * sizeof(*take));
+        *ret_n = best;
+        r = 1;
+    } else if (r >= 0) {
+        kp_consolidation_decision_done(ret);
+        r = 0;
+    }
+out:
+    if (r < 0)
+        kp_consolidation_decision_done(ret);
+    kp_free(pools);
+    kp_free(take);
+    return r;
+}
+
+int kp_consolidation_set(struct kp_sim *sim, const struct kp_dnode *v, const size_t *idx, size_t k,
+                         int64_t now_usec, struct kp_consolidation_decision *ret)
+{
+    int r = try_set(sim, v, idx, k, now_usec, ret);
+
+    if (r == 0 && ret->verdict == KP_CONSOL_REPLACE && k > 1 &&
+        !drop_same_types(sim, v, idx, k, ret)) {
+        kp_consolidation_decision_done(ret);
+        (void)snprintf(ret->why, sizeof(ret->why), "Can't replace with a cheaper node");
+    }
     return r;
 }

@@ -119,4 +119,26 @@ int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t
                             size_t *ret_idx, struct kp_consolidation_decision *ret)
     KP_NONNULL(1, 10, 11) KP_WUR;
 
+/* Karpenter's cap on multi-node consolidation's candidates. */
+#define KP_CONSOLIDATION_MULTI_MAX 100u
+
+/* Multi-node consolidation (§5.4): the candidates cand[0..n_cand) in order, each within its
+ * NodePool's Underutilized budget (counted over v), at most KP_CONSOLIDATION_MULTI_MAX; a binary
+ * search for the longest prefix of at least two whose simulation, all of them moving together,
+ * gives DELETE (no new NodeClaim) or REPLACE (one, strictly cheaper than their summed price and,
+ * when a candidate's own instance type is among the options, cheaper than the cheapest such
+ * candidate). ret_idx (room for n_cand) gets the prefix's snapshot indices, *ret_n its length,
+ * *ret the decision (a REPLACE keeps its simulation). stop ends the search with the best so far.
+ * 1 found, 0 none, or a negative error. */
+int kp_consolidation_multi(struct kp_sim *sim, const struct kp_dnode *v, size_t n,
+                           const size_t *cand, size_t n_cand, int64_t now_usec,
+                           const struct kp_ctx *stop, size_t *ret_idx, size_t *ret_n,
+                           struct kp_consolidation_decision *ret) KP_NONNULL(1, 8, 9, 10) KP_WUR;
+
+/* The decision for the nodes idx[0..k) taken away together (a multi-node command's
+ * validation): as kp_consolidation_decide, with the same-type rule above when k > 1. */
+int kp_consolidation_set(struct kp_sim *sim, const struct kp_dnode *v, const size_t *idx, size_t k,
+                         int64_t now_usec, struct kp_consolidation_decision *ret)
+    KP_NONNULL(1, 2, 3, 6) KP_WUR;
+
 #endif

@@ -40,6 +40,7 @@
 #include "api/indexes.h"
 #include "api/informers.h"
 #include "api/obj-karpenter.h"
+#include "api/obj-misc.h"
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
 #include "core/conds.h"
@@ -50,6 +51,7 @@
 #include "core/disruption/marking.h"
 #include "core/observe.h"
 #include "core/provider.h"
+#include "core/provisioning/pods.h"
 #include "core/provisioning/provisioner.h"
 #include "core/provisioning/scheduler.h"
 #include "core/provisioning/simulation.h"
@@ -96,6 +98,8 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
     else if (d->blocking_pod)
         n = snprintf(buf, size, "pod \"%s\" has \"%s\" annotation", d->blocking_pod,
                      KP_CORE_ANN_DO_NOT_DISRUPT);
+    else if (d->blocking_pdb)
+        n = snprintf(buf, size, "%s", d->blocking_pdb);
     else
         return NULL;
     return n < 0 ? "" : buf;
@@ -207,13 +211,14 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only,
 /* The methods a command comes from. */
 enum method {
     METHOD_EMPTINESS = 0,
+    METHOD_MULTI,     /* multi-node consolidation, waiting for its validation */
     METHOD_SINGLE,    /* single-node consolidation, waiting for its validation */
     METHOD_REPLACING, /* single-node consolidation's replacement in flight */
 };
 
 struct kp_disruption_controller {
     const struct kp_core_env *env;
-    struct kp_store *nodepools, *pods, *nodes, *nodeclaims, *pvcs;
+    struct kp_store *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs;
     struct kp_sim_sources sources; /* what consolidation's simulations read */
     struct kp_controller *base;
     /* The command waiting for its validation: providerIDs (owned), its method, and when it
@@ -240,6 +245,10 @@ struct pass {
     struct kp_dnode *v;
     struct kp_entry **pools; /* NodePool entry per state node, or NULL (references) */
     char **blocking;         /* "ns/name" per state node, or NULL (owned) */
+    char **pdb_blocking;     /* the PDB sentence per state node, or NULL (owned) */
+    struct kp_store_list pdbs_l;
+    const struct kp_pdb_view **pdbs; /* kp_pdbs_sort's order */
+    size_t n_pdbs;
     size_t n;
 };
 
@@ -250,9 +259,14 @@ static void pass_done(struct pass *p)
             kp_entry_unref(p->pools[i]);
         if (p->blocking)
             kp_free(p->blocking[i]);
+        if (p->pdb_blocking)
+            kp_free(p->pdb_blocking[i]);
     }
     kp_free(p->pools);
     kp_free(p->blocking);
+    kp_free(p->pdb_blocking);
+    kp_free(p->pdbs);
+    kp_store_list_free(&p->pdbs_l);
     kp_free(p->v);
     kp_state_snapshot_free(p->snap);
     memset(p, 0, sizeof(*p));
@@ -260,9 +274,10 @@ static void pass_done(struct pass *p)
 
 /* What d's pods say (kp_dnode_count_pods), from the pods bound to node name; the first
  * do-not-disrupt pod's "ns/name" in *ret_blocking (owned, NULL when none). */
-static int node_pods(struct kp_disruption_controller *ctl, const char *name, int64_t now,
-                     struct kp_dnode *d, char **ret_blocking)
+static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p, const char *name,
+                     int64_t now, struct kp_dnode *d, char **ret_blocking, char **ret_pdb)
 {
+    char why[512];
     struct kp_store_list l = {0};
     const struct kp_pod_view **pv = NULL, *blocking = NULL;
     int r;
@@ -278,6 +293,10 @@ static int node_pods(struct kp_disruption_controller *ctl, const char *name, int
     kp_dnode_count_pods(d, pv, l.n, now, &blocking);
     if (blocking && !(*ret_blocking = kp_strjoin(blocking->e.ns ? blocking->e.ns : "", "/",
                                                  blocking->e.name, (const char *)NULL)))
+        r = -ENOMEM;
+    if (r == 0 && p->n_pdbs &&
+        kp_pdbs_block_eviction(pv, l.n, p->pdbs, p->n_pdbs, now, why, sizeof(why)) &&
+        !(*ret_pdb = kp_strdup(why)))
         r = -ENOMEM;
 out:
     kp_free(pv);
@@ -297,8 +316,17 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
     p->v = kp_calloc(p->n, sizeof(*p->v));
     p->pools = kp_calloc(p->n, sizeof(*p->pools));
     p->blocking = kp_calloc(p->n, sizeof(*p->blocking));
-    if (!p->v || !p->pools || !p->blocking)
+    p->pdb_blocking = kp_calloc(p->n, sizeof(*p->pdb_blocking));
+    if (!p->v || !p->pools || !p->blocking || !p->pdb_blocking)
         return -ENOMEM;
+    /* The PDBs once per pass, sorted for kp_pdbs_block_eviction's lookup by namespace. */
+    if ((r = kp_store_list(ctl->pdbs, &p->pdbs_l)) < 0)
+        return r;
+    if (!(p->pdbs = kp_calloc(p->pdbs_l.n + 1, sizeof(*p->pdbs))))
+        return -ENOMEM;
+    for (size_t i = 0; i < p->pdbs_l.n; i++)
+        p->pdbs[p->n_pdbs++] = kp_pdb_view(p->pdbs_l.v[i]);
+    kp_pdbs_sort(p->pdbs, p->n_pdbs);
     for (size_t i = 0; i < p->n; i++) {
         const struct kp_state_node *sn = &p->snap->v[i];
 
@@ -313,9 +341,12 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
         if (!kp_emptiness_wants(&p->v[i]) &&
             !cond_true(&kp_nodeclaim_view(sn->nodeclaim)->conditions, KP_NC_COND_DRIFTED))
             continue;
-        if ((r = node_pods(ctl, sn->node_name, now, &p->v[i], &p->blocking[i])) < 0)
+        if ((r = node_pods(ctl, p, sn->node_name, now, &p->v[i], &p->blocking[i],
+                           &p->pdb_blocking[i])) < 0)
             return r;
         p->v[i].blocking_pod = p->blocking[i];
+        p->v[i].blocking_pdb = p->pdb_blocking[i];
+        p->v[i].walked = true;
     }
     return 0;
 }
@@ -489,6 +520,7 @@ struct reason {
 static const struct reason REASON_EMPTY = {KP_DISRUPTION_REASON_EMPTY, "empty"};
 static const struct reason REASON_UNDERUTILIZED = {KP_DISRUPTION_REASON_UNDERUTILIZED,
                                                    "underutilized"};
+static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted"};
 
 /* Undoes what disrupt_begin did to sn: the taint (from the store's newest Node; a conflict
  * leaves it to the next pass's clean-up), the DisruptionReason (with_reason), the mark. */
@@ -595,9 +627,17 @@ static int disrupt_delete(struct kp_disruption_controller *ctl, struct kp_client
     (void)snprintf(note, sizeof(note), "Disrupting NodeClaim: %s", why->name);
     emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
          "DisruptionTerminating", note);
-    kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_DISRUPTED,
-                  KP_CM_LABELS(why->label, sn->nodepool, ct ? ct : "",
-                               d->np ? policy_label(d->np) : "", kp_core_termination_mode(nc)));
+    {
+        /* Drift is no consolidation: no policy label (as upstream). */
+        const char *const *labels =
+            KP_CM_LABELS(why->label, sn->nodepool, ct ? ct : "",
+                         d->np && why != &REASON_DRIFTED ? policy_label(d->np) : "",
+                         kp_core_termination_mode(nc));
+
+        kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_DISRUPTED, labels);
+        for (uint32_t k = 0; k < d->reschedulable; k++)
+            kp_core_count(ctl->env->observer, KP_CM_PODS_DISRUPTION_INITIATED, labels);
+    }
 out:
     kp_free(msg);
     kp_entry_unref(ce);
@@ -659,9 +699,9 @@ static void report_budgets(struct kp_disruption_controller *ctl, const struct pa
     }
 }
 
-/* DisruptionBlocked on the Node and the NodeClaim of every node Emptiness wants but may not
- * take, with Karpenter's sentence: what keeps an empty node is then visible in kubectl describe.
- * Only those: a busy or not yet consolidatable node is not news. */
+/* DisruptionBlocked on the Node and the NodeClaim of every node a method could take (it is
+ * Consolidatable or Drifted) but may not, with Karpenter's sentence: what keeps it is then
+ * visible in kubectl describe. Only those: a busy, settled node is not news. */
 static void report_blocked(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now)
 {
     char why[256], note[320];
@@ -670,7 +710,7 @@ static void report_blocked(struct kp_disruption_controller *ctl, const struct pa
         const struct kp_dnode *d = &p->v[i];
         const char *b;
 
-        if (!d->sn->node || !d->sn->nodeclaim || !kp_emptiness_wants(d) ||
+        if (!d->sn->node || !d->sn->nodeclaim || !d->walked ||
             !(b = kp_disruption_blocked(d, now, why, sizeof(why))) ||
             (d->sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION)))
             continue;
@@ -767,25 +807,31 @@ out:
     return r;
 }
 
-/* Launches claims[0..n) (n >= 1, of in's plan) to replace sn (semantics §5.8 steps 2-3): taint
- * and DisruptionReason first (a failure aborts the command), then the NodeClaims. On success
- * the command is in flight (replacing_step finishes it); on failure what was done to sn is
- * rolled back (NodeClaims already created stay, and Emptiness takes them back). */
+/* Launches claims[0..n) (n >= 1, of in's plan) to replace the nodes d[0..k) (semantics §5.8
+ * steps 2-3): taint and DisruptionReason on each first (a failure aborts the command), then
+ * the NodeClaims. On success the command is in flight (replacing_step finishes it; ctl->cmd
+ * must hold the candidates' providerIDs); on failure what was done to the candidates is rolled
+ * back (NodeClaims already created stay, and Emptiness takes them back). */
 static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client *c,
-                         const struct kp_state_node *sn, const struct reason *why,
+                         const struct kp_dnode *const *d, size_t k, const struct reason *why,
                          const char *consolidation_type, const struct kp_sched_input *in,
                          const struct kp_sched_claim *claims, size_t n, int64_t now)
 {
-    bool tainted = false, marked = false;
+    bool *tainted = kp_calloc(k, sizeof(*tainted)), marked = false;
+    size_t begun = 0;
     char note[96];
-    int r;
+    int r = 0;
 
-    if (!(ctl->repl_names = kp_calloc(n, sizeof(*ctl->repl_names))))
+    if (!tainted || !(ctl->repl_names = kp_calloc(n, sizeof(*ctl->repl_names)))) {
+        kp_free(tainted);
         return -ENOMEM;
-    if ((r = disrupt_begin(ctl, c, sn, why, false, true, now, &tainted, &marked)) < 0)
+    }
+    for (; begun < k && r == 0; begun++)
+        r = disrupt_begin(ctl, c, d[begun]->sn, why, false, true, now, &tainted[begun], &marked);
+    if (r < 0)
         goto fail;
-    for (size_t k = 0; k < n; k++) {
-        if ((r = create_replacement(ctl, c, in, &claims[k], why, &ctl->repl_names[k])) < 0)
+    for (size_t q = 0; q < n; q++) {
+        if ((r = create_replacement(ctl, c, in, &claims[q], why, &ctl->repl_names[q])) < 0)
             goto fail;
         ctl->n_repl++;
     }
@@ -795,48 +841,59 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
     ctl->repl_marked = false;
     ctl->cmd_method = METHOD_REPLACING;
     (void)snprintf(note, sizeof(note), "Launching NodeClaim: %s", why->name);
-    emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionLaunching", note);
-    emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL, "DisruptionLaunching",
-         note);
+    for (size_t i = 0; i < k; i++) {
+        emit(ctl, d[i]->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionLaunching", note);
+        emit(ctl, d[i]->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+             "DisruptionLaunching", note);
+    }
     kp_log_info("disrupting node(s)", KP_LF("decision", "replace"), KP_LF("reason", why->name),
-                KP_LF("nodes", (uint64_t)1), KP_LF("names", sn->name),
-                KP_LF("replacements", (uint64_t)n), KP_LF("first", ctl->repl_names[0]));
+                KP_LF("nodes", (uint64_t)k), KP_LF("first", d[0]->sn->name),
+                KP_LF("replacements", (uint64_t)n), KP_LF("replacement", ctl->repl_names[0]));
+    kp_free(tainted);
     return 0;
 fail:
-    disrupt_rollback(ctl, c, sn, tainted, true, marked, now);
-    for (size_t k = 0; k < n; k++)
-        kp_free(ctl->repl_names[k]);
+    for (size_t i = 0; i < begun; i++)
+        disrupt_rollback(ctl, c, d[i]->sn, tainted[i], true, false, now);
+    for (size_t q = 0; q < n; q++)
+        kp_free(ctl->repl_names[q]);
     kp_free(ctl->repl_names);
     ctl->repl_names = NULL;
     ctl->n_repl = 0;
+    kp_free(tainted);
     return r;
 }
 
 /* The replacements in flight, each pass (§5.8 steps 4-6): once every replacement NodeClaim is
- * in the cluster state the candidate is marked for deletion (not before: the provisioner would
- * plan its pods afresh); once every one is Initialized the candidate is deleted; one that is
- * gone or being deleted, or not Initialized within KP_DISRUPTION_REPLACE_TIMEOUT_USEC, fails
- * the command, which is rolled back. *ret_requeue: when to look again. */
+ * in the cluster state the candidates are marked for deletion (not before: the provisioner
+ * would plan their pods afresh); once every one is Initialized the candidates are deleted; one
+ * that is gone or being deleted, or not Initialized within KP_DISRUPTION_REPLACE_TIMEOUT_USEC,
+ * fails the command, which is rolled back. A candidate that went away meanwhile is left out.
+ * *ret_requeue: when to look again. */
 static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client *c,
                           const struct pass *p, int64_t now, uint64_t *ret_requeue)
 {
-    const struct kp_dnode *cand = NULL;
-    size_t in_state = 0, ready = 0;
+    const struct kp_dnode **cand = kp_calloc(ctl->n_cmd + 1, sizeof(*cand));
+    size_t n_cand = 0, in_state = 0, ready = 0;
     bool failed = false;
     int r = 0;
 
     *ret_requeue = SOON_USEC;
+    if (!cand)
+        return -ENOMEM;
     for (size_t i = 0; i < p->n; i++) {
-        if (kp_streq(p->v[i].sn->provider_id, ctl->cmd[0]))
-            cand = &p->v[i];
+        const struct kp_state_node *sn = p->v[i].sn;
+
+        if (in_cmd(ctl, sn->provider_id) && sn->nodeclaim && !(sn->flags & KP_STATE_NODE_DELETING))
+            cand[n_cand++] = &p->v[i];
         for (size_t k = 0; k < ctl->n_repl; k++)
-            if (kp_streq(p->v[i].sn->nodeclaim_name, ctl->repl_names[k]))
+            if (kp_streq(sn->nodeclaim_name, ctl->repl_names[k]))
                 in_state++;
     }
-    if (!cand || !cand->sn->nodeclaim || (cand->sn->flags & KP_STATE_NODE_DELETING)) {
-        kp_log_info("replaced node went away by itself", KP_LF("replacement", ctl->repl_names[0]));
+    if (n_cand == 0) {
+        kp_log_info("replaced node(s) went away by themselves",
+                    KP_LF("replacement", ctl->repl_names[0]));
         replacing_clear(ctl);
-        return 0;
+        goto out;
     }
     for (size_t k = 0; k < ctl->n_repl && !failed; k++) {
         struct kp_entry *re = NULL;
@@ -851,37 +908,55 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
             ready++;
         kp_entry_unref(re);
     }
-    if (!failed && in_state == ctl->n_repl && !ctl->repl_marked &&
-        kp_cluster_state_mark_for_deletion(ctl->env->cluster, cand->sn->provider_id, true) == 0)
+    if (!failed && in_state == ctl->n_repl && !ctl->repl_marked) {
+        for (size_t i = 0; i < n_cand; i++)
+            if (kp_cluster_state_mark_for_deletion(ctl->env->cluster, cand[i]->sn->provider_id,
+                                                   true) < 0)
+                kp_log_debug("replaced node left the cluster state",
+                             KP_LF("node", cand[i]->sn->name));
         ctl->repl_marked = true;
+    }
     if (!failed && ready == ctl->n_repl) {
-        if ((r = disrupt_delete(ctl, c, cand, ctl->repl_reason)) == 0) {
+        for (size_t i = 0; i < n_cand; i++) {
+            int one = disrupt_delete(ctl, c, cand[i], ctl->repl_reason);
+
+            if (one < 0 && one != -ENOENT && one != -KP_ECONFLICT)
+                r = one; /* retried next pass: the command stays in flight */
+        }
+        if (r == 0) {
             kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
                           KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
             replacing_clear(ctl);
         }
-        return r;
+        goto out;
     }
     if (!failed)
         failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
     if (failed) {
         kp_log_warn("replacement failed; disruption rolled back",
-                    KP_LF("replacement", ctl->repl_names[0]), KP_LF("node", cand->sn->name));
-        disrupt_rollback(ctl, c, cand->sn, true, true, ctl->repl_marked, now);
+                    KP_LF("replacement", ctl->repl_names[0]), KP_LF("node", cand[0]->sn->name));
+        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+                      KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
+        for (size_t i = 0; i < n_cand; i++)
+            disrupt_rollback(ctl, c, cand[i]->sn, true, true, ctl->repl_marked, now);
         replacing_clear(ctl);
         *ret_requeue = KP_DISRUPTION_POLL_USEC;
-        return 0;
+        goto out;
     }
-    emit(ctl, cand->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
-         "Waiting on readiness to continue disruption");
-    emit(ctl, cand->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-         "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
-    return 0;
+    for (size_t i = 0; i < n_cand; i++) {
+        emit(ctl, cand[i]->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
+             "Waiting on readiness to continue disruption");
+        emit(ctl, cand[i]->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+             "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+    }
+out:
+    kp_free(cand);
+    return r;
 }
 
-/* Single-node consolidation's REPLACE: the plan's one claim narrowed to the cheaper types. */
+/* Consolidation's REPLACE of d[0..k): the plan's one claim narrowed to the cheaper types. */
 static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_client *c,
-                           const struct pass *p, size_t i,
+                           const struct kp_dnode *const *d, size_t k, const char *type,
                            const struct kp_consolidation_decision *dec, int64_t now)
 {
     struct kp_sched_claim rc = dec->run.plan.claims[0];
@@ -890,8 +965,8 @@ static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_clien
 
     if (!names)
         return -ENOMEM;
-    for (size_t k = 0; k < dec->n_types; k++)
-        names[k] = dec->types[k]->name;
+    for (size_t t = 0; t < dec->n_types; t++)
+        names[t] = dec->types[t]->name;
     rc.types = dec->types;
     rc.n_types = dec->n_types;
     if ((r = kp_reqset_copy(&dec->run.plan.claims[0].reqs, &rc.reqs)) < 0) {
@@ -900,16 +975,13 @@ static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_clien
     }
     if ((r = kp_reqset_add(&rc.reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, dec->n_types, 0)) ==
         0)
-        r = replace_begin(ctl, c, p->v[i].sn, &REASON_UNDERUTILIZED, "single", &dec->in, &rc, 1,
-                          now);
+        r = replace_begin(ctl, c, d, k, &REASON_UNDERUTILIZED, type, &dec->in, &rc, 1, now);
     kp_reqset_done(&rc.reqs);
     kp_free(names);
     return r;
 }
 
 /* --- drift ------------------------------------------------------------------------------------- */
-
-static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted"};
 
 static void drift_blocked_cb(void *ctx, const struct kp_dnode *d, const char *why)
 {
@@ -963,8 +1035,10 @@ static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
                           KP_CM_LABELS("delete", "drifted", ""));
         }
     } else {
-        r = replace_begin(ctl, c, p->v[cmd.idx].sn, &REASON_DRIFTED, "", &cmd.in,
-                          cmd.run.plan.claims, cmd.run.plan.n_claims, now);
+        const struct kp_dnode *d = &p->v[cmd.idx];
+
+        r = replace_begin(ctl, c, &d, 1, &REASON_DRIFTED, "", &cmd.in, cmd.run.plan.claims,
+                          cmd.run.plan.n_claims, now);
         if (r < 0)
             cmd_clear(ctl);
     }
@@ -979,6 +1053,118 @@ out:
     kp_drift_command_done(&cmd);
     kp_sim_done(&sim);
     kp_free(cand);
+    return r;
+}
+
+/* --- multi-node consolidation ------------------------------------------------------------------ */
+
+/* Whether the nodes idx[0..k) of p fit their NodePools' Underutilized budgets together. */
+static bool budgets_allow(const struct pass *p, const size_t *idx, size_t k, int64_t now)
+{
+    for (size_t i = 0; i < k; i++) {
+        const struct kp_dnode *d = &p->v[idx[i]];
+        int64_t nodes, disrupting, allowed, left, want = 0;
+
+        for (size_t j = 0; j < k; j++)
+            want += kp_streq(p->v[idx[j]].sn->nodepool, d->sn->nodepool);
+        kp_disruption_pool_counts(p->v, p->n, d->sn->nodepool, &nodes, &disrupting);
+        allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
+                                    nodes, now / USEC_PER_SEC);
+        left = kp_budget_remaining(allowed, disrupting);
+        if (left != KP_BUDGET_UNLIMITED && left < want)
+            return false;
+    }
+    return true;
+}
+
+/* Multi-node consolidation's search over p (consolidation.h): 1 with the set in ret_idx
+ * (room for p->n), *ret_n and the decision's verdict, 0 none, or a negative error. Quiet: the
+ * single-node pass that follows says why nodes stay. */
+static int multi_find(struct kp_disruption_controller *ctl, struct kp_client *c,
+                      const struct kp_ctx *cx, const struct pass *p, int64_t now, size_t *ret_idx,
+                      size_t *ret_n, enum kp_consolidation_verdict *ret_verdict)
+{
+    size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
+    struct kp_consolidation_decision dec = {0};
+    struct kp_sim sim = {0};
+    int r = 0;
+
+    if (!cand)
+        return -ENOMEM;
+    n_cand = kp_consolidation_candidates(p->v, p->n, NULL, now, NULL, NULL, cand);
+    if (n_cand >= 2 && (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) == 0 &&
+        (r = kp_consolidation_multi(&sim, p->v, p->n, cand, n_cand, now, cx, ret_idx, ret_n,
+                                    &dec)) > 0)
+        *ret_verdict = dec.verdict;
+    kp_consolidation_decision_done(&dec);
+    kp_sim_done(&sim);
+    kp_free(cand);
+    return r;
+}
+
+/* Validation and execution of a multi-node command: every node must still be a consolidation
+ * candidate, together within budget, and a new simulation of all of them moving must reach the
+ * same decision (upstream's: all candidates valid, same shape). */
+static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct kp_client *c,
+                                  const struct kp_ctx *cx, const struct pass *p, int64_t now)
+{
+    bool *only = kp_calloc(p->n ? p->n : 1, sizeof(*only));
+    size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand = 0, done = 0;
+    const struct kp_dnode **d = kp_calloc(p->n ? p->n : 1, sizeof(*d));
+    struct kp_consolidation_decision dec = {0};
+    struct kp_sim sim = {0};
+    int r = 0;
+
+    if (!only || !cand || !d) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (size_t k = 0; k < p->n; k++)
+        only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
+    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
+    if (n_cand != ctl->n_cmd || !budgets_allow(p, cand, n_cand, now) ||
+        (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) < 0 ||
+        (r = kp_consolidation_set(&sim, p->v, cand, n_cand, now, &dec)) < 0 ||
+        dec.verdict != ctl->cmd_verdict) {
+        if (r == 0) {
+            kp_log_info("consolidation command no longer valid; dropped",
+                        KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED),
+                        KP_LF("nodes", (uint64_t)ctl->n_cmd));
+            for (size_t k = 0; k < ctl->n_cmd; k++)
+                kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                              KP_CM_LABELS("multi"));
+        }
+        goto out;
+    }
+    if ((r = kp_ctx_err(cx)) < 0)
+        goto out;
+    for (size_t k = 0; k < n_cand; k++)
+        d[k] = &p->v[cand[k]];
+    if (dec.verdict == KP_CONSOL_REPLACE) {
+        r = replace_cheaper(ctl, c, d, n_cand, "multi", &dec, now);
+        goto out;
+    }
+    for (size_t k = 0; k < n_cand; k++) {
+        int one = disrupt(ctl, c, d[k], &REASON_UNDERUTILIZED, now);
+
+        if (one == 0)
+            done++;
+        else if (one != -KP_ECONFLICT)
+            r = one;
+    }
+    if (done > 0) {
+        kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
+                    KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED),
+                    KP_LF("nodes", (uint64_t)done), KP_LF("first", d[0]->sn->name));
+        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                      KP_CM_LABELS("delete", "underutilized", "multi"));
+    }
+out:
+    kp_consolidation_decision_done(&dec);
+    kp_sim_done(&sim);
+    kp_free(d);
+    kp_free(cand);
+    kp_free(only);
     return r;
 }
 
@@ -1003,13 +1189,17 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
     if (r == 0 || (r > 0 && dec.verdict != ctl->cmd_verdict)) {
         kp_log_info("consolidation command no longer valid; dropped",
                     KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED));
+        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                      KP_CM_LABELS("single"));
         r = 0;
         goto out;
     }
     if (r < 0 || (r = kp_ctx_err(cx)) < 0)
         goto out;
     if (dec.verdict == KP_CONSOL_REPLACE) {
-        r = replace_cheaper(ctl, c, p, i, &dec, now);
+        const struct kp_dnode *d = &p->v[i];
+
+        r = replace_cheaper(ctl, c, &d, 1, "single", &dec, now);
         goto out;
     }
     if ((r = disrupt(ctl, c, &p->v[i], &REASON_UNDERUTILIZED, now)) == -KP_ECONFLICT) {
@@ -1077,9 +1267,13 @@ static int validate_and_run(struct kp_disruption_controller *ctl, struct kp_clie
         kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
                       KP_CM_LABELS("delete", "empty", "empty"));
     }
-    if (n_sel < ctl->n_cmd)
+    if (n_sel < ctl->n_cmd) {
         kp_log_debug("disruption command validated",
                      KP_LF("dropped", (uint64_t)(ctl->n_cmd - n_sel)));
+        for (size_t k = n_sel; k < ctl->n_cmd; k++)
+            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                          KP_CM_LABELS("empty"));
+    }
     kp_buf_done(&names);
     kp_free(only);
     return last;
@@ -1133,6 +1327,8 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         }
         if (ctl->cmd_method == METHOD_SINGLE)
             r = validate_and_run_single(ctl, c, cx, &p, now);
+        else if (ctl->cmd_method == METHOD_MULTI)
+            r = validate_and_run_multi(ctl, c, cx, &p, now);
         else
             r = validate_and_run(ctl, c, cx, &p, idx, now);
         if (!ctl->n_repl) /* a replacement in flight keeps its command */
@@ -1151,7 +1347,13 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         }
     }
     if (n_sel == 0 && p.n) {
-        /* Nothing empty or drifted: single-node consolidation's turn. */
+        /* Nothing empty or drifted: multi-node consolidation's turn, then single-node's. */
+        if ((r = multi_find(ctl, c, cx, &p, now, idx, &n_sel, &ctl->cmd_verdict)) < 0)
+            goto out;
+        if (n_sel > 0)
+            method = METHOD_MULTI;
+    }
+    if (n_sel == 0 && p.n) {
         struct kp_consolidation_decision dec;
         struct kp_sim sim = {0};
 
@@ -1180,11 +1382,11 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         }
     ctl->cmd_method = method;
     ctl->cmd_at_usec = now + (int64_t)KP_DISRUPTION_VALIDATION_USEC;
-    kp_log_info(method == METHOD_SINGLE
-                    ? "underutilized node found; disrupting it after the validation delay"
-                    : "empty nodes found; disrupting them after the validation delay",
-                KP_LF("reason", method == METHOD_SINGLE ? KP_DISRUPTION_REASON_UNDERUTILIZED
-                                                        : KP_DISRUPTION_REASON_EMPTY),
+    kp_log_info(method == METHOD_EMPTINESS
+                    ? "empty nodes found; disrupting them after the validation delay"
+                    : "underutilized nodes found; disrupting them after the validation delay",
+                KP_LF("reason", method == METHOD_EMPTINESS ? KP_DISRUPTION_REASON_EMPTY
+                                                           : KP_DISRUPTION_REASON_UNDERUTILIZED),
                 KP_LF("nodes", (uint64_t)n_sel), KP_LF("first", p.v[idx[0]].sn->name));
     *ret_requeue = KP_DISRUPTION_VALIDATION_USEC;
     r = 0;
@@ -1201,7 +1403,7 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
 {
     struct kp_disruption_controller *ctl = NULL;
     struct kp_controller_opts co = {0};
-    struct kp_informer *nodepools, *pods, *nodes, *nodeclaims, *pvcs;
+    struct kp_informer *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs;
     int r;
 
     if (!env || !env->client || !env->informers || !env->provider || !env->cluster || !ret)
@@ -1210,7 +1412,8 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
         (r = kp_informers_pods(env->informers, &pods)) < 0 ||
         (r = kp_informers_nodes(env->informers, &nodes)) < 0 ||
         (r = kp_informers_nodeclaims(env->informers, &nodeclaims)) < 0 ||
-        (r = kp_informers_pvcs(env->informers, &pvcs)) < 0)
+        (r = kp_informers_pvcs(env->informers, &pvcs)) < 0 ||
+        (r = kp_informers_pdbs(env->informers, &pdbs)) < 0)
         return r;
     if (!(ctl = kp_calloc(1, sizeof(*ctl))))
         return -ENOMEM;
@@ -1220,8 +1423,12 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     ctl->nodes = kp_informer_store(nodes);
     ctl->nodeclaims = kp_informer_store(nodeclaims);
     ctl->pvcs = kp_informer_store(pvcs);
-    ctl->sources = (struct kp_sim_sources){
-        .env = env, .pods = ctl->pods, .nodepools = ctl->nodepools, .pvcs = ctl->pvcs};
+    ctl->pdbs = kp_informer_store(pdbs);
+    ctl->sources = (struct kp_sim_sources){.env = env,
+                                           .pods = ctl->pods,
+                                           .nodepools = ctl->nodepools,
+                                           .pvcs = ctl->pvcs,
+                                           .pdbs = ctl->pdbs};
     co.name = "disruption";
     co.group = "karpenter.sh";
     co.kind = "NodePool";
@@ -1238,7 +1445,8 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
         (r = kp_controller_read(ctl->base, pods)) < 0 ||
         (r = kp_controller_read(ctl->base, nodes)) < 0 ||
         (r = kp_controller_read(ctl->base, nodeclaims)) < 0 ||
-        (r = kp_controller_read(ctl->base, pvcs)) < 0)
+        (r = kp_controller_read(ctl->base, pvcs)) < 0 ||
+        (r = kp_controller_read(ctl->base, pdbs)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;

@@ -1,7 +1,6 @@
-/* core/disruption/disruption.h: Karpenter's voluntary disruption loop (semantics §5), the
- * Emptiness method for now: a node of ours that holds no reschedulable pod and has been quiet
- * for its NodePool's consolidateAfter is deleted, within the NodePool's disruption budgets, and
- * its host goes back to the pool warm.
+/* core/disruption/disruption.h: Karpenter's voluntary disruption loop (semantics §5): nodes of
+ * ours that are empty, drifted or underutilized are taken away within their NodePool's
+ * disruption budgets, and their hosts go back to the pool warm.
  *
  * One singleton reconcile (key KP_DISRUPTION_KEY) runs every KP_DISRUPTION_POLL_USEC, sooner
  * after it acted. Each pass, on a synced cluster state (core/state/cluster.h):
@@ -9,41 +8,48 @@
  *   1. clean-up: a Node tainted karpenter.sh/disrupted that no command holds and that is not
  *      being deleted loses the taint, and its NodeClaim the DisruptionReason condition (what a
  *      crash between tainting and deleting leaves behind);
- *   2. a command computed by an earlier pass whose validation delay (15 s) has passed is
- *      validated: its nodes are evaluated again and only those still selected are disrupted;
- *   3. otherwise Emptiness computes a command (kp_emptiness_select) and waits 15 s.
+ *   2. a command with replacements in flight is carried on (see "Replacing" below), and
+ *      nothing else happens;
+ *   3. a command computed by an earlier pass whose validation delay (15 s) has passed is
+ *      validated: Emptiness evaluates its nodes again and disrupts those still selected;
+ *      single-node consolidation simulates again and must reach the same decision;
+ *   4. otherwise the methods in Karpenter's order, the first that finds something wins:
+ *      Emptiness (kp_emptiness_select, waits 15 s), Drift (drift.h, acts at once), multi-node
+ *      and single-node consolidation (consolidation.h, each waits 15 s and simulates again).
  *
- * Disrupting a node: mark it for deletion in the cluster state, taint it
- * karpenter.sh/disrupted:NoSchedule, set DisruptionReason=True (reason Empty) on its NodeClaim,
- * delete the NodeClaim (uid precondition), with DisruptionTerminating events on the Node and
- * the NodeClaim and karpenter_nodeclaims_disrupted_total{reason="empty"}. A failed step rolls
- * the taint and the mark back. Termination (core/termination) then drains, runs the provider's
- * Delete (the host's leave) and releases the Node.
+ * Disrupting a node without replacement: mark it for deletion in the cluster state, taint it
+ * karpenter.sh/disrupted:NoSchedule, set DisruptionReason=True (Empty, Drifted, Underutilized)
+ * on its NodeClaim, delete the NodeClaim (uid precondition), with DisruptionTerminating events
+ * on the Node and the NodeClaim and karpenter_nodeclaims_disrupted_total /
+ * karpenter_pods_disruption_initiated_total. A failed step rolls the taint and the mark back.
+ * Termination (core/termination) then drains, runs the provider's Delete (the host's leave)
+ * and releases the Node.
+ *
+ * Replacing (a drifted node whose pods need new capacity; an underutilized node a cheaper
+ * NodeClaim can take): taint and DisruptionReason (a failure aborts), create the replacement
+ * NodeClaims (DisruptionLaunching), mark the candidate once they are all in the cluster state,
+ * wait until they are all Initialized (DisruptionWaitingReadiness), then delete the candidate.
+ * A replacement that disappears or is not Initialized within
+ * KP_DISRUPTION_REPLACE_TIMEOUT_USEC rolls the command back
+ * (karpenter_voluntary_disruption_queue_failures_total).
  *
  * Candidates (kp_disruption_blocked, §5.2): a Node with a NodeClaim, initialized, not being
  * deleted or marked, not nominated, without the Node annotation karpenter.sh/do-not-disrupt:
- * "true", of an existing NodePool, and with no active pod whose do-not-disrupt annotation is
- * active (DaemonSet and static pods included). PodDisruptionBudgets do not matter for
- * Emptiness: an empty node has no pod to evict.
+ * "true", of an existing NodePool, with no active pod whose do-not-disrupt annotation is
+ * active (DaemonSet and static pods included), and whose pods can all be evicted now as far as
+ * PodDisruptionBudgets go (a PDB with disruptionsAllowed 0 or two PDBs on one pod block it).
  *
  * Empty (§5.4): no reschedulable pod (Karpenter before v1.14; since v1.14 pods whose eviction
  * cost is not positive do not count either, which kpssh does not compute yet), Consolidatable
  * True, consolidateAfter not Never, not a static NodePool. Every consolidation policy allows it.
+ * Emptiness's order: the oldest NodeClaim first, then by name (every empty node's disruption
+ * cost is the same, so the order only decides who goes first under a budget, and a total order
+ * keeps two replicas and a re-run in agreement).
  *
- * Order: the oldest NodeClaim first, then by name (upstream sorts by disruption cost; for empty
- * nodes every cost is the same, so the order only decides who goes first under a budget, and a
- * total order keeps two replicas and a re-run in agreement). Budgets (§5.6, budget.h): per
- * NodePool, reason Empty, nodes = managed initialized nodes not InstanceTerminating,
- * disrupting = those whose Node is not Ready or that are deleting or marked; each selected node
- * takes one from its pool's remaining budget.
- *
- * When Emptiness finds nothing, single-node consolidation (consolidation.h) looks for one
- * node whose pods all fit elsewhere, simulated with core/provisioning/simulation.h, and
- * disrupts it the same way, with reason Underutilized, after the same 15 s validation (which
- * simulates again and must come to the same decision).
- *
- * Not yet: Drift, multi-node consolidation, replacing a node with a cheaper one (the
- * orchestration queue's replacements). */
+ * Budgets (§5.6, budget.h): per NodePool and reason, nodes = managed initialized nodes not
+ * InstanceTerminating, disrupting = those whose Node is not Ready or that are deleting or
+ * marked; each selected node takes one from its pool's remaining budget.
+ */
 #ifndef KP_CORE_DISRUPTION_DISRUPTION_H
 #define KP_CORE_DISRUPTION_DISRUPTION_H
 
@@ -75,6 +81,10 @@ struct kp_dnode {
      * do-not-disrupt is active (NULL when none). */
     uint32_t reschedulable;
     const char *blocking_pod;
+    /* Karpenter's PDB sentence when a pod bound to the Node cannot be evicted now as far as
+     * PodDisruptionBudgets go (kp_pdbs_block_eviction), NULL otherwise. */
+    const char *blocking_pdb;
+    bool walked; /* the pods above were looked at (a node a method could take) */
     /* Karpenter's DisruptionCost: the eviction costs of the node's pods times the NodeClaim's
      * lifetime remaining (consolidation.h); consolidation takes the cheapest first. */
     double disruption_cost;

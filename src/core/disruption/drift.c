@@ -37,17 +37,19 @@ bool kp_drift_candidate(const struct kp_dnode *d, int64_t now_usec)
         return true;
     /* Eventual: with a terminationGracePeriod, a do-not-disrupt pod does not hold the node. */
     tgp = &kp_nodeclaim_view(d->sn->nodeclaim)->spec.termination_grace_period;
-    if (!d->blocking_pod || !tgp->text || !tgp->valid)
+    if ((!d->blocking_pod && !d->blocking_pdb) || !tgp->text || !tgp->valid)
         return false;
     eventual = *d;
     eventual.blocking_pod = NULL;
+    eventual.blocking_pdb = NULL;
     return !kp_disruption_blocked(&eventual, now_usec, why, sizeof(why));
 }
 
 /* Empty first, then the oldest Drifted transition, then the name. */
 static bool sooner(const struct kp_dnode *a, const struct kp_dnode *b)
 {
-    int64_t ta = drifted(a)->last_transition_usec, tb = drifted(b)->last_transition_usec;
+    const struct kp_condition *ca = drifted(a), *cb = drifted(b); /* candidates: never NULL */
+    int64_t ta = ca ? ca->last_transition_usec : 0, tb = cb ? cb->last_transition_usec : 0;
 
     if ((a->reschedulable == 0) != (b->reschedulable == 0))
         return a->reschedulable == 0;

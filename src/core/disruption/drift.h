@@ -4,8 +4,8 @@
  *
  * Candidates: disruption candidates (kp_disruption_blocked) of a dynamic NodePool whose
  * NodeClaim is Drifted=True. Drift is an eventual method: a NodeClaim with a
- * terminationGracePeriod stays a candidate despite a do-not-disrupt pod (the grace period will
- * force it out). Order: nodes without reschedulable pods first, then the oldest Drifted
+ * terminationGracePeriod stays a candidate despite a do-not-disrupt pod or a blocking PDB (the
+ * grace period will force the pods out). Order: nodes without reschedulable pods first, then the oldest Drifted
  * transition, then the NodeClaim's name.
  *
  * For the first candidate whose NodePool's Drifted budget allows one more, the simulation takes

@@ -62,7 +62,7 @@ struct kp_ssh_provider_opts {
     /* optional: the informers behind nodeclasses and profiles, for watch_drift (without them
      * the core polls drift) */
     struct kp_informer *nodeclass_informer, *profile_informer;
-    uint64_t registration_timeout_usec;     /* Adopt only */
+    uint64_t registration_timeout_usec; /* Adopt only */
     uint64_t registration_poll_usec;
 };
 
