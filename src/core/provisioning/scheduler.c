@@ -127,26 +127,41 @@ static void rv_done(struct kp_sched_rv *r)
     memset(r, 0, sizeof(*r));
 }
 
+static int name_cmp(const char *x, const char *y)
+{
+    return x == y ? 0 : strcmp(x, y);
+}
+
 /* Whether a + b + c fits in avail for every resource any of them names (absent: 0), as
- * Karpenter's resources.Fits. c may be NULL. */
+ * Karpenter's resources.Fits. c may be NULL. Every vector is sorted by name, so one merged walk
+ * visits each name once and finds it in avail by advancing, never by searching: this runs for
+ * every (pod, node) pair a placement tries. */
 static bool rv_fits3(const struct kp_sched_rv *a, const struct kp_sched_rv *b,
                      const struct kp_sched_rv *c, const struct kp_sched_rv *avail)
 {
     const struct kp_sched_rv *all[3] = {a, b, c};
+    size_t pos[3] = {0, 0, 0}, ap = 0;
 
-    for (size_t k = 0; k < 3; k++) {
-        if (!all[k])
-            continue;
-        for (size_t i = 0; i < all[k]->n; i++) {
-            const char *name = all[k]->v[i].name;
-            int64_t sum =
-                sat_add(sat_add(rv_get(a, name), rv_get(b, name)), c ? rv_get(c, name) : 0);
+    for (;;) {
+        const char *name = NULL;
+        int64_t sum = 0, have = 0;
 
-            if (sum > rv_get(avail, name))
-                return false;
-        }
+        for (size_t k = 0; k < 3; k++)
+            if (all[k] && pos[k] < all[k]->n &&
+                (!name || name_cmp(all[k]->v[pos[k]].name, name) < 0))
+                name = all[k]->v[pos[k]].name;
+        if (!name)
+            return true;
+        for (size_t k = 0; k < 3; k++)
+            if (all[k] && pos[k] < all[k]->n && name_cmp(all[k]->v[pos[k]].name, name) == 0)
+                sum = sat_add(sum, all[k]->v[pos[k]++].milli);
+        while (ap < avail->n && name_cmp(avail->v[ap].name, name) < 0)
+            ap++;
+        if (ap < avail->n && name_cmp(avail->v[ap].name, name) == 0)
+            have = avail->v[ap].milli;
+        if (sum > have)
+            return false;
     }
-    return true;
 }
 
 /* A pod's requests as the scheduler counts them: effective requests plus "pods: 1". */
