@@ -1881,6 +1881,222 @@ static void test_requeue(void **state)
     assert_null(res("follower")->error);
 }
 
+/* --- prepared nodes (kp_sched_prepare_nodes) ----------------------------------------------- */
+
+/* a and b are the same plan, byte for byte as far as the caller can read it: every pod's place,
+ * relaxation and reason; every claim's pool, options, requests, pods and requirements. */
+static void assert_plans_equal(const struct kp_sched_plan *a, const struct kp_sched_plan *b)
+{
+    assert_int_equal(a->n_pods, b->n_pods);
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct kp_sched_result *x = &a->pods[i], *y = &b->pods[i];
+
+        assert_int_equal(x->where, y->where);
+        assert_int_equal(x->index, y->index);
+        assert_int_equal(x->relaxed, y->relaxed);
+        if (x->error || y->error) {
+            assert_non_null(x->error);
+            assert_non_null(y->error);
+            assert_string_equal(x->error, y->error);
+        }
+    }
+    assert_int_equal(a->n_claims, b->n_claims);
+    for (size_t c = 0; c < a->n_claims; c++) {
+        const struct kp_sched_claim *x = &a->claims[c], *y = &b->claims[c];
+
+        assert_int_equal(x->pool, y->pool);
+        assert_int_equal(x->min_values_relaxed, y->min_values_relaxed);
+        assert_int_equal(x->n_types, y->n_types);
+        for (size_t i = 0; i < x->n_types; i++)
+            assert_ptr_equal(x->types[i], y->types[i]);
+        assert_int_equal(x->n_requests, y->n_requests);
+        for (size_t i = 0; i < x->n_requests; i++) {
+            assert_string_equal(x->requests[i].name, y->requests[i].name);
+            assert_int_equal(x->requests[i].milli, y->requests[i].milli);
+        }
+        assert_int_equal(x->n_pods, y->n_pods);
+        for (size_t i = 0; i < x->n_pods; i++)
+            assert_int_equal(x->pods[i], y->pods[i]);
+        assert_int_equal(x->reqs.n, y->reqs.n);
+        for (size_t i = 0; i < x->reqs.n; i++) {
+            char fx[KP_REQSET_WHY_SIZE], fy[KP_REQSET_WHY_SIZE];
+
+            kp_req_format(&x->reqs.v[i], fx, sizeof(fx));
+            kp_req_format(&y->reqs.v[i], fy, sizeof(fy));
+            assert_string_equal(fx, fy);
+            assert_int_equal(x->reqs.v[i].min_values, y->reqs.v[i].min_values);
+        }
+    }
+}
+
+#define PREP_EXISTING 8u /* F.nodes[0..8) are nodes, the rest in-flight claims */
+
+/* One consolidation-like trial: the nodes not in excl are destinations, and the pods bound to
+ * the excluded ones move along with the pending ones. The plan without prepared state and the
+ * plan with it must be equal. Returns how many pods landed on existing nodes. */
+static size_t prep_trial(const struct kp_sched_prepared *prep, const bool *excl)
+{
+    struct kp_sched_node nodes[MAXN], infl[MAXN];
+    const struct kp_pod_view *pods[MAXP + MAXN * 8];
+    size_t prep_of[MAXN], n_nodes = 0, n_infl = 0, n_pods = 0, on_nodes = 0;
+    struct kp_sched_input in = {0};
+    struct kp_sched_plan old = {0}, new = {0};
+
+    for (size_t i = 0; i < F.n_pods; i++)
+        pods[n_pods++] = F.pods[i];
+    for (size_t i = 0; i < F.n_nodes; i++) {
+        if (excl[i]) {
+            for (size_t j = 0; j < F.nodes[i].n_pods; j++)
+                pods[n_pods++] = F.nodes[i].pods[j];
+            continue;
+        }
+        if (i < PREP_EXISTING)
+            nodes[n_nodes++] = F.nodes[i];
+        else
+            infl[n_infl++] = F.nodes[i];
+    }
+    for (size_t i = 0, k = 0; i < F.n_nodes; i++)
+        if (!excl[i]) {
+            /* Input order (nodes, then in-flight) is the prepared order: i itself. */
+            prep_of[k++] = i;
+        }
+    in.pods = pods;
+    in.n_pods = n_pods;
+    in.nodes = nodes;
+    in.n_nodes = n_nodes;
+    in.inflight = infl;
+    in.n_inflight = n_infl;
+    in.pools = F.pools;
+    in.n_pools = F.n_pools;
+    in.daemons = F.ds;
+    in.n_daemons = F.n_ds;
+    assert_int_equal(kp_sched_solve(&in, &old), 0);
+    in.prepared = prep;
+    in.prepared_of = prep_of;
+    assert_int_equal(kp_sched_solve(&in, &new), 0);
+    assert_plans_equal(&old, &new);
+    for (size_t i = 0; i < old.n_pods; i++)
+        on_nodes += old.pods[i].where == KP_SCHED_NODE && old.pods[i].index < n_nodes;
+    kp_sched_plan_done(&old);
+    kp_sched_plan_done(&new);
+    return on_nodes;
+}
+
+/* The plan over prepared nodes, with any of them left out, equals the plan that sets every
+ * node up itself: topology spread and (inverse) anti-affinity counts leave the excluded nodes'
+ * bound pods out, DaemonSet room, host ports, taints, uninitialized nodes, in-flight claims and
+ * the node order all hold, and placements never write into the shared state (later trials
+ * would differ). A mismatched map is refused. */
+static void test_prepared_equivalence(void **state)
+{
+    static const char *const zones[] = {"a", "b", "c"};
+    static const char *const names[] = {"n-h", "n-c", "n-a", "n-f",  "n-b",
+                                        "n-g", "n-e", "n-d", "ic-2", "ic-1"};
+    static char pnames[MAXP][16];
+    struct kp_sched_prepared *prep = NULL;
+    struct kp_sched_input in = {0};
+    struct kp_sched_plan plan = {0};
+    bool excl[MAXN];
+    size_t p, q, placed = 0, bad_map[MAXN];
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "c2", 2, 8, 100, "a,b,c", NULL);
+    itype(p, "c8", 8, 32, 300, "a,b,c", NULL);
+    q = pool("tainted", ",\"weight\":10",
+             ",\"taints\":[{\"key\":\"soft\",\"effect\":\"PreferNoSchedule\"}]");
+    itype(q, "c4", 4, 16, 150, "a,b", NULL);
+    daemon("logs", 100);
+    for (size_t i = 0; i < KP_ARRAY_SIZE(names); i++) {
+        struct kp_sched_node *n =
+            node(names[i], i == 3 ? NULL : "default", zones[i % 3], i % 2 ? 4 : 3, 16);
+
+        if (i >= PREP_EXISTING || i == 5)
+            n->initialized = false;
+        if (i == 5)
+            node_taint(n, "starting", KP_TAINT_NO_SCHEDULE, true);
+        if (i == 6)
+            node_taint(n, "dedicated", KP_TAINT_NO_SCHEDULE, false);
+        if (i < PREP_EXISTING)
+            bind(n, "busy", "1", "\"app\":\"other\"", NULL);
+    }
+    bind(&F.nodes[0], "loner", "500m", "\"app\":\"loner\"", ANTI(HOST, "web"));
+    bind(&F.nodes[1], "z-old", "250m", "\"app\":\"z\"", SPREAD(ZONE, 1, "DoNotSchedule", "z"));
+    bind(&F.nodes[4], "z-old2", "250m", "\"app\":\"z\"", SPREAD(ZONE, 1, "DoNotSchedule", "z"));
+    bind(&F.nodes[4], "db-old", "500m", "\"app\":\"db\"", ANTI(ZONE, "db"));
+    F.bound[2][F.nodes[2].n_pods++] = port_pod("resident", "n-a");
+    for (size_t i = 0; i < 6; i++) {
+        (void)snprintf(pnames[i], sizeof(pnames[i]), "z-%zu", i);
+        mkpod(pnames[i], NULL, "500m", "512Mi", "\"app\":\"z\"",
+              SPREAD(ZONE, 1, "DoNotSchedule", "z"));
+    }
+    for (size_t i = 6; i < 10; i++) {
+        (void)snprintf(pnames[i], sizeof(pnames[i]), "web-%zu", i);
+        mkpod(pnames[i], NULL, "1", "1Gi", "\"app\":\"web\"", NULL);
+    }
+    for (size_t i = 10; i < 13; i++) {
+        (void)snprintf(pnames[i], sizeof(pnames[i]), "anti-%zu", i);
+        mkpod(pnames[i], NULL, "500m", "1Gi", "\"app\":\"anti\"", ANTI(HOST, "anti"));
+    }
+    mkpod("db-1", NULL, "1", "1Gi", "\"app\":\"db\"", ANTI(ZONE, "db"));
+    mkpod("db-2", NULL, "1", "1Gi", "\"app\":\"db\"", ANTI(ZONE, "db"));
+    mkpod("near-z", NULL, "250m", "256Mi", "\"app\":\"near\"", AFFINITY(ZONE, "z"));
+    mkpod("tolerant", NULL, "250m", "256Mi", NULL,
+          ",\"tolerations\":[{\"key\":\"dedicated\",\"operator\":\"Exists\"}]");
+    port_pod("h1", NULL);
+    port_pod("h2", NULL);
+
+    assert_int_equal(kp_sched_prepare_nodes(F.nodes, PREP_EXISTING, &F.nodes[PREP_EXISTING],
+                                            F.n_nodes - PREP_EXISTING, F.ds, F.n_ds, &prep),
+                     0);
+    memset(excl, 0, sizeof(excl));
+    placed += prep_trial(prep, excl);
+    for (size_t i = 0; i < F.n_nodes; i++) {
+        excl[i] = true;
+        placed += prep_trial(prep, excl);
+        excl[i] = false;
+    }
+    excl[1] = excl[4] = true; /* both bound z pods move: the spread counts start from zero */
+    placed += prep_trial(prep, excl);
+    excl[0] = excl[2] = excl[8] = true;
+    placed += prep_trial(prep, excl);
+    for (size_t i = 0; i < F.n_nodes; i++)
+        excl[i] = true;
+    placed += prep_trial(prep, excl);
+    assert_true(placed > 0); /* existing nodes took pods: copy on write ran */
+
+    /* The identity map (NULL) over the whole set, and the refusals. */
+    in.pods = F.pods;
+    in.n_pods = F.n_pods;
+    in.nodes = F.nodes;
+    in.n_nodes = PREP_EXISTING;
+    in.inflight = &F.nodes[PREP_EXISTING];
+    in.n_inflight = F.n_nodes - PREP_EXISTING;
+    in.pools = F.pools;
+    in.n_pools = F.n_pools;
+    in.daemons = F.ds;
+    in.n_daemons = F.n_ds;
+    in.prepared = prep;
+    assert_int_equal(kp_sched_solve(&in, &plan), 0);
+    kp_sched_plan_done(&plan);
+    for (size_t i = 0; i < F.n_nodes; i++)
+        bad_map[i] = i;
+    bad_map[1] = 0; /* not increasing */
+    in.prepared_of = bad_map;
+    assert_int_equal(kp_sched_solve(&in, &plan), -EINVAL);
+    bad_map[1] = 1;
+    in.n_nodes = 2;
+    in.nodes = &F.nodes[1]; /* nodes 1, 2 claimed to be prepared 0, 1 */
+    assert_int_equal(kp_sched_solve(&in, &plan), -EINVAL);
+    in.nodes = F.nodes;
+    in.prepared_of = NULL;
+    in.n_nodes = PREP_EXISTING;
+    in.n_daemons = 0; /* not the daemons it was prepared with */
+    assert_int_equal(kp_sched_solve(&in, &plan), -EINVAL);
+    prep = kp_sched_prepared_free(prep);
+    assert_null(prep);
+}
+
 /* --- allocation failures ------------------------------------------------------------------- */
 
 static int torture_scene(bool best_effort)
@@ -1980,6 +2196,84 @@ static int torture_solve_best_effort(void)
     return torture_scene(true);
 }
 
+/* The prepared path: kp_sched_prepare_nodes over two nodes, then a solve with the first left out
+ * whose pods (and the pending ones) land on the second, so its used resources and host ports are
+ * copied before they change; bound required anti-affinity and a DaemonSet's room included. */
+static int torture_solve_prepared(void)
+{
+    static const char pod_json[] =
+        "{\"metadata\":{\"name\":\"p%d\",\"namespace\":\"ns\",\"uid\":\"u%d\",\"resourceVersion\":"
+        "\"1\",\"labels\":{\"app\":\"w\"}},\"spec\":{%s%s%s\"containers\":[{\"name\":\"c\","
+        "\"ports\":[{\"containerPort\":80,\"hostPort\":%d}],\"resources\":{\"requests\":{\"cpu\":"
+        "\"1\"}}}],\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuring"
+        "Execution\":[{\"topologyKey\":\"kubernetes.io/hostname\",\"labelSelector\":{"
+        "\"matchLabels\":{\"app\":\"x\"}}}]}}},\"status\":{\"phase\":\"%s\"}}";
+    static const char *const bound_to[] = {"n0", "n1", NULL, NULL};
+    static const struct kp_label labels[2][2] = {
+        {{KP_LABEL_HOSTNAME, "n0"}, {KP_LABEL_ZONE, "a"}},
+        {{KP_LABEL_HOSTNAME, "n1"}, {KP_LABEL_ZONE, "a"}},
+    };
+    static const struct kp_res alloc[] = {{"cpu", 8000}, {"pods", 110000}};
+    static const struct kp_res ds_req[] = {{"cpu", 100}};
+    struct kp_sched_daemon ds = {.name = "ds", .requests = {.v = ds_req, .n = 1}};
+    struct kp_entry *pe[4] = {NULL, NULL, NULL, NULL};
+    const struct kp_pod_view *views[4], *bound[2][1], *pods[3];
+    struct kp_sched_node nodes[2];
+    struct kp_sched_prepared *prep = NULL;
+    struct kp_sched_input in = {0};
+    struct kp_sched_plan plan = {0};
+    const size_t prep_of[] = {1};
+    int rc;
+
+    for (int i = 0; i < 4; i++) {
+        char buf[2048];
+        int n = snprintf(buf, sizeof(buf), pod_json, i, i, bound_to[i] ? "\"nodeName\":\"" : "",
+                         bound_to[i] ? bound_to[i] : "", bound_to[i] ? "\"," : "", 80 + i,
+                         bound_to[i] ? "Running" : "Pending");
+
+        if ((rc = kp_pod_decode(buf, (size_t)n, &pe[i])) < 0)
+            goto out;
+        views[i] = kp_pod_view(pe[i]);
+    }
+    memset(nodes, 0, sizeof(nodes));
+    for (size_t i = 0; i < 2; i++) {
+        bound[i][0] = views[i];
+        nodes[i].name = labels[i][0].value;
+        nodes[i].nodepool = NULL;
+        nodes[i].initialized = true;
+        nodes[i].labels = (struct kp_labels){.v = labels[i], .n = 2};
+        nodes[i].allocatable = (struct kp_resources){.v = alloc, .n = 2};
+        nodes[i].capacity = nodes[i].allocatable;
+        nodes[i].pods = bound[i];
+        nodes[i].n_pods = 1;
+    }
+    if ((rc = kp_sched_prepare_nodes(nodes, 2, /* inflight= */ NULL, 0, &ds, 1, &prep)) < 0)
+        goto out;
+    pods[0] = views[2];
+    pods[1] = views[3];
+    pods[2] = views[0]; /* n0's pod moves */
+    in.pods = pods;
+    in.n_pods = 3;
+    in.nodes = &nodes[1];
+    in.n_nodes = 1;
+    in.daemons = &ds;
+    in.n_daemons = 1;
+    in.prepared = prep;
+    in.prepared_of = prep_of;
+    if ((rc = kp_sched_solve(&in, &plan)) < 0)
+        goto out;
+    rc = 0;
+    for (size_t i = 0; i < plan.n_pods; i++)
+        if (plan.pods[i].where != KP_SCHED_NODE || plan.pods[i].index != 0)
+            rc = -EPROTO;
+out:
+    kp_sched_plan_done(&plan);
+    kp_sched_prepared_free(prep);
+    for (int i = 0; i < 4; i++)
+        kp_entry_unref(pe[i]);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -2038,11 +2332,13 @@ int main(int argc, char **argv)
         T(test_relax_prefer_no_schedule),
         T(test_ignore_preferences),
         T(test_requeue),
+        T(test_prepared_equivalence),
 #undef T
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_solve),
         KP_TORTURE(torture_solve_best_effort),
+        KP_TORTURE(torture_solve_prepared),
     };
 
     return kp_test_main("scheduler", tests, KP_ARRAY_SIZE(tests), cases, KP_ARRAY_SIZE(cases), argc,

@@ -82,6 +82,14 @@ struct kp_sched_target {
     struct kp_taint *taints_v;
     struct kp_taints taints;
     struct kp_sched_rv avail;
+    /* Bound pods, not terminal nor terminating, with required anti-affinity (in n->pods order):
+     * the inverse groups kp_sched_bound_anti_affinity makes. Owned unless borrowed. */
+    const struct kp_pod_view **anti;
+    size_t n_anti;
+    /* Borrowed from a kp_sched_prepared: taints_v, avail, reqs and anti are its, never freed
+     * here; while cow is also set, used and ports are its too (target_own copies them before
+     * the first placement changes them). */
+    bool borrowed, cow;
     /* claim */
     size_t pool;
     size_t seq;

@@ -28,7 +28,15 @@
  * least count, the first domain of a self-affinity bootstrap) domains go in name order, which
  * makes the choice the least name among equals.
  *
- * Threads: pure; any thread. Nothing here outlives the call but the plan. */
+ * Existing nodes' set-up (node_init: requirements from labels, free resources after bound pods,
+ * host ports, DaemonSet room, anti-affinity of bound pods, the order) does not depend on the
+ * pods being placed, so kp_sched_prepare_nodes() does it once for a set of nodes and a solve over
+ * a subset borrows it (in->prepared): each target is a by-value copy marked borrowed, and
+ * target_own() copies the two things a placement changes (used, ports) before the first pod
+ * lands there. Nothing borrowed is ever written, so a prepared set may serve many solves.
+ *
+ * Threads: pure; any thread. Nothing here outlives the call but the plan (and a prepared set
+ * its caller's kp_sched_prepared_free). */
 #include "core/provisioning/scheduler-internal.h"
 
 #include <errno.h>
@@ -119,26 +127,41 @@ static void rv_done(struct kp_sched_rv *r)
     memset(r, 0, sizeof(*r));
 }
 
+static int name_cmp(const char *x, const char *y)
+{
+    return x == y ? 0 : strcmp(x, y);
+}
+
 /* Whether a + b + c fits in avail for every resource any of them names (absent: 0), as
- * Karpenter's resources.Fits. c may be NULL. */
+ * Karpenter's resources.Fits. c may be NULL. Every vector is sorted by name, so one merged walk
+ * visits each name once and finds it in avail by advancing, never by searching: this runs for
+ * every (pod, node) pair a placement tries. */
 static bool rv_fits3(const struct kp_sched_rv *a, const struct kp_sched_rv *b,
                      const struct kp_sched_rv *c, const struct kp_sched_rv *avail)
 {
     const struct kp_sched_rv *all[3] = {a, b, c};
+    size_t pos[3] = {0, 0, 0}, ap = 0;
 
-    for (size_t k = 0; k < 3; k++) {
-        if (!all[k])
-            continue;
-        for (size_t i = 0; i < all[k]->n; i++) {
-            const char *name = all[k]->v[i].name;
-            int64_t sum =
-                sat_add(sat_add(rv_get(a, name), rv_get(b, name)), c ? rv_get(c, name) : 0);
+    for (;;) {
+        const char *name = NULL;
+        int64_t sum = 0, have = 0;
 
-            if (sum > rv_get(avail, name))
-                return false;
-        }
+        for (size_t k = 0; k < 3; k++)
+            if (all[k] && pos[k] < all[k]->n &&
+                (!name || name_cmp(all[k]->v[pos[k]].name, name) < 0))
+                name = all[k]->v[pos[k]].name;
+        if (!name)
+            return true;
+        for (size_t k = 0; k < 3; k++)
+            if (all[k] && pos[k] < all[k]->n && name_cmp(all[k]->v[pos[k]].name, name) == 0)
+                sum = sat_add(sum, all[k]->v[pos[k]++].milli);
+        while (ap < avail->n && name_cmp(avail->v[ap].name, name) < 0)
+            ap++;
+        if (ap < avail->n && name_cmp(avail->v[ap].name, name) == 0)
+            have = avail->v[ap].milli;
+        if (sum > have)
+            return false;
     }
-    return true;
 }
 
 /* A pod's requests as the scheduler counts them: effective requests plus "pods: 1". */
@@ -386,11 +409,15 @@ static bool daemon_fits_node(const struct kp_sched_daemon *d, const struct kp_sc
     return true;
 }
 
-static int node_init(struct kp_sched_solver *s, struct kp_sched_target *t,
-                     const struct kp_sched_node *n)
+/* Everything about existing node n that does not depend on the pods being placed: what it must
+ * have tolerated, its requirements, its free resources and host ports after its bound pods, the
+ * room its DaemonSets still claim, and its bound pods with required anti-affinity. */
+static int node_init(const struct kp_sched_daemon *daemons, size_t n_daemons,
+                     struct kp_sched_target *t, const struct kp_sched_node *n)
 {
     struct kp_sched_rv ds = {0}, running = {0};
     const char *host;
+    size_t n_anti = 0;
     int rc;
 
     t->node = n;
@@ -430,10 +457,24 @@ static int node_init(struct kp_sched_solver *s, struct kp_sched_target *t,
             goto out;
         if ((p->flags & KP_POD_DAEMONSET) && (rc = rv_pod(&running, &p->requests)) < 0)
             goto out;
+        n_anti += !kp_pod_terminating(p) && p->n_anti_affinity > 0;
+    }
+    if (n_anti) {
+        t->anti = kp_calloc(n_anti, sizeof(*t->anti));
+        if (!t->anti) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < n->n_pods; i++) {
+            const struct kp_pod_view *p = n->pods[i];
+
+            if (!kp_pod_terminal(p) && !kp_pod_terminating(p) && p->n_anti_affinity > 0)
+                t->anti[t->n_anti++] = p;
+        }
     }
     /* What the DaemonSets that would run here still need beyond their pods already bound. */
-    for (size_t i = 0; i < s->in->n_daemons; i++) {
-        const struct kp_sched_daemon *d = &s->in->daemons[i];
+    for (size_t i = 0; i < n_daemons; i++) {
+        const struct kp_sched_daemon *d = &daemons[i];
         bool ok;
 
         if (!daemon_fits_node(d, t, &ok, &rc)) {
@@ -485,12 +526,38 @@ static int node_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp
     return 0;
 }
 
+/* A node borrowed from a prepared set gets its own copy of what a placement changes (used
+ * resources, host ports in use) before the first pod lands on it. */
+static int target_own(struct kp_sched_target *t)
+{
+    struct kp_sched_res *used = NULL;
+    const struct kp_host_port **ports = NULL;
+
+    if (!t->cow)
+        return 0;
+    if ((t->used.n && !(used = kp_calloc(t->used.n, sizeof(*used)))) ||
+        (t->n_ports && !(ports = kp_calloc(t->n_ports, sizeof(*ports))))) {
+        kp_free(used);
+        return -ENOMEM;
+    }
+    if (t->used.n)
+        memcpy(used, t->used.v, t->used.n * sizeof(*used));
+    if (t->n_ports)
+        memcpy(ports, t->ports, t->n_ports * sizeof(*ports));
+    t->used.v = used;
+    t->used.cap = t->used.n;
+    t->ports = ports;
+    t->cap_ports = t->n_ports;
+    t->cow = false;
+    return 0;
+}
+
 static int node_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct kp_sched_target *t,
                     const struct kp_reqset *reqs)
 {
     int rc;
 
-    if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
+    if ((rc = target_own(t)) < 0 || (rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0)
         return rc;
     return kp_sched_topo_record(s, sp, &t->taints, reqs);
@@ -774,13 +841,18 @@ static void pool_done(struct kp_sched_pool_state *pl)
 
 static void target_done(struct kp_sched_target *t)
 {
-    kp_free(t->taints_v);
-    rv_done(&t->avail);
-    rv_done(&t->used);
+    if (!t->borrowed) {
+        kp_free(t->taints_v);
+        rv_done(&t->avail);
+        kp_reqset_done(&t->reqs);
+        kp_free(t->anti);
+    }
+    if (!t->cow) {
+        rv_done(&t->used);
+        kp_free(t->ports);
+    }
     kp_free(t->opts);
     kp_free(t->pods);
-    kp_reqset_done(&t->reqs);
-    kp_free(t->ports);
 }
 
 /* --- NodeClaims of this solve (nodeclaim.go) ----------------------------------------------- */
@@ -1311,11 +1383,11 @@ static int cmp_pods(const void *ctx, size_t a, size_t b)
     return cmp_i64((int64_t)a, (int64_t)b);
 }
 
-/* sortExistingNodes: initialized first, then by name. */
+/* sortExistingNodes: initialized first, then by name. ctx: the targets. */
 static int cmp_nodes(const void *ctx, size_t a, size_t b)
 {
-    const struct kp_sched_solver *s = ctx;
-    const struct kp_sched_node *x = s->nodes[a].node, *y = s->nodes[b].node;
+    const struct kp_sched_target *t = ctx;
+    const struct kp_sched_node *x = t[a].node, *y = t[b].node;
     int c;
 
     if (x->initialized != y->initialized)
@@ -1515,6 +1587,129 @@ void kp_sched_plan_done(struct kp_sched_plan *p)
     memset(p, 0, sizeof(*p));
 }
 
+/* --- prepared nodes ------------------------------------------------------------------------ */
+
+/* What node_init made of every node of a set, and their order, for many solves over subsets of
+ * the set. Immutable once made. */
+struct kp_sched_prepared {
+    const struct kp_sched_node *nodes, *inflight; /* borrowed */
+    size_t n_nodes, n_inflight;
+    const struct kp_sched_daemon *daemons; /* borrowed; a solve must pass the same */
+    size_t n_daemons;
+    struct kp_sched_target *t; /* per node, nodes then inflight; t[i].node is the set's */
+    size_t n_t;                /* how many of t were initialised (all, once made) */
+    size_t *order;             /* indices into t in cmp_nodes order */
+};
+
+struct kp_sched_prepared *kp_sched_prepared_free(struct kp_sched_prepared *p)
+{
+    if (!p)
+        return NULL;
+    for (size_t i = 0; i < p->n_t; i++)
+        target_done(&p->t[i]);
+    kp_free(p->t);
+    kp_free(p->order);
+    kp_free(p);
+    return NULL;
+}
+
+int kp_sched_prepare_nodes(const struct kp_sched_node *nodes, size_t n_nodes,
+                           const struct kp_sched_node *inflight, size_t n_inflight,
+                           const struct kp_sched_daemon *daemons, size_t n_daemons,
+                           struct kp_sched_prepared **ret)
+{
+    struct kp_sched_prepared *p = NULL;
+    size_t nn;
+    int rc = -ENOMEM;
+
+    if (kp_add_overflow(n_nodes, n_inflight, &nn))
+        return -EOVERFLOW;
+    p = kp_calloc(1, sizeof(*p));
+    if (!p)
+        goto out;
+    *p = (struct kp_sched_prepared){.nodes = nodes,
+                                    .inflight = inflight,
+                                    .n_nodes = n_nodes,
+                                    .n_inflight = n_inflight,
+                                    .daemons = daemons,
+                                    .n_daemons = n_daemons};
+    p->t = kp_calloc(nn ? nn : 1, sizeof(*p->t));
+    p->order = kp_calloc(nn ? nn : 1, sizeof(*p->order));
+    if (!p->t || !p->order)
+        goto out;
+    for (size_t i = 0; i < nn; i++) {
+        p->n_t++;
+        if ((rc = node_init(daemons, n_daemons, &p->t[i],
+                            i < n_nodes ? &nodes[i] : &inflight[i - n_nodes])) < 0)
+            goto out;
+        p->order[i] = i;
+    }
+    if ((rc = sort_idx(p->order, nn, cmp_nodes, p->t)) < 0)
+        goto out;
+    *ret = p;
+    p = NULL; /* the caller owns it now */
+    rc = 0;
+out:
+    kp_sched_prepared_free(p);
+    return rc;
+}
+
+/* Whether a and b are the same node as far as node_init can tell. */
+static bool same_node(const struct kp_sched_node *a, const struct kp_sched_node *b)
+{
+    return a->name == b->name && a->nodepool == b->nodepool && a->initialized == b->initialized &&
+           a->labels.v == b->labels.v && a->labels.n == b->labels.n && a->taints.v == b->taints.v &&
+           a->taints.n == b->taints.n && a->startup_taints.v == b->startup_taints.v &&
+           a->startup_taints.n == b->startup_taints.n && a->allocatable.v == b->allocatable.v &&
+           a->allocatable.n == b->allocatable.n && a->pods == b->pods && a->n_pods == b->n_pods;
+}
+
+/* s->nodes and s->node_order from in->prepared: each target is a shallow copy of the prepared
+ * one (borrowed, copy on write) pointing at the input's node, and the order is the prepared
+ * order restricted to the input. prepared_of is strictly increasing, so ties on name break by
+ * input index exactly as they broke by prepared index: the same order sort_idx would give. */
+static int nodes_from_prepared(struct kp_sched_solver *s)
+{
+    const struct kp_sched_input *in = s->in;
+    const struct kp_sched_prepared *p = in->prepared;
+    size_t nn = in->n_nodes + in->n_inflight, np = p->n_t;
+    size_t *inv = NULL;
+    int rc = -EINVAL;
+
+    if (in->daemons != p->daemons || in->n_daemons != p->n_daemons ||
+        (!in->prepared_of && nn != np))
+        goto out;
+    inv = kp_calloc(np ? np : 1, sizeof(*inv));
+    if (!inv) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t j = 0; j < np; j++)
+        inv[j] = SIZE_MAX;
+    for (size_t i = 0; i < nn; i++) {
+        const struct kp_sched_node *n =
+            i < in->n_nodes ? &in->nodes[i] : &in->inflight[i - in->n_nodes];
+        size_t j = in->prepared_of ? in->prepared_of[i] : i;
+
+        if (j >= np || (i > 0 && j <= (in->prepared_of ? in->prepared_of[i - 1] : i - 1)) ||
+            !same_node(n, p->t[j].node))
+            goto out;
+        s->nodes[i] = p->t[j];
+        s->nodes[i].node = n;
+        s->nodes[i].borrowed = true;
+        s->nodes[i].cow = true;
+        s->n_nodes++;
+        inv[j] = i;
+    }
+    for (size_t k = 0, m = 0; k < np; k++)
+        if (inv[p->order[k]] != SIZE_MAX)
+            s->node_order[m++] = inv[p->order[k]];
+    rc = 0;
+out:
+    kp_free(inv);
+    return rc;
+}
+
 static int solver_setup(struct kp_sched_solver *s)
 {
     const struct kp_sched_input *in = s->in;
@@ -1529,17 +1724,22 @@ static int solver_setup(struct kp_sched_solver *s)
     s->pods = kp_calloc(in->n_pods ? in->n_pods : 1, sizeof(*s->pods));
     if (!s->nodes || !s->node_order || !s->pools || !s->pool_order || !s->pods)
         return -ENOMEM;
-    for (size_t i = 0; i < nn; i++) {
-        const struct kp_sched_node *n =
-            i < in->n_nodes ? &in->nodes[i] : &in->inflight[i - in->n_nodes];
-
-        s->n_nodes++;
-        if ((rc = node_init(s, &s->nodes[i], n)) < 0)
+    if (in->prepared) {
+        if ((rc = nodes_from_prepared(s)) < 0)
             return rc;
-        s->node_order[i] = i;
+    } else {
+        for (size_t i = 0; i < nn; i++) {
+            const struct kp_sched_node *n =
+                i < in->n_nodes ? &in->nodes[i] : &in->inflight[i - in->n_nodes];
+
+            s->n_nodes++;
+            if ((rc = node_init(in->daemons, in->n_daemons, &s->nodes[i], n)) < 0)
+                return rc;
+            s->node_order[i] = i;
+        }
+        if ((rc = sort_idx(s->node_order, s->n_nodes, cmp_nodes, s->nodes)) < 0)
+            return rc;
     }
-    if ((rc = sort_idx(s->node_order, s->n_nodes, cmp_nodes, s)) < 0)
-        return rc;
     for (size_t i = 0; i < in->n_pools; i++) {
         s->n_pools++;
         if ((rc = pool_init(s, &s->pools[i], &in->pools[i])) < 0)

@@ -36,6 +36,7 @@
 
 struct kp_instance_type;
 struct kp_nodepool_view;
+struct kp_sched_prepared;
 
 /* Karpenter's MaxInstanceTypes: options kept on one NodeClaim. */
 #define KP_SCHED_MAX_INSTANCE_TYPES 600u
@@ -103,6 +104,16 @@ struct kp_sched_input {
     /* Karpenter's MIN_VALUES_POLICY=BestEffort: a minValues the options cannot meet is lowered
      * to what they meet (the claim says so) instead of refusing the claim (false: Strict). */
     bool min_values_best_effort;
+    /* Optional (NULL: none): what kp_sched_prepare_nodes computed once for a superset of nodes
+     * and inflight, with the same daemons. The solve then borrows each node's set-up instead of
+     * redoing it, and copies a node's mutable state only when it places a pod there; the plan is
+     * the same byte for byte. prepared_of[i], for each input node i (nodes then inflight), is
+     * that node's index in the prepared set (its nodes then its inflight); it must be strictly
+     * increasing, and the node there must be the same one (same name, labels, pods, taints and
+     * allocatable arrays). NULL: the identity (the input is exactly the prepared set). A
+     * mismatch makes the solve fail with -EINVAL. */
+    const struct kp_sched_prepared *prepared;
+    const size_t *prepared_of;
 };
 
 /* One resource amount of a plan; name borrowed from the input. */
@@ -155,5 +166,22 @@ struct kp_sched_plan {
 int kp_sched_solve(const struct kp_sched_input *in, struct kp_sched_plan *ret)
     KP_NONNULL(1, 2) KP_WUR;
 void kp_sched_plan_done(struct kp_sched_plan *p);
+
+/* The per-node part of a solve's set-up that does not depend on the pods being placed, done
+ * once for nodes and inflight (as in kp_sched_input) and the daemons every solve over it will
+ * pass: each node's requirement set (labels plus hostname), the taints it must have tolerated,
+ * its free resources after its bound pods, their host ports, the DaemonSet room it still owes,
+ * and the order nodes are tried in. Many solves over subsets of these nodes (consolidation
+ * leaves one or a few out per trial) then pay only for what they change. Everything passed is
+ * borrowed and must outlive *ret and every solve using it. 0, -ENOMEM, -EOVERFLOW, -KP_ELIMIT or
+ * -EINVAL (a label value the sets refuse; a solve without prepared state fails the same way);
+ * *ret is written on success only. The result is immutable: any number of solves on any threads
+ * may read it at once. */
+int kp_sched_prepare_nodes(const struct kp_sched_node *nodes, size_t n_nodes,
+                           const struct kp_sched_node *inflight, size_t n_inflight,
+                           const struct kp_sched_daemon *daemons, size_t n_daemons,
+                           struct kp_sched_prepared **ret) KP_NONNULL(7) KP_WUR;
+/* Releases p; NULL-tolerant; returns NULL. */
+struct kp_sched_prepared *kp_sched_prepared_free(struct kp_sched_prepared *p);
 
 #endif

@@ -8,7 +8,12 @@
  * a prepare copies the node array without the moving nodes (O(nodes), no allocation per pod)
  * and runs pod selection over pending + moving pods, which is proportional to those pods, not
  * to the cluster. Everything a prepared input points at is owned by the build or the prepare,
- * so the input stays valid until both are released. */
+ * so the input stays valid until both are released.
+ *
+ * The scheduler's set-up of every destination node (requirements from labels, free resources
+ * after bound pods, host ports, order) costs more than a trial's placements, and does not
+ * change between trials: the build makes it once (kp_sched_prepare_nodes) over its nodes and
+ * in-flight claims, and a prepare hands the solve the map from its nodes to those (prep_of). */
 #include "core/provisioning/simulation.h"
 
 #include <errno.h>
@@ -153,6 +158,7 @@ void kp_sim_done(struct kp_sim *sim)
     kp_free(sim->pvc_refs);
     kp_free(sim->pdbs);
     kp_store_list_free(&sim->pdbs_l);
+    sim->prep = kp_sched_prepared_free(sim->prep);
     memset(sim, 0, sizeof(*sim));
 }
 
@@ -313,6 +319,14 @@ int kp_sim_build(const struct kp_sim_sources *src, const struct kp_state_snapsho
     }
     if ((r = build_pdbs(sim)) < 0 || (r = build_inflight(sim)) < 0 || (r = build_nodes(sim)) < 0)
         return r;
+    /* The node arrays are final now (never grown again): the prepared state may borrow them.
+     * Daemons: none, as every prepare's input passes none. */
+    r = kp_sched_prepare_nodes(sim->nodes, sim->n_nodes, sim->inflight, sim->n_inflight,
+                               /* daemons= */ NULL, 0, &sim->prep);
+    if (r == -EINVAL)
+        r = 0; /* each solve sets the nodes up itself and fails only when it uses that node */
+    if (r < 0)
+        return r;
     return build_pools(sim, c, cx);
 }
 
@@ -323,6 +337,7 @@ void kp_sim_run_done(struct kp_sim_run *run)
     kp_free(run->moved);
     kp_free(run->nodes);
     kp_free(run->snap_of);
+    kp_free(run->prep_of);
     memset(run, 0, sizeof(*run));
 }
 
@@ -350,7 +365,8 @@ int kp_sim_prepare(struct kp_sim *sim, const size_t *moving, size_t n_moving, in
             total += sim->bound[i].n;
     if (!(run->moved = kp_calloc(total + 1, sizeof(*run->moved))) ||
         !(run->nodes = kp_calloc(sim->n_nodes + 1, sizeof(*run->nodes))) ||
-        !(run->snap_of = kp_calloc(sim->n_nodes + sim->n_inflight + 1, sizeof(*run->snap_of))))
+        !(run->snap_of = kp_calloc(sim->n_nodes + sim->n_inflight + 1, sizeof(*run->snap_of))) ||
+        !(run->prep_of = kp_calloc(sim->n_nodes + sim->n_inflight + 1, sizeof(*run->prep_of))))
         return -ENOMEM;
     for (size_t i = 0; i < snap->n; i++)
         if (!node_active(&snap->v[i]))
@@ -374,10 +390,13 @@ int kp_sim_prepare(struct kp_sim *sim, const size_t *moving, size_t n_moving, in
         if (n_moving && is_moving(moving, n_moving, sim->node_snap[k]))
             continue;
         run->snap_of[run->n_nodes] = sim->node_snap[k];
+        run->prep_of[run->n_nodes] = k;
         run->nodes[run->n_nodes++] = sim->nodes[k];
     }
-    for (size_t k = 0; k < sim->n_inflight; k++)
+    for (size_t k = 0; k < sim->n_inflight; k++) {
         run->snap_of[run->n_nodes + k] = sim->inflight_snap[k];
+        run->prep_of[run->n_nodes + k] = sim->n_nodes + k;
+    }
     *in = (struct kp_sched_input){
         .pods = (const struct kp_pod_view *const *)run->sel.pods,
         .n_pods = run->sel.n_pods,
@@ -387,6 +406,8 @@ int kp_sim_prepare(struct kp_sim *sim, const size_t *moving, size_t n_moving, in
         .n_inflight = sim->n_inflight,
         .pools = sim->pools,
         .n_pools = sim->n_pools,
+        .prepared = sim->prep,
+        .prepared_of = sim->prep ? run->prep_of : NULL,
     };
     return 0;
 }

@@ -17,7 +17,9 @@
  *
  * Index spaces: a prepared input's nodes are the build's existing nodes minus the moving ones,
  * then the in-flight ones; run->snap_of maps each input node (nodes then in-flight) back to its
- * snapshot index.
+ * snapshot index. The build also sets up the scheduler's per-node state once
+ * (kp_sched_prepare_nodes), and every prepared input points at it (in->prepared), so a solve
+ * does not redo it for every node each trial.
  *
  * Threads: one thread owns a build and its prepares; the snapshot and the caches' entries are
  * held by reference, so they stay valid whatever the informers do meanwhile. */
@@ -72,6 +74,10 @@ struct kp_sim {
     struct kp_store_list pdbs_l;
     const struct kp_pdb_view **pdbs;
     size_t n_pdbs;
+    /* The scheduler's per-node set-up of nodes and inflight, made once per build so that each
+     * prepare's solve borrows it (NULL when a node's labels are invalid: the solves then set
+     * every node up themselves and report it, as before). */
+    struct kp_sched_prepared *prep;
 };
 
 /* Builds sim from snap (borrowed; must outlive sim) and src. c and cx are for the provider's
@@ -89,6 +95,7 @@ struct kp_sim_run {
     struct kp_sched_node *nodes; /* the build's existing nodes minus the moving ones */
     size_t n_nodes;
     size_t *snap_of;           /* per input node (nodes then in-flight): snapshot index */
+    size_t *prep_of;           /* per input node: its index in sim->prep (in->prepared_of) */
     struct kp_sched_plan plan; /* filled by the caller's kp_sched_solve */
 };
 

@@ -699,11 +699,11 @@ int kp_sched_bound_anti_affinity(struct kp_sched_solver *s)
     for (size_t i = 0; i < s->n_nodes; i++) {
         const struct kp_sched_target *t = &s->nodes[i];
 
-        for (size_t j = 0; j < t->node->n_pods; j++) {
-            const struct kp_pod_view *p = t->node->pods[j];
+        /* t->anti: the bound pods that are neither terminal nor terminating and have required
+         * anti-affinity, in bound order (node_init's, possibly made once for many solves). */
+        for (size_t j = 0; j < t->n_anti; j++) {
+            const struct kp_pod_view *p = t->anti[j];
 
-            if (kp_pod_terminal(p) || kp_pod_terminating(p))
-                continue;
             for (size_t k = 0; k < p->n_anti_affinity; k++) {
                 const struct kp_pod_term *term = &p->anti_affinity[k];
                 const char *dom = kp_streq(term->topology_key, KP_LABEL_HOSTNAME)
