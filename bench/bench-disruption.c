@@ -496,7 +496,7 @@ static void search_multi(struct bench *b, struct figures *f)
     struct kp_consolidation_decision dec;
     struct kp_sim sim;
     struct view w;
-    size_t *cand, *set, n_set = 0;
+    size_t *cand = NULL, *set = NULL, n_set = 0;
     uint64_t t0 = kp_mono_usec(), t1, t2, t3;
     int r;
 

@@ -55,45 +55,13 @@ pid_sample=""
 # shellcheck source=../lib/pool.sh
 . "$(dirname "$0")/../lib/pool.sh"
 
-cleanup() {
-    set +e
-    # Only the processes this test started, by PID.
-    [ -n "$pid_ctl" ] && kill -KILL "$pid_ctl" 2>/dev/null
-    [ -n "$pid_sample" ] && kill -KILL "$pid_sample" 2>/dev/null
-    kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
-    kc delete nodepool "$NP" "$NP2" --ignore-not-found --wait=false >/dev/null 2>&1
-    pool_forget "$NP2"
-    pool_forget "$NP"
-    kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
-    if [ "${fail:-0}" != 0 ]; then
-        echo "# --- last of the controller's log ---"
-        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
-    fi
-    rm -rf "$work"
-}
+cleanup() { pool_cleanup "$NP" "$NP2"; }
 trap cleanup EXIT
 
 # --- helpers -----------------------------------------------------------------------------------
-host_state() { kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.state}' 2>/dev/null || true; }
-host_is() { [ "$(host_state "$1")" = "$2" ]; }
-claims() { kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null || echo '{"items":[]}'; }
-claim_count_is() { [ "$(claims | jq '.items | length')" = "$1" ]; }
-cond_count_is() { # cond_count_is <type> <count>: NodeClaims whose condition <type> is True
-    [ "$(claims | jq --arg t "$1" '[.items[] | select(any(.status.conditions[]?; .type == $t and .status == "True"))] | length')" = "$2" ]
-}
-pods_json() { kc get pods -n "$APPS" -l app=web -o json 2>/dev/null || echo '{"items":[]}'; }
-running_is() { [ "$(pods_json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]; }
-kubelet_inactive() { ! "$KPSSH_LAB_HOST_SH" exec "$1" systemctl is-active --quiet kubelet; }
-metric_has() { body "http://127.0.0.1:$PORT/metrics" | grep -F "$1" | grep -F "$2" | grep -qv ' 0$'; }
 
 # --- set-up ------------------------------------------------------------------------------------
-"$KP_REPO/tests/lab/crds.sh" apply
-kc create namespace "$NS" >/dev/null
-kc create namespace "$APPS" >/dev/null
-kc create secret generic con-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
-pool_profile con-tls
-pool_nodeclass con con con-tls
-pool_hosts "$NS" con con-key con "${HOSTS[@]}"
+pool_setup con "${HOSTS[@]}"
 kc apply -f - >/dev/null <<EOF
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -111,44 +79,14 @@ spec:
     budgets: [{nodes: "2"}]
 EOF
 
-"$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
-    --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
-    --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
-pid_ctl=$!
-check "the controller is ready" wait_until 60 is_code 200 "http://127.0.0.1:$PORT/readyz"
-for h in con-1 con-2 con-3 con-4; do
-    check "host $h is probed Available" wait_until 90 host_is "$h" Available
-done
+pool_controller con-1 con-2 con-3 con-4
 
 # --- 1. scale-up -------------------------------------------------------------------------------
-deployment() { # deployment <name> <anti-affinity: yes|no>
-    local aff=""
-    [ "$2" = yes ] && aff="
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            - {labelSelector: {matchLabels: {app: $1}}, topologyKey: kubernetes.io/hostname}"
-    kc apply -f - >/dev/null <<EOF
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1, namespace: $APPS}
-spec:
-  replicas: 4
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-      nodeSelector: {karpenter.sh/nodepool: $NP}
-      terminationGracePeriodSeconds: 0$aff
-      containers:
-        - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 700m}}}
-EOF
-}
 filler_running() { [ "$(kc get pods -n "$APPS" -l app=filler -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" = 4 ]; }
-deployment filler yes
+pool_deployment filler 4 700m yes
 check "filler: four NodeClaims, one per replica" wait_until 90 claim_count_is 4
 check "filler: the four pods run" wait_until 300 filler_running
-deployment web no
+pool_deployment web 4 700m no
 check "web: the four pods run beside them" wait_until 120 running_is 4
 check "web: one pod on each Node" eval \
     "[ \$(pods_json | jq '[.items[].spec.nodeName] | unique | length') = 4 ]"
@@ -246,33 +184,16 @@ spec:
 EOF
 check "hosts conbig-1 and consmall-1 are probed Available" wait_until 90 eval \
     "host_is conbig-1 Available && host_is consmall-1 Available"
-pod2() { # pod2 <name> <cpu>: a Deployment of one replica on the second NodePool
-    kc apply -f - >/dev/null <<EOF
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1, namespace: $APPS}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-      nodeSelector: {karpenter.sh/nodepool: $NP2}
-      terminationGracePeriodSeconds: 0
-      containers:
-        - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: $2}}}
-EOF
-}
 app_node() { kc get pods -n "$APPS" -l app="$1" -o json | jq -r '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)][0].spec.nodeName // ""'; }
 app_runs() { [ -n "$(app_node "$1")" ]; }
 claims2() { kc get nodeclaims -l karpenter.sh/nodepool="$NP2" -o json 2>/dev/null || echo '{"items":[]}'; }
-pod2 hog 2500m
+pool_deployment hog 1 2500m no "$NP2"
 check "hog (2500m): runs on a conbig node" wait_until 300 app_runs hog
 big_node=$(app_node hog)
 check "hog's node is of instance type conbig" test \
     "$(kc get node "$big_node" -o jsonpath='{.metadata.labels.node\.kubernetes\.io/instance-type}')" = conbig
 big_claim=$(claims2 | jq -r --arg n "$big_node" '.items[] | select(.status.nodeName == $n) | .metadata.name')
-pod2 light 500m
+pool_deployment light 1 500m no "$NP2"
 check "light (500m): runs beside it" wait_until 120 eval "[ \"\$(app_node light)\" = $big_node ]"
 # Every 0.5 s: is light unschedulable, and is the big NodeClaim going (deleting or gone) while
 # no consmall NodeClaim is Initialized (the replacement must come first)?

@@ -86,9 +86,6 @@ cond_is() { [ "$(cond "$1" "$2")" = "$3" ]; }
 cond_reason_is() { [ "$(cond "$1" "$2")" = "$3" ] && [ "$(cond_reason "$1" "$2")" = "$4" ]; }
 gone() { ! kc get "$1" "$2" >/dev/null 2>&1; }
 exists() { kc get "$1" "$2" >/dev/null 2>&1; }
-host_state() { kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.state}' 2>/dev/null || true; }
-host_is() { [ "$(host_state "$1")" = "$2" ]; }
-kubelet_inactive() { ! "$KPSSH_LAB_HOST_SH" exec "$1" systemctl is-active --quiet kubelet; }
 pid_watch2=""
 node_json() { kc get node "$1" -o json 2>/dev/null || echo '{}'; }
 node_has() { node_json "$1" | jq -e "$2" >/dev/null; }

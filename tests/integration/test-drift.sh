@@ -46,35 +46,10 @@ pid_sample=""
 # shellcheck source=../lib/pool.sh
 . "$(dirname "$0")/../lib/pool.sh"
 
-cleanup() {
-    set +e
-    # Only the processes this test started, by PID.
-    [ -n "$pid_ctl" ] && kill -KILL "$pid_ctl" 2>/dev/null
-    [ -n "$pid_sample" ] && kill -KILL "$pid_sample" 2>/dev/null
-    kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
-    kc delete nodepool "$NP" --ignore-not-found --wait=false >/dev/null 2>&1
-    pool_forget "$NP"
-    kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
-    if [ "${fail:-0}" != 0 ]; then
-        echo "# --- last of the controller's log ---"
-        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
-    fi
-    rm -rf "$work"
-}
+cleanup() { pool_cleanup "$NP"; }
 trap cleanup EXIT
 
 # --- helpers -----------------------------------------------------------------------------------
-host_state() { kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.state}' 2>/dev/null || true; }
-host_is() { [ "$(host_state "$1")" = "$2" ]; }
-claims() { kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null || echo '{"items":[]}'; }
-claim_count_is() { [ "$(claims | jq '.items | length')" = "$1" ]; }
-cond_count_is() { # cond_count_is <type> <count>: NodeClaims whose condition <type> is True
-    [ "$(claims | jq --arg t "$1" '[.items[] | select(any(.status.conditions[]?; .type == $t and .status == "True"))] | length')" = "$2" ]
-}
-pods_json() { kc get pods -n "$APPS" -l app=web -o json 2>/dev/null || echo '{"items":[]}'; }
-running_is() { [ "$(pods_json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]; }
-kubelet_inactive() { ! "$KPSSH_LAB_HOST_SH" exec "$1" systemctl is-active --quiet kubelet; }
-metric_has() { body "http://127.0.0.1:$PORT/metrics" | grep -F "$1" | grep -F "$2" | grep -qv ' 0$'; }
 nodepool() { # nodepool <team label>
     kc apply -f - >/dev/null <<EOF
 apiVersion: karpenter.sh/v1
@@ -97,44 +72,13 @@ EOF
 }
 
 # --- set-up ------------------------------------------------------------------------------------
-"$KP_REPO/tests/lab/crds.sh" apply
-kc create namespace "$NS" >/dev/null
-kc create namespace "$APPS" >/dev/null
-kc create secret generic drift-key -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
-pool_profile drift-tls
-pool_nodeclass drift drift drift-tls
-pool_hosts "$NS" drift drift-key drift "${HOSTS[@]}"
+pool_setup drift "${HOSTS[@]}"
 nodepool blue
 
-"$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
-    --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
-    --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
-pid_ctl=$!
-check "the controller is ready" wait_until 60 is_code 200 "http://127.0.0.1:$PORT/readyz"
-for h in drift-1 drift-2 drift-3; do
-    check "host $h is probed Available" wait_until 90 host_is "$h" Available
-done
+pool_controller drift-1 drift-2 drift-3
 
 # --- 1. scale-up -------------------------------------------------------------------------------
-kc apply -f - >/dev/null <<EOF
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: $APPS}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      nodeSelector: {karpenter.sh/nodepool: $NP}
-      terminationGracePeriodSeconds: 0
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            - {labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}
-      containers:
-        - {name: web, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: 500m}}}
-EOF
+pool_deployment web 2 500m yes
 check "web: two NodeClaims" wait_until 60 claim_count_is 2
 check "web: the pods run" wait_until 300 running_is 2
 mapfile -t old_claims < <(claims | jq -r '.items[].metadata.name' | sort)

@@ -56,6 +56,106 @@ EOF
     done
 }
 
+# pool_setup <prefix> <lab host index>...: the CRDs (once any delete an earlier test started has
+# finished: tests/lab/crds.sh says why), the namespaces NS and APPS, the SSH key Secret
+# <prefix>-key, the profile <prefix>-tls, the node class <prefix> over host class <prefix>, and
+# the SSHHosts <prefix>-1, <prefix>-2, ... for the lab hosts.
+pool_setup() {
+    local px=$1
+    shift
+    "$KP_REPO/tests/lab/crds.sh" apply
+    kc create namespace "$NS" >/dev/null
+    kc create namespace "$APPS" >/dev/null
+    kc create secret generic "$px-key" -n "$NS" --from-file=privateKey="$KPSSH_LAB_SSH_KEY" >/dev/null
+    pool_profile "$px-tls"
+    pool_nodeclass "$px" "$px" "$px-tls"
+    pool_hosts "$NS" "$px" "$px-key" "$px" "$@"
+}
+
+# pool_controller <SSHHost>...: starts kpssh-controller ($BIN, one replica) on PORT, logging to
+# $work/ctl.log, with its PID in pid_ctl; checks that it is ready and that each SSHHost named is
+# probed Available.
+pool_controller() {
+    local h
+    # shellcheck disable=SC2154 # work: the caller's scratch directory
+    "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
+        --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
+        --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
+    # shellcheck disable=SC2034 # pid_ctl: the caller's, for its clean-up
+    pid_ctl=$!
+    check "the controller is ready" wait_until 60 is_code 200 "http://127.0.0.1:$PORT/readyz"
+    for h in "$@"; do
+        check "host $h is probed Available" wait_until 90 host_is "$h" Available
+    done
+}
+
+# pool_deployment <name> <replicas> <cpu> <anti-affinity: yes|no> [<nodepool>]: a Deployment of
+# pause pods in APPS, labelled app=<name>, on NodePool NP (or the one named), with a hostname
+# anti-affinity among its own pods when asked, and no grace period (an evicted pod is gone at
+# once, as the tests count pods).
+pool_deployment() {
+    local aff=""
+    [ "$4" = yes ] && aff="
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - {labelSelector: {matchLabels: {app: $1}}, topologyKey: kubernetes.io/hostname}"
+    kc apply -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $APPS}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      nodeSelector: {karpenter.sh/nodepool: ${5:-$NP}}
+      terminationGracePeriodSeconds: 0$aff
+      containers:
+        - {name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: $3}}}
+EOF
+}
+
+# pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap: kills only what the test
+# started (pid_ctl, pid_sample), deletes APPS, the NodePools and NS, forgets the NodePools'
+# NodeClaims and Nodes (pool_forget), and prints the end of the controller's log when a check
+# failed.
+pool_cleanup() {
+    local np
+    set +e
+    [ -n "${pid_ctl:-}" ] && kill -KILL "$pid_ctl" 2>/dev/null
+    [ -n "${pid_sample:-}" ] && kill -KILL "$pid_sample" 2>/dev/null
+    kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
+    kc delete nodepool "$@" --ignore-not-found --wait=false >/dev/null 2>&1
+    for np in "$@"; do pool_forget "$np"; done
+    kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+    if [ "${fail:-0}" != 0 ]; then
+        echo "# --- last of the controller's log ---"
+        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
+    fi
+    rm -rf "$work"
+}
+
+# --- what the disruption tests look at -----------------------------------------------------------
+# These read the caller's NS (pool namespace), NP (NodePool), APPS (the namespace of the
+# Deployment "web" the tests scale) and PORT (the controller's metrics port).
+host_state() { kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.state}' 2>/dev/null || true; }
+host_is() { [ "$(host_state "$1")" = "$2" ]; }
+kubelet_inactive() { ! "$KPSSH_LAB_HOST_SH" exec "$1" systemctl is-active --quiet kubelet; }
+claims() { kc get nodeclaims -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null || echo '{"items":[]}'; }
+claim_count_is() { [ "$(claims | jq '.items | length')" = "$1" ]; }
+cond_count_is() { # cond_count_is <type> <count>: NodeClaims of NP whose condition <type> is True
+    [ "$(claims | jq --arg t "$1" '[.items[] | select(any(.status.conditions[]?; .type == $t and .status == "True"))] | length')" = "$2" ]
+}
+pods_json() { kc get pods -n "$APPS" -l app=web -o json 2>/dev/null || echo '{"items":[]}'; }
+running_is() { # running_is <count>: web pods Running and not terminating
+    [ "$(pods_json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]
+}
+metric_has() { # metric_has <text> [<more text>]: a series holding both, not at 0
+    body "http://127.0.0.1:$PORT/metrics" | grep -F "$1" | grep -F "${2:-}" | grep -qv ' 0$'
+}
+
 # pool_forget <nodepool>: for a test's clean-up, with the controller gone: every NodeClaim and
 # Node of the NodePool loses its finalizers and is deleted (nothing is left to release them), then
 # the lab hosts in hosts_added are stopped.

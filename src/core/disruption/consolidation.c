@@ -304,17 +304,12 @@ static int try_one(struct kp_sim *sim, const struct kp_dnode *v, size_t i, int64
     return try_set(sim, v, &i, 1, now, ret);
 }
 
-struct pool_left {
-    const char *name;
-    int64_t remaining;
-};
-
 int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t n,
                             const size_t *cand, size_t n_cand, int64_t now_usec,
                             kp_unconsolidatable_fn fn, void *ctx, const struct kp_ctx *stop,
                             size_t *ret_idx, struct kp_consolidation_decision *ret)
 {
-    struct pool_left *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
+    struct kp_pool_budget *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
     size_t n_pools = 0;
     int r = 0;
 
@@ -324,23 +319,11 @@ int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t
     for (size_t k = 0; k < n_cand && r == 0; k++) {
         const struct kp_dnode *d = &v[cand[k]];
         struct kp_consolidation_decision dec;
-        struct pool_left *pb = NULL;
+        struct kp_pool_budget *pb;
 
         if (kp_ctx_done(stop))
             break;
-        for (size_t q = 0; q < n_pools && !pb; q++)
-            if (strcmp(pools[q].name, d->sn->nodepool) == 0)
-                pb = &pools[q];
-        if (!pb) {
-            int64_t nodes, disrupting, allowed;
-
-            kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
-            allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
-                                        nodes, now_usec / 1000000LL);
-            pb = &pools[n_pools++];
-            pb->name = d->sn->nodepool;
-            pb->remaining = kp_budget_remaining(allowed, disrupting);
-        }
+        pb = kp_pool_budget(pools, &n_pools, v, n, d, KP_DISRUPT_UNDERUTILIZED, now_usec);
         if (pb->remaining <= 0)
             continue;
         if ((r = try_one(sim, v, cand[k], now_usec, &dec)) < 0)
@@ -394,7 +377,7 @@ int kp_consolidation_multi(struct kp_sim *sim, const struct kp_dnode *v, size_t 
                            struct kp_consolidation_decision *ret)
 {
     size_t *take = kp_calloc(n_cand ? n_cand : 1, sizeof(*take)), n_take = 0, best = 0;
-    struct pool_left *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
+    struct kp_pool_budget *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
     size_t n_pools = 0, lo = 1, hi;
     int r = 0;
 
@@ -407,21 +390,9 @@ int kp_consolidation_multi(struct kp_sim *sim, const struct kp_dnode *v, size_t 
     /* The candidates in order, each within its pool's budget, at most KP_MULTI_MAX. */
     for (size_t k = 0; k < n_cand && n_take < KP_CONSOLIDATION_MULTI_MAX; k++) {
         const struct kp_dnode *d = &v[cand[k]];
-        struct pool_left *pb = NULL;
+        struct kp_pool_budget *pb;
 
-        for (size_t q = 0; q < n_pools && !pb; q++)
-            if (strcmp(pools[q].name, d->sn->nodepool) == 0)
-                pb = &pools[q];
-        if (!pb) {
-            int64_t nodes, disrupting, allowed;
-
-            kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
-            allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
-                                        nodes, now_usec / 1000000LL);
-            pb = &pools[n_pools++];
-            pb->name = d->sn->nodepool;
-            pb->remaining = kp_budget_remaining(allowed, disrupting);
-        }
+        pb = kp_pool_budget(pools, &n_pools, v, n, d, KP_DISRUPT_UNDERUTILIZED, now_usec);
         if (pb->remaining <= 0)
             continue;
         if (pb->remaining != KP_BUDGET_UNLIMITED)

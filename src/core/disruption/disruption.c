@@ -148,15 +148,29 @@ static bool before(const struct kp_dnode *a, const struct kp_dnode *b)
     return strcmp(x->e.name, y->e.name) < 0;
 }
 
-struct pool_budget {
-    const char *name;
-    int64_t remaining;
-};
+struct kp_pool_budget *kp_pool_budget(struct kp_pool_budget *pools, size_t *n_pools,
+                                      const struct kp_dnode *v, size_t n, const struct kp_dnode *d,
+                                      uint32_t reason, int64_t now_usec)
+{
+    struct kp_pool_budget *pb;
+    int64_t nodes, disrupting, allowed;
+
+    for (size_t k = 0; k < *n_pools; k++)
+        if (strcmp(pools[k].nodepool, d->sn->nodepool) == 0)
+            return &pools[k];
+    kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
+    allowed =
+        kp_budget_allowed(d->np->budgets, d->np->n_budgets, reason, nodes, now_usec / USEC_PER_SEC);
+    pb = &pools[(*n_pools)++];
+    pb->nodepool = d->sn->nodepool;
+    pb->remaining = kp_budget_remaining(allowed, disrupting);
+    return pb;
+}
 
 size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only, int64_t now_usec,
                            size_t *ret_idx, bool *ret_blocked)
 {
-    struct pool_budget *pools = NULL;
+    struct kp_pool_budget *pools = NULL;
     size_t n_cand = 0, n_pools = 0, out = 0;
     char why[256];
 
@@ -178,21 +192,9 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only,
         return 0; /* nothing to do, or no memory to check budgets with: disrupt nothing */
     for (size_t i = 0; i < n_cand; i++) {
         const struct kp_dnode *d = &v[ret_idx[i]];
-        struct pool_budget *pb = NULL;
+        struct kp_pool_budget *pb =
+            kp_pool_budget(pools, &n_pools, v, n, d, KP_DISRUPT_EMPTY, now_usec);
 
-        for (size_t k = 0; k < n_pools && !pb; k++)
-            if (strcmp(pools[k].name, d->sn->nodepool) == 0)
-                pb = &pools[k];
-        if (!pb) {
-            int64_t nodes, disrupting, allowed;
-
-            kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
-            allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_EMPTY, nodes,
-                                        now_usec / USEC_PER_SEC);
-            pb = &pools[n_pools++];
-            pb->name = d->sn->nodepool;
-            pb->remaining = kp_budget_remaining(allowed, disrupting);
-        }
         if (pb->remaining <= 0) {
             if (ret_blocked)
                 *ret_blocked = true;
@@ -774,39 +776,6 @@ static void replacing_clear(struct kp_disruption_controller *ctl)
     cmd_clear(ctl);
 }
 
-/* Creates the NodeClaim of planned claim sc (of in's pools); its name in *ret_name (owned). */
-static int create_replacement(struct kp_disruption_controller *ctl, struct kp_client *c,
-                              const struct kp_sched_input *in, const struct kp_sched_claim *sc,
-                              const struct reason *why, char **ret_name)
-{
-    const struct kp_nodepool_view *np = in->pools[sc->pool].np;
-    struct kp_error e = KP_ERROR_INIT;
-    json_t *obj = NULL, *got = NULL;
-    const char *name = NULL;
-    int r;
-
-    if ((r = kp_provisioner_nodeclaim(np, sc, &obj)) < 0)
-        goto out;
-    if ((r = kp_client_create(c, &KP_RES_NODECLAIM, NULL, obj, &got, &e)) < 0) {
-        kp_log_error_errno(r, "could not launch replacement nodeclaim",
-                           KP_LF("nodepool", np->e.name),
-                           KP_LF("detail", e.message ? e.message : ""));
-        goto out;
-    }
-    if (kp_json_path_str(got, "metadata.name", &name) < 0 || !name ||
-        !(*ret_name = kp_strdup(name))) {
-        r = -ENOMEM; /* created, but nameless to us: Emptiness takes it back */
-        goto out;
-    }
-    kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_CREATED,
-                  KP_CM_LABELS(why->label, np->e.name, sc->min_values_relaxed ? "true" : "false"));
-out:
-    kp_error_done(&e);
-    kp_json_unref(got);
-    kp_json_unref(obj);
-    return r;
-}
-
 /* Launches claims[0..n) (n >= 1, of in's plan) to replace the nodes d[0..k) (semantics §5.8
  * steps 2-3): taint and DisruptionReason on each first (a failure aborts the command), then
  * the NodeClaims. On success the command is in flight (replacing_step finishes it; ctl->cmd
@@ -831,7 +800,8 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
     if (r < 0)
         goto fail;
     for (size_t q = 0; q < n; q++) {
-        if ((r = create_replacement(ctl, c, in, &claims[q], why, &ctl->repl_names[q])) < 0)
+        if ((r = kp_provisioner_create(c, in->pools[claims[q].pool].np, &claims[q], why->label,
+                                       ctl->env->observer, &ctl->repl_names[q])) < 0)
             goto fail;
         ctl->n_repl++;
     }

@@ -101,6 +101,21 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
 void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *nodepool,
                                int64_t *ret_nodes, int64_t *ret_disrupting) KP_NONNULL(3, 4, 5);
 
+/* What is left of one NodePool's budget for one reason during a pass: a method keeps one per
+ * NodePool it meets (an array with room for as many as its candidates) and takes one from
+ * `remaining` for each node it selects. */
+struct kp_pool_budget {
+    const char *nodepool;
+    int64_t remaining; /* KP_BUDGET_UNLIMITED, or how many more it may take */
+};
+
+/* The entry of d's NodePool in pools[0..*n_pools), made (counted over v[0..n) at now for the
+ * reason bit, kp_budget_allowed minus the pool's disrupting nodes) when not there yet; pools
+ * has room for one more. Pure. */
+struct kp_pool_budget *kp_pool_budget(struct kp_pool_budget *pools, size_t *n_pools,
+                                      const struct kp_dnode *v, size_t n, const struct kp_dnode *d,
+                                      uint32_t reason, int64_t now_usec) KP_NONNULL(1, 2, 5);
+
 /* Whether d is empty and consolidatable (the Emptiness method's ShouldDisrupt, candidate rules
  * aside). Pure. */
 bool kp_emptiness_wants(const struct kp_dnode *d) KP_NONNULL(1);

@@ -109,16 +109,11 @@ static const char *unplaced(const struct kp_sched_input *in, const struct kp_sch
     return NULL;
 }
 
-struct pool_left {
-    const char *name;
-    int64_t remaining;
-};
-
 int kp_drift_search(struct kp_sim *sim, const struct kp_dnode *v, size_t n, const size_t *cand,
                     size_t n_cand, int64_t now_usec, kp_drift_blocked_fn fn, void *ctx,
                     const struct kp_ctx *stop, struct kp_drift_command *ret)
 {
-    struct pool_left *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
+    struct kp_pool_budget *pools = kp_calloc(n_cand ? n_cand : 1, sizeof(*pools));
     size_t n_pools = 0;
     char why[512];
     int r = 0;
@@ -128,7 +123,7 @@ int kp_drift_search(struct kp_sim *sim, const struct kp_dnode *v, size_t n, cons
         return -ENOMEM;
     for (size_t k = 0; k < n_cand && r == 0; k++) {
         const struct kp_dnode *d = &v[cand[k]];
-        struct pool_left *pb = NULL;
+        struct kp_pool_budget *pb;
         struct kp_sim_run run = {0};
         struct kp_sched_input in = {0};
         const char *no;
@@ -136,19 +131,7 @@ int kp_drift_search(struct kp_sim *sim, const struct kp_dnode *v, size_t n, cons
 
         if (kp_ctx_done(stop))
             break;
-        for (size_t q = 0; q < n_pools && !pb; q++)
-            if (strcmp(pools[q].name, d->sn->nodepool) == 0)
-                pb = &pools[q];
-        if (!pb) {
-            int64_t nodes, disrupting, allowed;
-
-            kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
-            allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_DRIFTED, nodes,
-                                        now_usec / 1000000LL);
-            pb = &pools[n_pools++];
-            pb->name = d->sn->nodepool;
-            pb->remaining = kp_budget_remaining(allowed, disrupting);
-        }
+        pb = kp_pool_budget(pools, &n_pools, v, n, d, KP_DISRUPT_DRIFTED, now_usec);
         if (pb->remaining <= 0)
             continue;
         if ((r = kp_sim_prepare(sim, &i, 1, now_usec, &run, &in)) < 0 ||

@@ -497,12 +497,10 @@ static bool created_known(struct kp_provisioner_controller *ctl,
     return true;
 }
 
-/* Creates the NodeClaim of plan claim k; its name in ret_name (owned). */
-static int create_claim(struct kp_provisioner_controller *ctl, struct kp_client *c,
-                        const struct kp_sched_input *in, const struct kp_sched_claim *sc,
-                        char **ret_name)
+int kp_provisioner_create(struct kp_client *c, const struct kp_nodepool_view *np,
+                          const struct kp_sched_claim *sc, const char *reason,
+                          const struct kp_core_observer *observer, char **ret_name)
 {
-    const struct kp_nodepool_view *np = in->pools[sc->pool].np;
     struct kp_error e = KP_ERROR_INIT;
     json_t *obj = NULL, *got = NULL;
     const char *name = NULL;
@@ -513,20 +511,20 @@ static int create_claim(struct kp_provisioner_controller *ctl, struct kp_client 
     r = kp_client_create(c, &KP_RES_NODECLAIM, NULL, obj, &got, &e);
     if (r < 0) {
         kp_log_error_errno(r, "could not launch nodeclaim", KP_LF("nodepool", np->e.name),
-                           KP_LF("detail", e.message ? e.message : ""));
+                           KP_LF("reason", reason), KP_LF("detail", e.message ? e.message : ""));
         goto out;
     }
     if (kp_json_path_str(got, "metadata.name", &name) < 0 || !name ||
         !(*ret_name = kp_strdup(name))) {
-        r = -ENOMEM;
+        r = -ENOMEM; /* created, but nameless to us: the caller's next look finds it */
         goto out;
     }
     kp_log_info("created nodeclaim", KP_LF("NodePool", np->e.name), KP_LF("NodeClaim", name),
-                KP_LF("pods", (int64_t)sc->n_pods), KP_LF("instance-types", (int64_t)sc->n_types),
+                KP_LF("reason", reason), KP_LF("pods", (int64_t)sc->n_pods),
+                KP_LF("instance-types", (int64_t)sc->n_types),
                 KP_LF("cheapest", sc->n_types ? sc->types[0]->name : ""));
-    kp_core_count(
-        ctl->env->observer, KP_CM_NODECLAIMS_CREATED,
-        KP_CM_LABELS("provisioned", np->e.name, sc->min_values_relaxed ? "true" : "false"));
+    kp_core_count(observer, KP_CM_NODECLAIMS_CREATED,
+                  KP_CM_LABELS(reason, np->e.name, sc->min_values_relaxed ? "true" : "false"));
 out:
     kp_error_done(&e);
     kp_json_unref(got);
@@ -562,7 +560,9 @@ static size_t round_act(struct kp_provisioner_controller *ctl, struct kp_client 
          * plans again from what exists. */
         if (kp_ctx_err(cx) < 0)
             break;
-        r = names ? create_claim(ctl, c, in, &plan->claims[k], &names[k]) : -ENOMEM;
+        r = names ? kp_provisioner_create(c, in->pools[plan->claims[k].pool].np, &plan->claims[k],
+                                          "provisioned", ctl->env->observer, &names[k])
+                  : -ENOMEM;
 
         if (r == 0)
             remember_created(ctl, names[k]);

@@ -33,7 +33,9 @@
 
 #include "base/macro.h"
 
+struct kp_client;
 struct kp_core_env;
+struct kp_core_observer;
 struct kp_nodepool_view;
 struct kp_sched_claim;
 typedef struct json_t json_t;
@@ -59,6 +61,14 @@ typedef struct json_t json_t;
  * Pure. 0, -ENOMEM, or -EINVAL (a NodePool without a uid, which an ownerReference needs). */
 int kp_provisioner_nodeclaim(const struct kp_nodepool_view *np, const struct kp_sched_claim *c,
                              json_t **ret) KP_NONNULL(1, 2, 3) KP_WUR;
+
+/* Creates the NodeClaim of planned claim sc of NodePool np (kp_provisioner_nodeclaim), logs
+ * it and counts karpenter_nodeclaims_created_total{reason} ("provisioned", or a disruption's
+ * replacement reason); its name in *ret_name (owned). 0, -ENOMEM, or the create's error. */
+int kp_provisioner_create(struct kp_client *c, const struct kp_nodepool_view *np,
+                          const struct kp_sched_claim *sc, const char *reason,
+                          const struct kp_core_observer *observer, char **ret_name)
+    KP_NONNULL(1, 2, 3, 4, 6) KP_WUR;
 
 struct kp_provisioner_controller;
 
