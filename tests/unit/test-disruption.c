@@ -705,6 +705,20 @@ static void test_consolidation_decide(void **state)
     assert_string_equal(d.why, "Can't replace with a cheaper node");
     assert_int_equal(kp_consolidation_decide(&in, &plan, -1, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_NOTHING); /* unknown price: no replacement */
+    /* minValues 3 on the instance type: two cheaper options are not enough to launch. */
+    {
+        const char *names[] = {"tiny", "small", "large"};
+
+        assert_int_equal(
+            kp_reqset_add(&claims[0].reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, 3, 3), 0);
+        assert_int_equal(kp_consolidation_decide(&in, &plan, 400, &d), 0);
+        assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
+        assert_string_equal(d.why, "Filtering by price: minValues requirement is not met");
+        assert_int_equal(kp_consolidation_decide(&in, &plan, 500, &d), 0);
+        assert_int_equal(d.verdict, KP_CONSOL_REPLACE); /* all three cheaper: it still holds */
+        kp_consolidation_decision_done(&d);
+        kp_reqset_done(&claims[0].reqs);
+    }
     for (size_t i = 0; i < 3; i++)
         itype_done(&t[i]);
     kp_entry_unref(run);

@@ -116,6 +116,57 @@ static int64_t worst_price(const struct kp_instance_type *t)
     return worst;
 }
 
+/* Whether q allows value v. */
+static bool allows(const struct kp_req *q, const char *v)
+{
+    bool listed = false;
+
+    for (size_t i = 0; i < q->n_values && !listed; i++)
+        listed = kp_streq(q->values[i], v);
+    return q->complement ? !listed : listed;
+}
+
+/* Whether the options types[0..n) still meet every minValues of reqs, as Karpenter's
+ * RemoveInstanceTypeOptionsByPriceAndMinValues checks after filtering by price: for each key
+ * with minValues, at least that many distinct values of it among the options (the instance
+ * type key: that many options). A replacement that could not meet it would be refused by the
+ * NodeClaim's own validation. */
+static bool meets_min_values(const struct kp_reqset *reqs, const struct kp_instance_type **types,
+                             size_t n)
+{
+    for (size_t k = 0; k < reqs->n; k++) {
+        const struct kp_req *q = &reqs->v[k];
+        const char **seen;
+        size_t n_seen = 0;
+
+        if (!q->min_values)
+            continue;
+        if (kp_streq(q->key, KP_LABEL_INSTANCE_TYPE)) {
+            if (n < q->min_values)
+                return false;
+            continue;
+        }
+        if (!(seen = kp_calloc(q->min_values, sizeof(*seen))))
+            return false; /* no memory to tell: no replacement rather than a wrong one */
+        for (size_t t = 0; t < n && n_seen < q->min_values; t++) {
+            const struct kp_req *tq = kp_reqset_get(&types[t]->reqs, q->key);
+
+            for (size_t v = 0; tq && !tq->complement && v < tq->n_values; v++) {
+                bool dup = false;
+
+                for (size_t i = 0; i < n_seen && !dup; i++)
+                    dup = kp_streq(seen[i], tq->values[v]);
+                if (!dup && allows(q, tq->values[v]) && n_seen < q->min_values)
+                    seen[n_seen++] = tq->values[v];
+            }
+        }
+        kp_free(seen);
+        if (n_seen < q->min_values)
+            return false;
+    }
+    return true;
+}
+
 void kp_consolidation_decision_done(struct kp_consolidation_decision *d)
 {
     if (!d)
@@ -173,6 +224,14 @@ int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sch
             if (w >= 0 && w < price_micro)
                 ret->types[ret->n_types++] = claim->types[i];
         }
+    }
+    if (ret->n_types > 0 && !meets_min_values(&claim->reqs, ret->types, ret->n_types)) {
+        kp_free(ret->types);
+        ret->types = NULL;
+        ret->n_types = 0;
+        (void)snprintf(ret->why, sizeof(ret->why),
+                       "Filtering by price: minValues requirement is not met");
+        return 0;
     }
     if (ret->n_types == 0) {
         kp_free(ret->types);
@@ -368,7 +427,7 @@ static bool drop_same_types(const struct kp_sim *sim, const struct kp_dnode *v, 
         if (max < 0 || worst_price(dec->types[t]) < max)
             dec->types[out++] = dec->types[t];
     dec->n_types = out;
-    return out > 0;
+    return out > 0 && meets_min_values(&dec->run.plan.claims[0].reqs, dec->types, out);
 }
 
 int kp_consolidation_multi(struct kp_sim *sim, const struct kp_dnode *v, size_t n,

@@ -70,7 +70,8 @@ enum kp_consolidation_verdict {
 struct kp_consolidation_decision {
     enum kp_consolidation_verdict verdict;
     /* REPLACE: plan->claims[0]'s options whose every offering is strictly cheaper than the
-     * candidates' price, cheapest first (owned array; the types are the plan's). */
+     * candidates' price and that still meet the claim's minValues, in the plan's order (owned
+     * array; the types are the plan's). */
     const struct kp_instance_type **types;
     size_t n_types;
     /* NOTHING: the Unconsolidatable sentence ("" when there is none to give). */

@@ -388,11 +388,13 @@ static void emit(struct kp_disruption_controller *ctl, const struct kp_entry *e,
                  const char *note)
 {
     struct kp_events *ev = events(ctl);
-    const struct kp_event_ref ref = {
-        .kind = kind, .api_version = api_version, .name = e->name, .uid = e->uid};
+    struct kp_event_ref ref = {.kind = kind, .api_version = api_version};
 
-    if (ev)
-        (void)kp_events_emit(ev, &ref, type, reason, /* action= */ "Disruption", note);
+    if (!ev || !e) /* no recorder; or the object is gone (a Node removed mid-command) */
+        return;
+    ref.name = e->name;
+    ref.uid = e->uid;
+    (void)kp_events_emit(ev, &ref, type, reason, /* action= */ "Disruption", note);
 }
 
 /* The informer's current entry of key in store when it is still the incarnation uid: a new
@@ -807,6 +809,9 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
     }
     ctl->repl_reason = why;
     ctl->repl_type = consolidation_type;
+    /* Counted when the command starts, as upstream: a failure shows in queue_failures too. */
+    kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                  KP_CM_LABELS("replace", why->label, consolidation_type));
     ctl->repl_started_usec = now;
     ctl->repl_marked = false;
     ctl->cmd_method = METHOD_REPLACING;
@@ -886,6 +891,9 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
                              KP_LF("node", cand[i]->sn->name));
         ctl->repl_marked = true;
     }
+    /* Deletes that keep failing (a webhook, RBAC) must not hold the loop for ever either. */
+    if (!failed && now - ctl->repl_started_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC)
+        failed = true;
     if (!failed && ready == ctl->n_repl) {
         for (size_t i = 0; i < n_cand; i++) {
             int one = disrupt_delete(ctl, c, cand[i], ctl->repl_reason);
@@ -893,11 +901,8 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
             if (one < 0 && one != -ENOENT && one != -KP_ECONFLICT)
                 r = one; /* retried next pass: the command stays in flight */
         }
-        if (r == 0) {
-            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                          KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
+        if (r == 0)
             replacing_clear(ctl);
-        }
         goto out;
     }
     if (!failed)
@@ -913,6 +918,10 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
         *ret_requeue = KP_DISRUPTION_POLL_USEC;
         goto out;
     }
+    /* Polled every second at first, as a join is often quick, then every 5 s (upstream backs
+     * off to 10 s). */
+    if (now - ctl->repl_started_usec > 30 * USEC_PER_SEC)
+        *ret_requeue = 5 * SOON_USEC;
     for (size_t i = 0; i < n_cand; i++) {
         emit(ctl, cand[i]->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
              "Waiting on readiness to continue disruption");
@@ -1047,6 +1056,55 @@ static bool budgets_allow(const struct pass *p, const size_t *idx, size_t k, int
     return true;
 }
 
+/* ConsolidationRejected on the Node and NodeClaim of every node of the dropped command still
+ * there, with Karpenter's message and why: "churn" (no longer a candidate), "budget" (the
+ * budget no longer allows it) or "scheduling" (the new simulation disagrees). */
+static void rejected(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now,
+                     const char *type)
+{
+    size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand = 0;
+    bool *only = kp_calloc(p->n ? p->n : 1, sizeof(*only));
+    const char *why = "scheduling",
+               *decision = ctl->cmd_verdict == KP_CONSOL_REPLACE ? "replace" : "delete";
+    char note[512];
+
+    if (!cand || !only)
+        goto out; /* no memory for events: the log line and the metric said it */
+    for (size_t k = 0; k < p->n; k++)
+        only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
+    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
+    if (n_cand < ctl->n_cmd)
+        why = "churn";
+    else if (!budgets_allow(p, cand, n_cand, now))
+        why = "budget";
+    for (size_t k = 0; k < p->n; k++) {
+        const struct kp_state_node *sn = p->v[k].sn;
+
+        if (!only[k] || !sn->node || !sn->nodeclaim)
+            continue;
+        if (ctl->n_cmd == 1)
+            (void)snprintf(note, sizeof(note), "Consolidation rejected: %s: [%s], reason: %s",
+                           decision, sn->name, why);
+        else
+            (void)snprintf(note, sizeof(note),
+                           "Consolidation rejected: %s: [%s] (part of %zu-node consolidation), "
+                           "reason: %s",
+                           decision, sn->name, ctl->n_cmd, why);
+        emit(ctl, sn->node, "Node", "v1", KP_EVENT_NORMAL, "ConsolidationRejected", note);
+        emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+             "ConsolidationRejected", note);
+    }
+    for (size_t k = 0; k < ctl->n_cmd; k++)
+        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
+                      KP_CM_LABELS(type));
+    kp_log_info("consolidation command no longer valid; dropped",
+                KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED), KP_LF("why", why),
+                KP_LF("nodes", (uint64_t)ctl->n_cmd));
+out:
+    kp_free(only);
+    kp_free(cand);
+}
+
 /* Multi-node consolidation's search over p (consolidation.h): 1 with the set in ret_idx
  * (room for p->n), *ret_n and the decision's verdict, 0 none, or a negative error. Quiet: the
  * single-node pass that follows says why nodes stay. */
@@ -1096,14 +1154,8 @@ static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct k
         (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) < 0 ||
         (r = kp_consolidation_set(&sim, p->v, cand, n_cand, now, &dec)) < 0 ||
         dec.verdict != ctl->cmd_verdict) {
-        if (r == 0) {
-            kp_log_info("consolidation command no longer valid; dropped",
-                        KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED),
-                        KP_LF("nodes", (uint64_t)ctl->n_cmd));
-            for (size_t k = 0; k < ctl->n_cmd; k++)
-                kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
-                              KP_CM_LABELS("multi"));
-        }
+        if (r == 0)
+            rejected(ctl, p, now, "multi");
         goto out;
     }
     if ((r = kp_ctx_err(cx)) < 0)
@@ -1157,10 +1209,7 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
     r = p->n ? consolidation_single(ctl, c, cx, p, only, true, now, &sim, &i, &dec) : 0;
     kp_free(only);
     if (r == 0 || (r > 0 && dec.verdict != ctl->cmd_verdict)) {
-        kp_log_info("consolidation command no longer valid; dropped",
-                    KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED));
-        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS,
-                      KP_CM_LABELS("single"));
+        rejected(ctl, p, now, "single");
         r = 0;
         goto out;
     }
@@ -1433,6 +1482,11 @@ int kp_disruption_controller_start(struct kp_disruption_controller *ctl)
      * replacement it launched is left to the clean-up (the candidate's taint) and to Emptiness
      * (the replacement, if nothing moves onto it). Before the workers start: a key the stopped
      * queue kept may run the moment they do. */
+    /* The cluster state outlives the term: a mark the last term's replacement set would keep
+     * the candidate out of the clean-up, and out of every simulation, for good. */
+    for (size_t k = 0; ctl->repl_marked && k < ctl->n_cmd; k++)
+        if (kp_cluster_state_mark_for_deletion(ctl->env->cluster, ctl->cmd[k], false) < 0)
+            kp_log_debug("replaced node left the cluster state", KP_LF("provider-id", ctl->cmd[k]));
     replacing_clear(ctl);
     if ((r = kp_controller_start(ctl->base)) < 0)
         return r;

@@ -68,7 +68,7 @@ struct kp_state_node;
 #define KP_DISRUPTION_VALIDATION_USEC (15ULL * 1000000ULL)
 #define KP_DISRUPTION_REASON_EMPTY "Empty"
 /* A replacement must be Initialized this long after its creation (Karpenter's queue timeout is
- * at least 10 min), and show up in the cache within the second. */
+ * at least 10 min), and show up in the cache within 30 s. */
 #define KP_DISRUPTION_REPLACE_TIMEOUT_USEC (10ULL * 60 * 1000000ULL)
 #define KP_DISRUPTION_REPLACE_CACHE_USEC (30ULL * 1000000ULL)
 
