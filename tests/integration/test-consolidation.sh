@@ -62,22 +62,7 @@ trap cleanup EXIT
 
 # --- set-up ------------------------------------------------------------------------------------
 pool_setup con "${HOSTS[@]}"
-kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: $NP}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: con}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-      expireAfter: Never
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 20s
-    budgets: [{nodes: "2"}]
-EOF
+pool_nodepool "$NP" con WhenEmptyOrUnderutilized 20s 2
 
 pool_controller con-1 con-2 con-3 con-4
 
@@ -166,22 +151,7 @@ POOL_CPU=4 pool_hosts "$NS" conbig con-key conbig 175
 pool_hosts "$NS" consmall con-key consmall 176
 pool_nodeclass conbig conbig con-tls
 kc patch sshnodeclass conbig --type=merge -p '{"spec":{"pricePerCPUHour":"0.02","hostSelector":{"matchLabels":null,"matchExpressions":[{"key":"karpenter.kpssh.dev/host-class","operator":"In","values":["conbig","consmall"]}]}}}' >/dev/null
-kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: $NP2}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: conbig}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-      expireAfter: Never
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 20s
-    budgets: [{nodes: "1"}]
-EOF
+pool_nodepool "$NP2" conbig WhenEmptyOrUnderutilized 20s 1
 check "hosts conbig-1 and consmall-1 are probed Available" wait_until 90 eval \
     "host_is conbig-1 Available && host_is consmall-1 Available"
 app_node() { kc get pods -n "$APPS" -l app="$1" -o json | jq -r '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)][0].spec.nodeName // ""'; }

@@ -44,26 +44,7 @@ pid_sample=""
 cleanup() { pool_cleanup "$NP"; }
 trap cleanup EXIT
 
-nodepool() { # nodepool <team label>
-    kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: $NP}
-spec:
-  template:
-    metadata:
-      labels: {team: $1}
-    spec:
-      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: dcr}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-      expireAfter: Never
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 10s
-    budgets: [{nodes: "1"}]
-EOF
-}
+nodepool() { pool_nodepool "$NP" dcr WhenEmpty 10s 1 "$1"; } # nodepool <team label>
 tainted_count() {
     kc get nodes -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null |
         jq '[.items[] | select(any(.spec.taints[]?; .key == "karpenter.sh/disrupted"))] | length'
@@ -78,12 +59,6 @@ converged() { # converged <team>
     claim_count_is 2 && cond_count_is Drifted 0 && labelled_is "$1" 2 && running_is 2 &&
         [ "$(tainted_count)" = 0 ] && [ "$(hosts_busy)" = 0 ] &&
         [ "$(kc get sshhosts -n "$NS" -o json | jq '[.items[] | select(.status.state == "Available")] | length')" = 1 ]
-}
-start() {
-    "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
-        --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
-        --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
-    pid_ctl=$!
 }
 
 echo "# seed $SEED (KP_CRASH_SEED), $ROUNDS rounds"
@@ -102,7 +77,7 @@ for round in $(seq 1 "$ROUNDS"); do
     kill -KILL "$pid_ctl"
     wait "$pid_ctl" 2>/dev/null || true
     t_kill=$(now_ms)
-    start
+    pool_start
     check "round $round: killed $delay s into the roll; the pool converges (two NodeClaims labelled t$round, none drifted, no taint, no host Claimed or Leaving)" \
         wait_until 420 converged "t$round"
     echo "# round $round: kill -> converged $(($(now_ms) - t_kill)) ms"

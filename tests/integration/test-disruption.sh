@@ -72,22 +72,7 @@ event_on() { # event_on <object name> <reason>
 
 # --- set-up ------------------------------------------------------------------------------------
 pool_setup dis "${HOSTS[@]}"
-kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: $NP}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: dis}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-      expireAfter: Never
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 20s
-    budgets: [{nodes: "1"}]
-EOF
+pool_nodepool "$NP" dis WhenEmpty 20s 1
 
 pool_controller dis-1 dis-2 dis-3
 

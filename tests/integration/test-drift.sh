@@ -50,26 +50,7 @@ cleanup() { pool_cleanup "$NP"; }
 trap cleanup EXIT
 
 # --- helpers -----------------------------------------------------------------------------------
-nodepool() { # nodepool <team label>
-    kc apply -f - >/dev/null <<EOF
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: $NP}
-spec:
-  template:
-    metadata:
-      labels: {team: $1}
-    spec:
-      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: drift}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-      expireAfter: Never
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 10m
-    budgets: [{nodes: "1"}]
-EOF
-}
+nodepool() { pool_nodepool "$NP" drift WhenEmpty 10m 1 "$1"; } # nodepool <team label>
 
 # --- set-up ------------------------------------------------------------------------------------
 pool_setup drift "${HOSTS[@]}"

@@ -72,17 +72,48 @@ pool_setup() {
     pool_hosts "$NS" "$px" "$px-key" "$px" "$@"
 }
 
-# pool_controller <SSHHost>...: starts kpssh-controller ($BIN, one replica) on PORT, logging to
-# $work/ctl.log, with its PID in pid_ctl; checks that it is ready and that each SSHHost named is
-# probed Available.
-pool_controller() {
-    local h
+# pool_nodepool <name> <node class> <policy> <consolidateAfter> <budget nodes> [<team label>]: a
+# NodePool of on-demand nodes of the SSHNodeClass, never expiring, with that disruption block
+# and, when given, the template label team=<team label> (a change of it drifts the nodes).
+pool_nodepool() {
+    local meta=""
+    [ -n "${6:-}" ] && meta="
+    metadata:
+      labels: {team: $6}"
+    kc apply -f - >/dev/null <<EOF
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: $1}
+spec:
+  template:$meta
+    spec:
+      nodeClassRef: {group: karpenter.kpssh.dev, kind: SSHNodeClass, name: $2}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      expireAfter: Never
+  disruption:
+    consolidationPolicy: $3
+    consolidateAfter: $4
+    budgets: [{nodes: "$5"}]
+EOF
+}
+
+# pool_start: starts kpssh-controller ($BIN, one replica) on PORT, logging to $work/ctl.log, with
+# its PID in pid_ctl.
+pool_start() {
     # shellcheck disable=SC2154 # work: the caller's scratch directory
     "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
         --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
         --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
     # shellcheck disable=SC2034 # pid_ctl: the caller's, for its clean-up
     pid_ctl=$!
+}
+
+# pool_controller <SSHHost>...: pool_start, then checks that the controller is ready and that
+# each SSHHost named is probed Available.
+pool_controller() {
+    local h
+    pool_start
     check "the controller is ready" wait_until 60 is_code 200 "http://127.0.0.1:$PORT/readyz"
     for h in "$@"; do
         check "host $h is probed Available" wait_until 90 host_is "$h" Available

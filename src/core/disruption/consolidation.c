@@ -167,6 +167,33 @@ static bool meets_min_values(const struct kp_reqset *reqs, const struct kp_insta
     return true;
 }
 
+const char *kp_disruption_unplaced(const struct kp_sched_input *in,
+                                   const struct kp_sched_plan *plan, char *buf, size_t size)
+{
+    for (size_t i = 0; i < plan->n_pods && i < in->n_pods; i++) {
+        const struct kp_sched_result *res = &plan->pods[i];
+        const struct kp_pod_view *p = in->pods[i];
+        const struct kp_sched_node *n;
+
+        if (!p->node_name)
+            continue; /* pending: whether it fits holds no disruption */
+        if (res->where == KP_SCHED_FAILED) {
+            (void)snprintf(buf, size, "not all pods would schedule, %s/%s => %s", p->e.ns,
+                           p->e.name, res->error ? res->error : "no placement");
+            return buf;
+        }
+        if (res->where != KP_SCHED_NODE ||
+            (res->index < in->n_nodes && in->nodes[res->index].initialized))
+            continue;
+        n = res->index < in->n_nodes ? &in->nodes[res->index]
+                                     : &in->inflight[res->index - in->n_nodes];
+        (void)snprintf(buf, size, "would schedule against uninitialized %s/%s",
+                       res->index < in->n_nodes ? "node" : "nodeclaim", n->name);
+        return buf;
+    }
+    return NULL;
+}
+
 void kp_consolidation_decision_done(struct kp_consolidation_decision *d)
 {
     if (!d)
@@ -182,29 +209,8 @@ int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sch
     const struct kp_sched_claim *claim;
 
     memset(ret, 0, sizeof(*ret));
-    /* Every running pod must have a place, and one the simulation can trust. */
-    for (size_t i = 0; i < plan->n_pods && i < in->n_pods; i++) {
-        const struct kp_sched_result *res = &plan->pods[i];
-        const struct kp_pod_view *p = in->pods[i];
-
-        if (!p->node_name)
-            continue; /* pending: whether it fits does not hold consolidation */
-        if (res->where == KP_SCHED_FAILED) {
-            (void)snprintf(ret->why, sizeof(ret->why), "not all pods would schedule, %s/%s => %s",
-                           p->e.ns, p->e.name, res->error ? res->error : "no placement");
-            return 0;
-        }
-        if (res->where == KP_SCHED_NODE &&
-            (res->index >= in->n_nodes || !in->nodes[res->index].initialized)) {
-            const struct kp_sched_node *n = res->index < in->n_nodes
-                                                ? &in->nodes[res->index]
-                                                : &in->inflight[res->index - in->n_nodes];
-
-            (void)snprintf(ret->why, sizeof(ret->why), "would schedule against uninitialized %s/%s",
-                           res->index < in->n_nodes ? "node" : "nodeclaim", n->name);
-            return 0;
-        }
-    }
+    if (kp_disruption_unplaced(in, plan, ret->why, sizeof(ret->why)))
+        return 0; /* a running pod without a trustworthy place */
     if (plan->n_claims == 0) {
         ret->verdict = KP_CONSOL_DELETE;
         return 0;

@@ -82,6 +82,14 @@ struct kp_consolidation_decision {
     struct kp_sched_input in;
 };
 
+/* Why a running pod of in (bound: node_name set) has no trustworthy place in plan, written
+ * into buf[size]: it fits nowhere, or only on a node that is not initialized or a NodeClaim
+ * still in flight (a decision resting on it cannot be trusted). NULL when every running pod
+ * has one; pending pods do not count. Consolidation and Drift both ask it. Pure. */
+const char *kp_disruption_unplaced(const struct kp_sched_input *in,
+                                   const struct kp_sched_plan *plan, char *buf, size_t size)
+    KP_NONNULL(1, 2, 3);
+
 /* The decision for candidates whose summed price is price_micro (-1: unknown, which allows no
  * replacement) from the simulation in/plan (kp_sim_prepare with them moving, kp_sched_solve).
  * A pod of in is "running" when it is bound (node_name set): pending pods that still fit

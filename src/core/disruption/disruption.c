@@ -252,6 +252,10 @@ struct pass {
     const struct kp_pdb_view **pdbs; /* kp_pdbs_sort's order */
     size_t n_pdbs;
     size_t n;
+    /* The scheduler's input over snap (pass_sim), built on first use: Drift, multi- and
+     * single-node consolidation and their validations all read this one. */
+    struct kp_sim sim;
+    bool sim_built;
 };
 
 static void pass_done(struct pass *p)
@@ -269,6 +273,7 @@ static void pass_done(struct pass *p)
     kp_free(p->pdb_blocking);
     kp_free(p->pdbs);
     kp_store_list_free(&p->pdbs_l);
+    kp_sim_done(&p->sim); /* before the snapshot it borrows */
     kp_free(p->v);
     kp_state_snapshot_free(p->snap);
     memset(p, 0, sizeof(*p));
@@ -350,6 +355,24 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
         p->v[i].blocking_pdb = p->pdb_blocking[i];
         p->v[i].walked = true;
     }
+    return 0;
+}
+
+/* The pass's simulation input (see struct pass), built on first use. 0 with *ret, or the
+ * build's error (a later call tries again). */
+static int pass_sim(struct kp_disruption_controller *ctl, struct kp_client *c,
+                    const struct kp_ctx *cx, struct pass *p, struct kp_sim **ret)
+{
+    int r;
+
+    if (!p->sim_built) {
+        if ((r = kp_sim_build(&ctl->sources, p->snap, c, cx, &p->sim)) < 0) {
+            kp_sim_done(&p->sim);
+            return r;
+        }
+        p->sim_built = true;
+    }
+    *ret = &p->sim;
     return 0;
 }
 
@@ -742,16 +765,17 @@ static void unconsolidatable_cb(void *ctx, const struct kp_dnode *d, const char 
     unconsolidatable(ctx, d, why);
 }
 
-/* Single-node consolidation over p (only: the command's node at validation; NULL: every node),
- * with sim built over p's snapshot here when there is a candidate (the caller releases it with
- * kp_sim_done, after *ret). quiet: no Unconsolidatable events (a validation's second look).
- * 1 found (*ret_idx, *ret), 0 none, or a negative error. */
+/* Single-node consolidation over p (only: the command's node at validation; NULL: every node)
+ * with the pass's simulation input (*ret, a REPLACE's run included, must be released before
+ * the pass). quiet: no Unconsolidatable events (a validation's second look). 1 found
+ * (*ret_idx, *ret), 0 none, or a negative error. */
 static int consolidation_single(struct kp_disruption_controller *ctl, struct kp_client *c,
-                                const struct kp_ctx *cx, const struct pass *p, const bool *only,
-                                bool quiet, int64_t now, struct kp_sim *sim, size_t *ret_idx,
+                                const struct kp_ctx *cx, struct pass *p, const bool *only,
+                                bool quiet, int64_t now, size_t *ret_idx,
                                 struct kp_consolidation_decision *ret)
 {
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
+    struct kp_sim *sim = NULL;
     int r = 0;
 
     memset(ret, 0, sizeof(*ret));
@@ -759,7 +783,7 @@ static int consolidation_single(struct kp_disruption_controller *ctl, struct kp_
         return -ENOMEM;
     n_cand = kp_consolidation_candidates(p->v, p->n, only, now, quiet ? NULL : unconsolidatable_cb,
                                          ctl, cand);
-    if (n_cand > 0 && (r = kp_sim_build(&ctl->sources, p->snap, c, cx, sim)) == 0)
+    if (n_cand > 0 && (r = pass_sim(ctl, c, cx, p, &sim)) == 0)
         r = kp_consolidation_single(sim, p->v, p->n, cand, n_cand, now,
                                     quiet ? NULL : unconsolidatable_cb, ctl, cx, ret_idx, ret);
     kp_free(cand);
@@ -978,18 +1002,18 @@ static void drift_blocked_cb(void *ctx, const struct kp_dnode *d, const char *wh
  * place, deleting it (no replacement needed) or launching its replacements first. 1 acted, 0
  * nothing to do, or a negative error. */
 static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
-                     const struct kp_ctx *cx, const struct pass *p, int64_t now)
+                     const struct kp_ctx *cx, struct pass *p, int64_t now)
 {
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
     struct kp_drift_command cmd = {0};
-    struct kp_sim sim = {0};
+    struct kp_sim *sim = NULL;
     int r = 0;
 
     if (!cand)
         return -ENOMEM;
     n_cand = kp_drift_candidates(p->v, p->n, now, cand);
-    if (n_cand == 0 || (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) < 0 ||
-        (r = kp_drift_search(&sim, p->v, p->n, cand, n_cand, now, drift_blocked_cb, ctl, cx,
+    if (n_cand == 0 || (r = pass_sim(ctl, c, cx, p, &sim)) < 0 ||
+        (r = kp_drift_search(sim, p->v, p->n, cand, n_cand, now, drift_blocked_cb, ctl, cx,
                              &cmd)) <= 0)
         goto out;
     if ((r = kp_ctx_err(cx)) < 0)
@@ -1030,7 +1054,6 @@ static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
         r = 1;
 out:
     kp_drift_command_done(&cmd);
-    kp_sim_done(&sim);
     kp_free(cand);
     return r;
 }
@@ -1109,23 +1132,22 @@ out:
  * (room for p->n), *ret_n and the decision's verdict, 0 none, or a negative error. Quiet: the
  * single-node pass that follows says why nodes stay. */
 static int multi_find(struct kp_disruption_controller *ctl, struct kp_client *c,
-                      const struct kp_ctx *cx, const struct pass *p, int64_t now, size_t *ret_idx,
+                      const struct kp_ctx *cx, struct pass *p, int64_t now, size_t *ret_idx,
                       size_t *ret_n, enum kp_consolidation_verdict *ret_verdict)
 {
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
     struct kp_consolidation_decision dec = {0};
-    struct kp_sim sim = {0};
+    struct kp_sim *sim = NULL;
     int r = 0;
 
     if (!cand)
         return -ENOMEM;
     n_cand = kp_consolidation_candidates(p->v, p->n, NULL, now, NULL, NULL, cand);
-    if (n_cand >= 2 && (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) == 0 &&
-        (r = kp_consolidation_multi(&sim, p->v, p->n, cand, n_cand, now, cx, ret_idx, ret_n,
-                                    &dec)) > 0)
+    if (n_cand >= 2 && (r = pass_sim(ctl, c, cx, p, &sim)) == 0 &&
+        (r = kp_consolidation_multi(sim, p->v, p->n, cand, n_cand, now, cx, ret_idx, ret_n, &dec)) >
+            0)
         *ret_verdict = dec.verdict;
     kp_consolidation_decision_done(&dec);
-    kp_sim_done(&sim);
     kp_free(cand);
     return r;
 }
@@ -1134,13 +1156,13 @@ static int multi_find(struct kp_disruption_controller *ctl, struct kp_client *c,
  * candidate, together within budget, and a new simulation of all of them moving must reach the
  * same decision (upstream's: all candidates valid, same shape). */
 static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct kp_client *c,
-                                  const struct kp_ctx *cx, const struct pass *p, int64_t now)
+                                  const struct kp_ctx *cx, struct pass *p, int64_t now)
 {
     bool *only = kp_calloc(p->n ? p->n : 1, sizeof(*only));
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand = 0, done = 0;
     const struct kp_dnode **d = kp_calloc(p->n ? p->n : 1, sizeof(*d));
     struct kp_consolidation_decision dec = {0};
-    struct kp_sim sim = {0};
+    struct kp_sim *sim = NULL;
     int r = 0;
 
     if (!only || !cand || !d) {
@@ -1151,8 +1173,8 @@ static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct k
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
     n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
     if (n_cand != ctl->n_cmd || !budgets_allow(p, cand, n_cand, now) ||
-        (r = kp_sim_build(&ctl->sources, p->snap, c, cx, &sim)) < 0 ||
-        (r = kp_consolidation_set(&sim, p->v, cand, n_cand, now, &dec)) < 0 ||
+        (r = pass_sim(ctl, c, cx, p, &sim)) < 0 ||
+        (r = kp_consolidation_set(sim, p->v, cand, n_cand, now, &dec)) < 0 ||
         dec.verdict != ctl->cmd_verdict) {
         if (r == 0)
             rejected(ctl, p, now, "multi");
@@ -1183,7 +1205,6 @@ static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct k
     }
 out:
     kp_consolidation_decision_done(&dec);
-    kp_sim_done(&sim);
     kp_free(d);
     kp_free(cand);
     kp_free(only);
@@ -1194,11 +1215,10 @@ out:
  * candidate within budget, and a new simulation must come to a decision of the same kind
  * (DELETE, or REPLACE with the cheaper options of now). */
 static int validate_and_run_single(struct kp_disruption_controller *ctl, struct kp_client *c,
-                                   const struct kp_ctx *cx, const struct pass *p, int64_t now)
+                                   const struct kp_ctx *cx, struct pass *p, int64_t now)
 {
     bool *only = p->n ? kp_calloc(p->n, sizeof(*only)) : NULL;
     struct kp_consolidation_decision dec = {0};
-    struct kp_sim sim = {0};
     size_t i = 0;
     int r;
 
@@ -1206,7 +1226,7 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
         return -ENOMEM;
     for (size_t k = 0; k < p->n; k++)
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
-    r = p->n ? consolidation_single(ctl, c, cx, p, only, true, now, &sim, &i, &dec) : 0;
+    r = p->n ? consolidation_single(ctl, c, cx, p, only, true, now, &i, &dec) : 0;
     kp_free(only);
     if (r == 0 || (r > 0 && dec.verdict != ctl->cmd_verdict)) {
         rejected(ctl, p, now, "single");
@@ -1236,7 +1256,6 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
                   KP_CM_LABELS("delete", "underutilized", "single"));
 out:
     kp_consolidation_decision_done(&dec);
-    kp_sim_done(&sim);
     return r;
 }
 
@@ -1374,12 +1393,10 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     }
     if (n_sel == 0 && p.n) {
         struct kp_consolidation_decision dec;
-        struct kp_sim sim = {0};
 
-        r = consolidation_single(ctl, c, cx, &p, NULL, false, now, &sim, &idx[0], &dec);
+        r = consolidation_single(ctl, c, cx, &p, NULL, false, now, &idx[0], &dec);
         ctl->cmd_verdict = dec.verdict;
         kp_consolidation_decision_done(&dec);
-        kp_sim_done(&sim);
         if (r <= 0)
             goto out;
         n_sel = 1;

@@ -10,6 +10,7 @@
 #include "api/obj-karpenter.h"
 #include "api/obj-pod.h"
 #include "core/disruption/budget.h"
+#include "core/disruption/consolidation.h"
 #include "core/disruption/disruption.h"
 #include "core/disruption/marking.h"
 #include "core/provisioning/scheduler.h"
@@ -84,31 +85,6 @@ void kp_drift_command_done(struct kp_drift_command *c)
     memset(c, 0, sizeof(*c));
 }
 
-/* Why a running pod of in would have no trustworthy place in plan, into buf; NULL when every
- * one has (existing initialized nodes or new NodeClaims). */
-static const char *unplaced(const struct kp_sched_input *in, const struct kp_sched_plan *plan,
-                            char *buf, size_t size)
-{
-    for (size_t i = 0; i < plan->n_pods && i < in->n_pods; i++) {
-        const struct kp_sched_result *res = &plan->pods[i];
-        const struct kp_pod_view *p = in->pods[i];
-
-        if (!p->node_name)
-            continue;
-        if (res->where == KP_SCHED_FAILED) {
-            (void)snprintf(buf, size, "not all pods would schedule, %s/%s => %s", p->e.ns,
-                           p->e.name, res->error ? res->error : "no placement");
-            return buf;
-        }
-        if (res->where == KP_SCHED_NODE &&
-            (res->index >= in->n_nodes || !in->nodes[res->index].initialized)) {
-            (void)snprintf(buf, size, "would schedule against an uninitialized node");
-            return buf;
-        }
-    }
-    return NULL;
-}
-
 int kp_drift_search(struct kp_sim *sim, const struct kp_dnode *v, size_t n, const size_t *cand,
                     size_t n_cand, int64_t now_usec, kp_drift_blocked_fn fn, void *ctx,
                     const struct kp_ctx *stop, struct kp_drift_command *ret)
@@ -139,7 +115,7 @@ int kp_drift_search(struct kp_sim *sim, const struct kp_dnode *v, size_t n, cons
             kp_sim_run_done(&run);
             break;
         }
-        if ((no = unplaced(&in, &run.plan, why, sizeof(why)))) {
+        if ((no = kp_disruption_unplaced(&in, &run.plan, why, sizeof(why)))) {
             if (fn)
                 fn(ctx, d, no);
             kp_sim_run_done(&run);
