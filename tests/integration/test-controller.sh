@@ -211,7 +211,9 @@ took=$((SECONDS - t0))
 check "B: took over within 5 s (took ${took}s)" test "$took" -le 5
 check "B: /metrics says B leads" wait_until 5 url_has "http://127.0.0.1:$B_PORT/metrics" \
     '^kpssh_leader_election_is_leader 1$'
-check "B: /readyz 200 while leading" is_code 200 "http://127.0.0.1:$B_PORT/readyz"
+# Readiness drops while the new leader's informers sync, then comes back.
+check "B: /readyz 200 while leading" \
+    wait_until 20 is_code 200 "http://127.0.0.1:$B_PORT/readyz"
 
 # --- 5. the Lease taken from B -----------------------------------------------------------------
 # The intruder "renews" once, with an 8 s Lease, and never again.
