@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# e2e: the whole pool from 0 to every host and back to 0, timed, with kpssh-controller running as
+# its own process under nothing but the RBAC the Helm chart renders (helm template: its
+# ServiceAccount, ClusterRole, Roles, bindings and admission policies; its token is the
+# controller's only credential, and the environment is the chart Deployment's). Installed from the
+# repository's CRDs, the shipped tls-bootstrap join and leave scripts and a NodePool as users
+# write them; kube-scheduler binds every pod.
+#
+#   1. up     a Deployment of four one-CPU pods, one per node (hostname anti-affinity), on a pool
+#             of four 2-CPU hosts: four NodeClaims, every host InUse, every pod Running.
+#   2. down   scaled to 0: every node is empty, drained, deleted; every host leaves (kubelet
+#             inactive over SSH: the consolidation scenario's condition) and is Available again;
+#             no NodeClaim, Node or bootstrap token Secret is left.
+#   3. RBAC   the controller logged no 403 (forbidden) the whole time.
+#
+# Figures printed: the cycle's split from the controller's log (scale-up: pending -> last NodeClaim
+# created, -> last host claimed, -> last host joined, -> last NodeClaim registered, -> every pod
+# Running; scale-down: 0 replicas -> last node disrupting, -> last host left, -> every host
+# Available). Ports: 31000 + 10 * lab ID + 7. Lab hosts 21..24.
+set -euo pipefail
+
+: "${KPSSH_LAB_DIR:?run under ctest (label e2e), which brings the lab up}"
+# shellcheck source=/dev/null
+. "$KPSSH_LAB_DIR/env.sh"
+REPO=${KP_REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
+REL=kpssh-e2e
+NS=kpssh-e2e # the release's namespace, and the pool namespace (the chart's default)
+APPS=e2e-apps
+NP=e2e-np
+PORT=$((31000 + 10 * ${KPSSH_LAB_ID:-0} + 7))
+HOSTS=(21 22 23 24)
+N=${#HOSTS[@]}
+
+work="$(mktemp -d)"
+pid_ctl=""
+pid_sample=""
+hosts_added=()
+
+# shellcheck source=../lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
+# shellcheck source=../lib/ctl.sh
+. "$(dirname "$0")/../lib/ctl.sh"
+# shellcheck source=../lib/pool.sh
+. "$(dirname "$0")/../lib/pool.sh"
+
+cleanup() {
+    kc delete -f "$work/rbac.json" --ignore-not-found --wait=false >/dev/null 2>&1
+    pool_cleanup "$NP"
+}
+trap cleanup EXIT
+
+# --- set-up: the chart's RBAC, the pool --------------------------------------------------------
+pool_setup e2e "${HOSTS[@]}"
+"$KPSSH_LAB_BIN/helm" template "$REL" "$REPO/deploy/charts/kpssh" -n "$NS" \
+    --set crds.install=false >"$work/chart.yaml" 2>"$work/helm.err"
+# kubectl prints one JSON document per object: slurped into one array.
+kc create --dry-run=client -o json -f "$work/chart.yaml" | jq -s . >"$work/chart.json"
+# Everything but the Deployment: the lab has no kubelet to run the controller's image, and the
+# test runs the binary under test instead, as that Deployment would (same env, same token).
+jq '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "Deployment")]}' \
+    "$work/chart.json" >"$work/rbac.json"
+kc apply -f "$work/rbac.json" >/dev/null
+check "the chart renders RBAC for the controller" \
+    test "$(jq '[.items[] | select(.kind == "ClusterRole" or .kind == "Role")] | length' "$work/rbac.json")" -ge 2
+
+token=$(kc -n "$NS" create token "$REL" --duration=1h)
+cat >"$work/sa.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+  - name: lab
+    cluster: {server: $KPSSH_LAB_API_URL, certificate-authority: $KPSSH_LAB_CA}
+users:
+  - name: sa
+    user: {token: $token}
+contexts:
+  - name: sa
+    context: {cluster: lab, user: sa}
+current-context: sa
+EOF
+chmod 600 "$work/sa.kubeconfig"
+
+# The chart Deployment's environment: literal values as rendered, the downward API's by hand.
+mapfile -t chart_env < <(jq -r '.[] | select(.kind == "Deployment")
+    | .spec.template.spec.containers[0].env[] | select(.value != null) | "\(.name)=\(.value)"' \
+    "$work/chart.json")
+check "the controller takes the chart Deployment's environment (${#chart_env[@]} values)" \
+    test "${#chart_env[@]}" -ge 4
+env "${chart_env[@]}" KPSSH_LEADER_ELECTION_NAMESPACE="$NS" KPSSH_POD_NAME=kpssh-e2e-0 \
+    KPSSH_METRICS_PORT="$PORT" KPSSH_HEALTH_PROBE_PORT="$PORT" \
+    "$BIN" --kubeconfig "$work/sa.kubeconfig" --bind-address 127.0.0.1 \
+    --probe-interval 5s --probe-timeout 4s >"$work/ctl.log" 2>&1 &
+pid_ctl=$!
+check "the controller is ready under the chart's RBAC" \
+    wait_until 90 is_code 200 "http://127.0.0.1:$PORT/readyz"
+for i in $(seq 1 "$N"); do
+    check "host e2e-$i is probed Available" wait_until 90 host_is "e2e-$i" Available
+done
+pool_nodepool "$NP" e2e WhenEmpty 5s 100%
+
+tokens() { kc get secrets -n kube-system --field-selector type=bootstrap.kubernetes.io/token \
+    -o name | wc -l; }
+tokens_before=$(tokens)
+
+# --- 1. up ---------------------------------------------------------------------------------------
+t_up=$(now_ms)
+pool_deployment web "$N" 1 yes
+check "up: $N NodeClaims" wait_until 60 claim_count_is "$N"
+check "up: every pod Running" wait_until 300 running_is "$N"
+t_running=$(now_ms)
+in_use() { [ "$(kc get sshhost -n "$NS" -o json | jq '[.items[] | select(.status.state == "InUse")] | length')" = "$N" ]; }
+check "up: every host InUse" wait_until 30 in_use
+
+# --- 2. down -------------------------------------------------------------------------------------
+t_down=$(now_ms)
+kc scale deployment web -n "$APPS" --replicas 0 >/dev/null
+check "down: every NodeClaim gone" wait_until 300 claim_count_is 0
+all_available() {
+    local i
+    for i in $(seq 1 "$N"); do host_is "e2e-$i" Available || return 1; done
+}
+check "down: every host Available again" wait_until 120 all_available
+t_available=$(now_ms)
+for i in "${HOSTS[@]}"; do
+    check "down: kubelet inactive on lab host $i" kubelet_inactive "$i"
+done
+check "down: no Node of the NodePool left" \
+    test "$(kc get nodes -l karpenter.sh/nodepool="$NP" -o name | wc -l)" = 0
+check "down: no bootstrap token Secret left behind ($tokens_before before, $(tokens) after)" \
+    test "$(tokens)" -le "$tokens_before"
+
+# --- 3. RBAC ---------------------------------------------------------------------------------------
+check "RBAC: the controller was never forbidden" not_in_file 'forbidden' "$work/ctl.log"
+check "RBAC: nor answered 403" not_in_file '"code":403' "$work/ctl.log"
+
+# --- figures ---------------------------------------------------------------------------------------
+at() { # at <message> <t0 ms>: seconds from t0 to the Nth (last of N) log line with the message
+    local ms
+    ms=$(log_ms "$work/ctl.log" "$1" "$N") || {
+        echo "-"
+        return
+    }
+    awk -v a="$2" -v b="$ms" 'BEGIN { printf "%.1f", (b - a) / 1000 }'
+}
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
+echo "# figure: 0 -> $N hosts: last NodeClaim created $(at "created nodeclaim" "$t_up") s," \
+    "claimed $(at "host claimed" "$t_up") s, joined $(at "host joined" "$t_up") s," \
+    "registered $(at "registered nodeclaim" "$t_up") s, pods Running $(secs "$t_up" "$t_running") s"
+echo "# figure: $N -> 0 hosts: last node disrupting $(at "deleting node" "$t_down") s," \
+    "left $(at "host left" "$t_down") s, every host Available $(secs "$t_down" "$t_available") s"
+echo "# figure: the whole cycle $(secs "$t_up" "$t_available") s"
+tap_done
