@@ -7,11 +7,13 @@ BUILD := build/$(PRESET)
 export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: all deps configure build test unit fault integration e2e fuzz-replay torture harness \
-	check check-ci format fuzz analyze tidy clean help bench-provider bench-informer
+	demo demo-down check check-ci format fuzz analyze tidy clean help bench-provider bench-informer
 
 all: build
 
 help:
+	@echo "make demo        a lab cluster and a pool of SSH hosts; scale up and down; leaves it up"
+	@echo "make demo-down   stop what make demo started"
 	@echo "make deps        install missing Debian packages (idempotent)"
 	@echo "make build       configure and build the $(PRESET) preset"
 	@echo "make test        deps, harness, build, then every test tier"
@@ -65,9 +67,18 @@ bench-provider: deps harness build
 bench-informer: deps harness build
 	scripts/lab-bench.sh $(BUILD)/bench/bench-informer $(BENCH_ARGS)
 
-# No e2e scenarios exist yet (they arrive with the core); this target fails until they do.
+# The e2e scenarios (tests/e2e): the lab, kube-scheduler, sshd hosts and kpssh-controller as its
+# own process, the whole cycle as users meet it.
 e2e: deps harness build
 	cd $(BUILD) && ctest --output-on-failure -L e2e --no-tests=error
+
+# The whole cycle on this machine (scripts/demo.sh says what it shows); leaves the lab and the
+# controller running for looking around until `make demo-down`.
+demo: deps harness build
+	KPSSH_DEMO_BUILD=$(CURDIR)/$(BUILD) scripts/demo.sh up
+
+demo-down:
+	scripts/demo.sh down
 
 check: deps
 	scripts/check-format.sh

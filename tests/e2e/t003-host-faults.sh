@@ -57,6 +57,7 @@ lab_index() { echo "${HOSTS[$((${1#hf-} - 1))]}"; } # lab_index <SSHHost>: its l
 in_use_host() {
     kc get sshhost -n "$NS" -o json | jq -r '.items[] | select(.status.state == "InUse") | .metadata.name'
 }
+one_in_use() { [ "$(in_use_host | wc -l)" = 1 ]; }
 host_event() { # host_event <reason> <SSHHost>: an event of that reason about the host
     kc get events -n "$NS" --field-selector "reason=$1,involvedObject.name=$2" -o name | grep -q .
 }
@@ -69,7 +70,7 @@ join_one() {
     local what=$1
     kc scale deployment web -n "$APPS" --replicas 1 >/dev/null
     check "$what: a host joins for one pod" wait_until 120 running_is 1
-    check "$what: one host InUse" wait_until 30 eval '[ "$(in_use_host | wc -l)" = 1 ]'
+    check "$what: one host InUse" wait_until 30 one_in_use
     host=$(in_use_host | head -n 1)
     claim=$(claims | jq -r '.items[0].metadata.name')
     kc scale deployment web -n "$APPS" --replicas 0 >/dev/null
@@ -110,8 +111,8 @@ idx=$(lab_index "$host")
 "$KPSSH_LAB_HOST_SH" stop "$idx" >/dev/null
 kc delete nodeclaim "$claim" --wait=false >/dev/null
 check "outage: the NodeClaim goes although the leave cannot run" wait_until 300 claim_count_is 0
-check "outage: exactly one host Unhealthy ($host)" wait_until 120 eval \
-    '[ "$(unhealthy_count)" = 1 ] && host_is "$host" Unhealthy'
+only_unhealthy() { [ "$(unhealthy_count)" = 1 ] && host_is "$1" Unhealthy; }
+check "outage: exactly one host Unhealthy ($host)" wait_until 120 only_unhealthy "$host"
 claimref=$(kc get sshhost -n "$NS" "$host" -o jsonpath='{.status.claimRef.name}')
 check "outage: its claim is released (claimRef '$claimref')" test -z "$claimref"
 "$KPSSH_LAB_HOST_SH" start "$idx" >/dev/null
