@@ -38,10 +38,10 @@ pid_watch=""
 . "$(dirname "$0")/../lib/pool.sh"
 
 KPSSH="${KPSSH_CLI_BIN:-$PWD/../src/kpssh}"
-[ -x "$KPSSH" ] && [ -x "$(dirname "$KPSSH")/kubectl-kpssh" ] || {
+if [ ! -x "$KPSSH" ] || [ ! -x "$(dirname "$KPSSH")/kubectl-kpssh" ]; then
     echo "kpssh or kubectl-kpssh not found next to $KPSSH (set KPSSH_CLI_BIN)" >&2
     exit 1
-}
+fi
 
 cleanup() {
     [ -n "$pid_watch" ] && kill -KILL "$pid_watch" 2>/dev/null
@@ -74,11 +74,12 @@ check "one host is InUse and one Available" test -n "$held" -a -n "$spare"
 
 # --- 1. table -------------------------------------------------------------------------------------
 pool >"$work/table" 2>"$work/table.err"
-cat "$work/table" | sed 's/^/# /'
+sed 's/^/# /' "$work/table"
 check "the table has the header" grep -qE '^NAME +CLASS +STATE +NODECLAIM +NODE +PODS +VCPU +RATE +AGE$' "$work/table"
 check "the spare host is Available with no Node" row_has "$work/table" "$spare" "^$spare +cli +Available +- +- +- +0 +- "
 check "the joined host is InUse with its NodeClaim, Node, one pod, 2 vCPU, \$0.04/h" \
     row_has "$work/table" "$held" "^$held +cli +InUse +cli-np-[a-z0-9]+ +$joined +1 +2 +\\\$0.04/h "
+# shellcheck disable=SC2016 # a literal dollar sign
 check "the totals line" grep -qxF '2 hosts: 1 warm, 1 joined, 0 at work, 0 failed; 2 vCPU attached, $0.04/h' "$work/table"
 check "nothing on stderr" test ! -s "$work/table.err"
 pool -o wide >"$work/wide"
@@ -92,6 +93,7 @@ kc get sshhost -n "$NS" -o json |
     jq -c '[.items[] | {name: .metadata.name, state: .status.state, nodeClaim: (.status.claimRef.name // null)}] | sort_by(.name)' >"$work/want"
 jq -c '[.hosts[] | {name, state, nodeClaim}] | sort_by(.name)' "$work/view.json" >"$work/got"
 check "-o json agrees with kubectl get sshhost" diff "$work/want" "$work/got"
+# shellcheck disable=SC2016 # jq's variables
 check "-o json: the joined host's Node, pods, color" jq -e --arg h "$held" --arg n "$joined" \
     '.hosts[] | select(.name == $h) | .node == $n and .pods == 1 and .color == "amber" and .ratePerHour == "0.04"' "$work/view.json" >/dev/null
 check "-o json: totals" jq -e '.totals | .hosts == 2 and .warm == 1 and .joined == 1 and .vcpu == "2"' "$work/view.json" >/dev/null
@@ -116,13 +118,14 @@ check "kubectl kpssh: unknown command exits 2" eval \
 
 # --- 5. -w ----------------------------------------------------------------------------------------
 tables() { grep -c "get pool -n $NS -w" "$work/watch" || true; }
+tables_at_least() { [ "$(tables)" -ge "$1" ]; }
 # Started directly, not through the function pool: $! must be kpssh itself, for the SIGINT.
 "$KPSSH" get pool -n "$NS" -w >"$work/watch" 2>"$work/watch.err" &
 pid_watch=$!
-check "-w prints a first table" wait_until 20 eval '[ "$(tables)" -ge 1 ]'
+check "-w prints a first table" wait_until 20 tables_at_least 1
 first=$(tables)
 kc annotate sshhost -n "$NS" "$spare" karpenter.kpssh.dev/maintenance= >/dev/null
-check "-w prints a new table when the host is parked" wait_until 30 eval '[ "$(tables)" -gt "$first" ]'
+check "-w prints a new table when the host is parked" wait_until 30 tables_at_least $((first + 1))
 check "-w: the last table shows the host in Maintenance" wait_until 30 \
     row_has "$work/watch" "$spare" "^$spare +cli +Maintenance "
 check "-w: every table has its timestamp header" \
