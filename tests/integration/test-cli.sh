@@ -44,6 +44,7 @@ if [ ! -x "$KPSSH" ] || [ ! -x "$(dirname "$KPSSH")/kubectl-kpssh" ]; then
 fi
 
 cleanup() {
+    set +e # a watcher that already ended must not stop the rest of the clean-up
     [ -n "$pid_watch" ] && kill -KILL "$pid_watch" 2>/dev/null
     pool_cleanup "$NP"
 }
@@ -54,6 +55,7 @@ pool() { "$KPSSH" get pool -n "$NS" "$@"; }
 row() { grep -E "^(.\[[0-9;]*m)?$2 " "$1" | tail -n 1; }
 row_has() { row "$1" "$2" | grep -qE "$3"; }
 esc_free() { ! grep -q $'\e' "$1"; }
+jq_true() { jq -e "$@" >/dev/null; } # quiet: check's own "ok" line must still reach stdout
 # In a pseudo-terminal: script(1) runs the command with a tty as stdout.
 in_tty() { script -qefc "$*" /dev/null; }
 
@@ -88,15 +90,15 @@ check "-o wide adds ADDRESS, NODEPOOL, NODECLASS and TAINTS" \
 
 # --- 2. -o json, -o yaml ---------------------------------------------------------------------------
 pool -o json >"$work/view.json"
-check "-o json parses" jq -e '.kind == "PoolView"' "$work/view.json" >/dev/null
+check "-o json parses" jq_true '.kind == "PoolView"' "$work/view.json"
 kc get sshhost -n "$NS" -o json |
     jq -c '[.items[] | {name: .metadata.name, state: .status.state, nodeClaim: (.status.claimRef.name // null)}] | sort_by(.name)' >"$work/want"
 jq -c '[.hosts[] | {name, state, nodeClaim}] | sort_by(.name)' "$work/view.json" >"$work/got"
 check "-o json agrees with kubectl get sshhost" diff "$work/want" "$work/got"
 # shellcheck disable=SC2016 # jq's variables
-check "-o json: the joined host's Node, pods, color" jq -e --arg h "$held" --arg n "$joined" \
-    '.hosts[] | select(.name == $h) | .node == $n and .pods == 1 and .color == "amber" and .ratePerHour == "0.04"' "$work/view.json" >/dev/null
-check "-o json: totals" jq -e '.totals | .hosts == 2 and .warm == 1 and .joined == 1 and .vcpu == "2"' "$work/view.json" >/dev/null
+check "-o json: the joined host's Node, pods, color" jq_true --arg h "$held" --arg n "$joined" \
+    '.hosts[] | select(.name == $h) | .node == $n and .pods == 1 and .color == "amber" and .ratePerHour == "0.04"' "$work/view.json"
+check "-o json: totals" jq_true '.totals | .hosts == 2 and .warm == 1 and .joined == 1 and .vcpu == "2"' "$work/view.json"
 pool -o yaml >"$work/view.yaml"
 check "-o yaml starts with the kind" grep -qx 'kind: "PoolView"' "$work/view.yaml"
 
