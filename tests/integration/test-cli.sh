@@ -12,7 +12,8 @@
 #                 no escape byte.
 #   4. plugin     `kubectl kpssh get pool` finds kubectl-kpssh on PATH.
 #   5. -w         prints a first table, then a new one when the warm host is parked
-#                 (maintenance annotation: state Maintenance), and ends with 0 on SIGINT.
+#                 (maintenance annotation: state Maintenance), and ends with 0 on SIGINT; in a
+#                 terminal it clears the screen before each table.
 #
 # Ports: 31000 + 10 * lab ID + 1. Lab hosts 151, 152. Prints "N passed, M failed".
 set -euo pipefail
@@ -139,5 +140,10 @@ wait "$pid_watch" || rc=$?
 pid_watch=""
 check "-w ends with 0 on SIGINT (status $rc)" test "$rc" = 0
 check "-w: nothing on stderr" test ! -s "$work/watch.err"
+rc=0
+in_tty "timeout --preserve-status -s INT 3 $KPSSH get pool -n $NS -w" >"$work/watch-tty" || rc=$?
+check "-w in a terminal ends with 0 on SIGINT (status $rc)" test "$rc" = 0
+check "-w in a terminal clears the screen before the table" \
+    grep -qF $'\e[H\e[2J'"kpssh get pool -n $NS -w" "$work/watch-tty"
 
 tap_done
