@@ -60,15 +60,12 @@
 #include "http/health.h"
 #include "http/metrics.h"
 #include "http/server.h"
+#include "k8s/apiconfig.h"
 #include "k8s/client.h"
-#include "k8s/exec-credential.h"
 #include "k8s/fence.h"
-#include "k8s/incluster.h"
-#include "k8s/kubeconfig.h"
 #include "k8s/lease.h"
 #include "k8s/registry.h"
 #include "k8s/status.h"
-#include "yaml/yaml.h"
 
 enum {
     KP_EXIT_OK = 0,
@@ -90,17 +87,6 @@ static struct {
 } watchdog = {.mu = PTHREAD_MUTEX_INITIALIZER};
 #define KP_LEADER_TIMEOUT_MAX_USEC (5 * KP_USEC_PER_SEC)
 
-/* Where the API configuration came from and what must outlive every client. */
-struct api_config {
-    const char *source; /* "kubeconfig" or "in-cluster" */
-    struct kp_kubeconfig *kc;
-    struct kp_kubeconfig_rest *rest;
-    struct kp_incluster_config *ic;
-    struct kp_token_file *token_file;
-    struct kp_exec_credential *exec;
-    struct kp_transport_opts topts;
-};
-
 /* State the HTTP thread reads (readiness checks, collectors): atomics only. */
 struct shared {
     atomic_bool api_ok;      /* the last API call of the main loop succeeded */
@@ -120,73 +106,21 @@ static int static_token_fn(void *userdata, bool refresh, struct kp_secret **ret_
     return kp_secret_new(kp_secret_reveal(s), kp_secret_len(s), ret_token);
 }
 
-static void api_config_done(struct api_config *c)
-{
-    c->exec = kp_exec_credential_free(c->exec);
-    c->token_file = kp_token_file_free(c->token_file);
-    c->ic = kp_incluster_config_free(c->ic);
-    c->rest = kp_kubeconfig_rest_free(c->rest);
-    c->kc = kp_kubeconfig_free(c->kc);
-}
-
 /* Fills c from a kubeconfig (explicit path, $KUBECONFIG or home) or the in-cluster service
- * account. Logs the reason of a failure (this is the decision point) and returns it. */
-static int api_config_load(const struct kp_controller_options *o, struct api_config *c)
+ * account (k8s/apiconfig.h). Logs the reason of a failure (this is the decision point) and
+ * returns it. */
+static int api_config_load(const struct kp_controller_options *o, struct kp_api_config *c)
 {
-    struct kp_yaml_error yerr = {0};
-    const char *env_kc = getenv("KUBECONFIG");
-    bool explicit = *o->kubeconfig || (env_kc && *env_kc) || *o->context;
+    char *msg = NULL;
     int r;
 
-    memset(c, 0, sizeof(*c));
-    if (!explicit) {
-        r = kp_incluster_load_env(/* root= */ NULL, &c->ic, &yerr);
-        if (r == 0) {
-            c->source = "in-cluster";
-            c->topts.server = c->ic->server;
-            c->topts.ca_pem = c->ic->ca_pem;
-            c->topts.ca_pem_len = c->ic->ca_pem_len;
-            r = kp_token_file_new(c->ic->token_file, &c->token_file);
-            if (r < 0)
-                return kp_log_error_errno(r, "cannot read the service account token",
-                                          KP_LF("path", c->ic->token_file));
-            c->topts.token = kp_token_file_token_fn;
-            c->topts.token_userdata = c->token_file;
-            return 0;
-        }
-        if (r != -ENOENT)
-            return kp_log_error_errno(r, "in-cluster configuration is broken",
-                                      KP_LF("detail", yerr.text));
-        /* Not in a cluster: fall through to ~/.kube/config, as kubectl would. */
-    }
-    c->source = "kubeconfig";
-    r = kp_kubeconfig_load(*o->kubeconfig ? o->kubeconfig : NULL, env_kc, getenv("HOME"), &c->kc,
-                           &yerr);
+    r = kp_api_config_load(o->kubeconfig, o->context, getenv("KUBECONFIG"), getenv("HOME"), c,
+                           &msg);
     if (r < 0)
-        return kp_log_error_errno(r, "cannot load a kubeconfig (and not running in a cluster)",
-                                  KP_LF("detail", yerr.text));
-    r = kp_kubeconfig_resolve(c->kc, *o->context ? o->context : NULL, 0, &c->rest, &yerr);
-    if (r < 0)
-        return kp_log_error_errno(r, "cannot use the kubeconfig", KP_LF("detail", yerr.text));
-    kp_transport_opts_from_kubeconfig(c->rest, &c->topts);
-    if (c->rest->token_file) {
-        if ((r = kp_token_file_new(c->rest->token_file, &c->token_file)) < 0)
-            return kp_log_error_errno(r, "cannot read the kubeconfig's token file",
-                                      KP_LF("path", c->rest->token_file));
-        c->topts.token = kp_token_file_token_fn;
-        c->topts.token_userdata = c->token_file;
-    } else if (c->rest->exec) {
-        struct kp_exec_credential_opts eo = {.interactive = false};
-
-        if ((r = kp_exec_credential_new(c->rest, &eo, &c->exec)) < 0)
-            return kp_log_error_errno(r, "cannot set up the exec credential plugin");
-        c->topts.token = kp_exec_credential_token_fn;
-        c->topts.token_userdata = c->exec;
-    } else if (c->rest->token) {
-        c->topts.token = static_token_fn;
-        c->topts.token_userdata = c->rest->token;
-    }
-    return 0;
+        (void)kp_log_error_errno(r, "cannot configure the API client",
+                                 KP_LF("detail", msg ? msg : ""));
+    kp_free(msg);
+    return r;
 }
 
 /* "<--pod-name or host name>_<8 hex digits>": unique even when two replicas share a name. */
@@ -603,7 +537,7 @@ int main(int argc, char **argv)
 {
     struct kp_controller_options o;
     struct kp_buf err = KP_BUF_INIT(4096), text = KP_BUF_INIT(1u << 20);
-    struct api_config api;
+    struct kp_api_config api;
     struct shared sh;
     struct kp_fence fence;
     struct kp_ctx proc_ctx, term_ctx;
@@ -784,7 +718,7 @@ out:
     leader = kp_leader_free(leader);
     lclient = kp_client_free(lclient);
     client = kp_client_free(client);
-    api_config_done(&api);
+    kp_api_config_done(&api);
     kp_options_done(&o);
     kp_buf_done(&err);
     kp_buf_done(&text);
