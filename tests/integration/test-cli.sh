@@ -110,6 +110,10 @@ check "in a terminal the InUse row is amber" grep -qF $'\e[38;5;214m'"$held " "$
 check "in a terminal the Available row is green" grep -qF $'\e[32m'"$spare " "$work/tty"
 in_tty "$KPSSH get pool -n $NS --no-color" >"$work/tty-nc"
 check "--no-color in a terminal: no escape bytes" esc_free "$work/tty-nc"
+pool --color >"$work/forced"
+check "--color through a pipe: the InUse row is amber" grep -qF $'\e[38;5;214m'"$held " "$work/forced"
+pool --color --no-color >"$work/forced-nc"
+check "--no-color wins over --color" esc_free "$work/forced-nc"
 in_tty "NO_COLOR=1 $KPSSH get pool -n $NS" >"$work/tty-env"
 check "NO_COLOR in a terminal: no escape bytes" esc_free "$work/tty-env"
 
@@ -131,6 +135,13 @@ kc annotate sshhost -n "$NS" "$spare" karpenter.kpssh.dev/maintenance= >/dev/nul
 check "-w prints a new table when the host is parked" wait_until 30 tables_at_least $((first + 1))
 check "-w: the last table shows the host in Maintenance" wait_until 30 \
     row_has "$work/watch" "$spare" "^$spare +cli +Maintenance "
+# A change the table does not show (an annotation of no meaning to kpssh) draws nothing new.
+sleep 1
+shown=$(tables)
+kc annotate sshhost -n "$NS" "$spare" example.com/note=unrelated >/dev/null
+sleep 3
+check "-w: no new table for a change the view does not show ($shown, then $(tables))" \
+    test "$(tables)" = "$shown"
 check "-w: every table has its timestamp header" \
     grep -qE "^kpssh get pool -n $NS -w +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z$" "$work/watch"
 check "-w through a pipe: no escape bytes" esc_free "$work/watch"

@@ -64,6 +64,7 @@ struct get_pool_opts {
     enum kp_poolview_format format;
     bool watch;
     bool no_color;
+    bool color; /* --color: colour also when stdout is not a terminal */
 };
 
 enum kind_ix { K_HOSTS, K_CLASSES, K_CLAIMS, K_NODES, K_PODS, K_N };
@@ -109,6 +110,8 @@ static void usage(FILE *f, const char *prog)
         "  -w, --watch          redraw on every change until Ctrl-C\n"
         "      --no-color       no ANSI colour (also when $NO_COLOR is set or stdout is not a\n"
         "                       terminal)\n"
+        "      --color          ANSI colour also when stdout is not a terminal (a pipe into\n"
+        "                       a pager or a log); --no-color and $NO_COLOR win\n"
         "      --kubeconfig F   kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
         "      --context NAME   kubeconfig context (default: its current-context)\n"
         "  -h, --help           this text\n",
@@ -167,6 +170,8 @@ static int parse_opts(int argc, char **argv, const char *prog, struct get_pool_o
             o->watch = true;
         } else if (strcmp(a, "--no-color") == 0) {
             o->no_color = true;
+        } else if (strcmp(a, "--color") == 0) {
+            o->color = true;
         } else if ((n = opt_is(a, "-n", "--namespace")) > 0) {
             if (!(v = opt_value(argc, argv, &i, "--namespace", n, prog)))
                 return -EINVAL;
@@ -203,7 +208,8 @@ static int parse_opts(int argc, char **argv, const char *prog, struct get_pool_o
 
 struct pool_watch {
     struct kp_informer *inf[K_N];
-    int efd; /* written by every handler: "something changed" */
+    int efd;           /* written by every handler: "something changed" */
+    struct kp_buf was; /* the last drawn view at a fixed clock: what a redraw compares */
 };
 
 static void notify(void *ctx)
@@ -275,6 +281,7 @@ static void pool_watch_done(struct pool_watch *w)
     if (w->efd >= 0)
         close(w->efd);
     w->efd = -1;
+    kp_buf_done(&w->was);
 }
 
 static int pool_watch_start(struct kp_client *c, const char *ns, const char *prog,
@@ -390,7 +397,7 @@ static int snapshot_take(struct pool_watch *w, struct snapshot *s, struct kp_poo
 }
 
 /* Renders the stores' current state to stdout; with a header (and a cleared screen on a
- * terminal) when watching. */
+ * terminal) when watching, and then only when the view differs from the last one drawn. */
 static int draw(struct pool_watch *w, const struct get_pool_opts *o, bool tty, bool colour,
                 const char *prog)
 {
@@ -405,6 +412,20 @@ static int draw(struct pool_watch *w, const struct get_pool_opts *o, bool tty, b
     if ((r = snapshot_take(w, &snap, &in)) < 0 || (r = kp_poolview_build(&in, &view)) < 0)
         goto out;
     if (o->watch) {
+        /* Most events change nothing the view shows (a pod's status, a Node's heartbeat):
+         * no new table then. The comparison renders the chosen format at a fixed clock, so
+         * ages do not count. */
+        struct kp_buf is = KP_BUF_INIT(KP_POOLVIEW_MAX_OUTPUT);
+
+        if ((r = kp_poolview_render(&view, o->ns, o->format, 0, 0, &is)) < 0)
+            goto out;
+        if (w->was.data && is.len == w->was.len && memcmp(is.data, w->was.data, is.len) == 0) {
+            kp_buf_done(&is);
+            goto out;
+        }
+        kp_buf_done(&w->was);
+        w->was = is;
+
         if (kp_rfc3339_format(now, KP_RFC3339_SECONDS, ts, sizeof(ts)) < 0)
             ts[0] = '\0';
         if (tty && (r = kp_buf_puts(&out, "\033[H\033[2J")) < 0)
@@ -471,7 +492,7 @@ static int get_pool(int argc, char **argv, const char *prog)
     struct get_pool_opts o;
     struct kp_api_config api = {0};
     struct kp_client *client = NULL;
-    struct pool_watch w = {.efd = -1};
+    struct pool_watch w = {.efd = -1, .was = KP_BUF_INIT(KP_POOLVIEW_MAX_OUTPUT)};
     const char *no_color_env = getenv("NO_COLOR");
     char *msg = NULL;
     sigset_t set;
@@ -485,7 +506,7 @@ static int get_pool(int argc, char **argv, const char *prog)
         return fflush(stdout) == 0 ? KP_CLI_OK : KP_CLI_FAILURE;
     }
     tty = isatty(STDOUT_FILENO) == 1;
-    colour = tty && !o.no_color && !(no_color_env && *no_color_env);
+    colour = (tty || o.color) && !o.no_color && !(no_color_env && *no_color_env);
 
     /* Blocked before any informer thread exists, so every thread inherits the mask and the
      * signals wait in the signalfd for the main thread. */
