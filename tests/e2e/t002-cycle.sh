@@ -12,6 +12,11 @@
 #             inactive over SSH: the consolidation scenario's condition) and is Available again;
 #             no NodeClaim, Node or bootstrap token Secret is left.
 #   3. RBAC   the controller logged no 403 (forbidden) the whole time.
+#   4. bill   what EKS Hybrid Nodes bills is the Node object: the Nodes' lifetimes summed over the
+#             cycle (creationTimestamp to gone, sampled every 0.5 s) equal the attached time
+#             kpssh reports (kpssh_host_attached_seconds_total{class="e2e"}, and 2 vCPUs each for
+#             _vcpu_seconds_total) within the sampling error, and no Node outlives its kubelet:
+#             each Node is gone within 5 s of its host's leave (which stops kubelet).
 #
 # Figures printed: the cycle's split from the controller's log (scale-up: pending -> last NodeClaim
 # created, -> last host claimed, -> last host joined, -> last NodeClaim registered, -> every pod
@@ -102,6 +107,16 @@ tokens() { kc get secrets -n kube-system --field-selector type=bootstrap.kuberne
     -o name | wc -l; }
 tokens_before=$(tokens)
 
+# The Nodes of the NodePool every 0.5 s: "<name> <creation epoch s> <sample time ms>" lines.
+(while :; do
+    now=$(now_ms)
+    kc get nodes -l karpenter.sh/nodepool="$NP" -o json 2>/dev/null |
+        jq -r --arg now "$now" '.items[] | "\(.metadata.name) \(.metadata.creationTimestamp | fromdate) \($now)"' \
+        >>"$work/nodes.samples" || true
+    sleep 0.5
+done) &
+pid_sample=$!
+
 # --- 1. up ---------------------------------------------------------------------------------------
 t_up=$(now_ms)
 pool_deployment web "$N" 1 yes
@@ -132,6 +147,41 @@ check "down: no bootstrap token Secret left behind ($tokens_before before, $(tok
 # --- 3. RBAC ---------------------------------------------------------------------------------------
 check "RBAC: the controller was never forbidden" not_in_file 'forbidden' "$work/ctl.log"
 check "RBAC: nor answered 403" not_in_file '"code":403' "$work/ctl.log"
+
+# --- 4. bill ----------------------------------------------------------------------------------------
+sleep 1
+kill "$pid_sample" 2>/dev/null
+wait "$pid_sample" 2>/dev/null || true
+pid_sample=""
+# A Node's lifetime: from its creationTimestamp to the last sample that saw it (up to 0.5 s short).
+lifetimes=$(awk '{ c[$1] = $2; if ($3 > l[$1]) l[$1] = $3 }
+    END { for (n in c) { s += l[n] / 1000 - c[n]; k++ } printf "%.1f %d", s, k }' "$work/nodes.samples")
+sampled=${lifetimes% *}
+nodes_seen=${lifetimes#* }
+metric() { body "http://127.0.0.1:$PORT/metrics" | awk -v m="$1{class=\"e2e\"}" '$1 == m { print $2 }'; }
+attached=$(metric kpssh_host_attached_seconds_total)
+vcpu=$(metric kpssh_host_attached_vcpu_seconds_total)
+check "bill: the sampler saw the $N Nodes (saw $nodes_seen)" test "$nodes_seen" = "$N"
+within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
+check "bill: Node lifetimes ${sampled} s = kpssh's attached time ${attached:-none} s (within $((N + 1)) s)" \
+    within "${attached:-0}" "$sampled" $((N + 1))
+check "bill: attached vCPU-seconds ${vcpu:-none} = 2 x the attached seconds" \
+    within "${vcpu:-0}" "$(awk -v a="${attached:-0}" 'BEGIN { print 2 * a }')" 2
+# host left (leave has stopped kubelet) -> Node gone, per NodeClaim (the Node has its name).
+gaps=$(jq -rs '([.[] | select(.message == "host left") | {(.nodeclaim): .time}] | add // {}) as $left
+    | def secs: sub("\\.[0-9]+Z$"; "Z") | fromdate;
+    [.[] | select(.message == "deleted node" and $left[.Node]) | ((.time | secs) - ($left[.Node] | secs))]
+    | map(tostring) | join(" ")' "$work/ctl.log")
+gaps_ok() { # every NodeClaim has a gap, none over 5 s
+    local g n=0
+    for g in $gaps; do
+        n=$((n + 1))
+        [ "$g" -le 5 ] || return 1
+    done
+    [ "$n" = "$N" ]
+}
+check "bill: no Node outlives its kubelet: $N Nodes gone within 5 s of their leave (gaps: ${gaps:-none} s)" \
+    gaps_ok
 
 # --- figures ---------------------------------------------------------------------------------------
 at() { # at <message> <t0 ms>: seconds from t0 to the Nth (last of N) log line with the message

@@ -39,6 +39,7 @@
 #include "api/obj-node.h"
 #include "api/obj-pod.h"
 #include "k8s/store.h"
+#include "provider/ssh/attached.h"
 #include "provider/ssh/hostctl.h"
 #include "provider/ssh/indexes.h"
 #include "provider/ssh/nodeclassctl.h"
@@ -53,6 +54,8 @@ struct ssh_state {
     struct kp_informer *inf[INF_N]; /* borrowed from env->informers */
     struct kp_events *ev_hosts, *ev_classes, *ev_nodes;
     struct kp_metric *m_pool, *m_probe, *m_phase, *m_zombie, *m_gate, *m_jobs, *m_jobs_running;
+    struct kp_metric *m_attached, *m_attached_vcpu;
+    struct kp_ssh_attached *attached; /* finished Node lifetimes, from the Node informer */
     struct kp_ssh_observer observer;
     struct kp_ssh_provider *provider;
     struct kp_ssh_hostctl *hostctl;
@@ -205,6 +208,69 @@ out:
     kp_strv_done(&t.classes);
 }
 
+/* Raises a whole-second counter to total (a counter never goes down; see attached.h for why
+ * total only grows). */
+static void counter_raise(struct kp_series *c, double total)
+{
+    uint64_t want = total > 0 ? (uint64_t)total : 0, have = kp_counter_get(c);
+
+    if (c && want > have)
+        kp_counter_add(c, want - have);
+}
+
+struct live_tally {
+    struct kp_ssh_attached_row *rows;
+    size_t n, cap;
+    int64_t now;
+};
+
+static int tally_live(void *ctx, struct kp_entry *e)
+{
+    struct live_tally *t = ctx;
+    const struct kp_node_view *n = kp_node_view(e);
+    const char *cls;
+    double secs, vsecs;
+
+    if (n && kp_ssh_node_membership(n, t->now, &cls, &secs, &vsecs))
+        kp_ssh_attached_add(t->rows, &t->n, t->cap, cls, secs, vsecs);
+    return 0;
+}
+
+/* kpssh_host_attached_seconds_total and _vcpu_seconds_total{class}: the finished Node lifetimes
+ * plus the live Nodes' ages, at each scrape (provider/ssh/attached.h). */
+static void collect_attached(struct kp_metrics *m, void *ctx)
+{
+    struct ssh_state *s = ctx;
+    struct kp_ssh_attached_row rows[KP_SSH_ATTACHED_MAX_CLASSES];
+    struct live_tally t = {.rows = rows, .cap = KP_ARRAY_SIZE(rows)};
+
+    (void)m;
+    if (!kp_registry_started(s->env->informers) || !kp_informer_synced(s->inf[INF_NODES]))
+        return;
+    t.now = (int64_t)kp_real_usec();
+    t.n = kp_ssh_attached_finished(s->attached, rows, t.cap);
+    if (kp_store_walk(kp_informer_store(s->inf[INF_NODES]), tally_live, &t) < 0) {
+        kp_log_error("cannot sum the Nodes' attached time");
+        return;
+    }
+    for (size_t i = 0; i < t.n; i++) {
+        counter_raise(kp_metric_labels(s->m_attached, rows[i].class_name, (const char *)NULL),
+                      rows[i].seconds);
+        counter_raise(kp_metric_labels(s->m_attached_vcpu, rows[i].class_name,
+                                       (const char *)NULL),
+                      rows[i].vcpu_seconds);
+    }
+}
+
+static void node_gone(void *ctx, const struct kp_entry *old_e)
+{
+    struct ssh_state *s = ctx;
+    const struct kp_node_view *n = kp_node_view(old_e);
+
+    if (n)
+        kp_ssh_attached_node_gone(s->attached, n, (int64_t)kp_real_usec());
+}
+
 static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
 {
     static const char *const l_pool[] = {"state", "class", NULL};
@@ -212,6 +278,7 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
     static const char *const l_phase[] = {"phase", "outcome", NULL};
     static const char *const l_action[] = {"action", NULL};
     static const char *const l_job[] = {"kind", "result", NULL};
+    static const char *const l_class[] = {"class", NULL};
     const struct {
         struct kp_metric_opts o;
         struct kp_metric **ret;
@@ -245,6 +312,16 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
         {{"kpssh_ssh_jobs_in_flight", "SSH jobs running on the SSH job pool's threads now.",
           KP_METRIC_GAUGE, NULL, NULL, 0},
          &s->m_jobs_running},
+        {{"kpssh_host_attached_seconds_total",
+          "Seconds kpssh's Nodes have existed (what EKS Hybrid Nodes bills), whole seconds, by "
+          "host class: finished Node lifetimes since start plus the live Nodes' ages.",
+          KP_METRIC_COUNTER, l_class, NULL, 0},
+         &s->m_attached},
+        {{"kpssh_host_attached_vcpu_seconds_total",
+          "kpssh_host_attached_seconds_total weighted by each Node's vCPUs (capacity cpu), by "
+          "host class.",
+          KP_METRIC_COUNTER, l_class, NULL, 0},
+         &s->m_attached_vcpu},
     };
     int r;
 
@@ -272,6 +349,12 @@ static int get_informers(struct ssh_state *s, const char *pool)
         (r = kp_informers_nodeclaims(reg, &s->inf[INF_NODECLAIMS])) < 0 ||
         (r = kp_informers_pods(reg, &s->inf[INF_PODS])) < 0)
         return r;
+    {
+        const struct kp_informer_handler h = {.on_delete = node_gone, .ctx = s};
+
+        if ((r = kp_informer_add_handler(s->inf[INF_NODES], &h)) < 0)
+            return r;
+    }
     /* The provider reads Node indexes through its store alone (no skeleton of its own). */
     return kp_ssh_index_nodes(s->inf[INF_NODES]);
 }
@@ -298,6 +381,7 @@ static void ssh_free(void *state)
     kp_ssh_hostctl_free(s->hostctl);
     kp_ssh_provider_free(s->provider);
     kp_events_free(s->ev_nodes);
+    kp_ssh_attached_free(s->attached);
     kp_events_free(s->ev_classes);
     kp_events_free(s->ev_hosts);
     kp_strv_done(&s->pool_classes);
@@ -321,7 +405,7 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
                                            .job = observe_job,
                                            .jobs_running = observe_jobs_running,
                                            .ctx = s};
-    if ((r = register_metrics(s, env->metrics)) < 0)
+    if ((r = register_metrics(s, env->metrics)) < 0 || (r = kp_ssh_attached_new(&s->attached)) < 0)
         goto fail;
     if ((r = get_informers(s, pool)) < 0)
         goto fail;
@@ -397,7 +481,8 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             goto fail;
     }
     /* Last: the metrics cannot take a collector back, and it reads s at every scrape. */
-    if ((r = kp_metrics_add_collector(env->metrics, collect_pool, s)) < 0)
+    if ((r = kp_metrics_add_collector(env->metrics, collect_pool, s)) < 0 ||
+        (r = kp_metrics_add_collector(env->metrics, collect_attached, s)) < 0)
         goto fail;
     pthread_mutex_lock(&the_state_lock);
     the_state = s;
