@@ -149,22 +149,25 @@ EOF
 }
 
 # pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap: kills only what the test
-# started (pid_ctl, pid_sample), deletes APPS, the NodePools and NS, forgets the NodePools'
-# NodeClaims and Nodes (pool_forget), and prints the end of the controller's log when a check
-# failed.
+# started (pid_ctl, pid_sample); when a check failed, prints the pool as kpssh get pool shows it
+# (KPSSH_CLI_BIN overrides the CLI's path) and the end of the controller's log; then deletes
+# APPS, the NodePools and NS and forgets the NodePools' NodeClaims and Nodes (pool_forget).
 pool_cleanup() {
     local np
     set +e
     [ -n "${pid_ctl:-}" ] && kill -KILL "$pid_ctl" 2>/dev/null
     [ -n "${pid_sample:-}" ] && kill -KILL "$pid_sample" 2>/dev/null
+    if [ "${fail:-0}" != 0 ]; then
+        echo "# --- the pool (kpssh get pool -o wide) ---"
+        "${KPSSH_CLI_BIN:-$PWD/../src/kpssh}" get pool -n "$NS" -o wide --no-color \
+            --kubeconfig "$KUBECONFIG" 2>&1 | sed 's/^/# /'
+        echo "# --- last of the controller's log ---"
+        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
+    fi
     kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
     kc delete nodepool "$@" --ignore-not-found --wait=false >/dev/null 2>&1
     for np in "$@"; do pool_forget "$np"; done
     kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
-    if [ "${fail:-0}" != 0 ]; then
-        echo "# --- last of the controller's log ---"
-        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
-    fi
     rm -rf "$work"
 }
 
