@@ -55,7 +55,7 @@ struct ssh_state {
     struct kp_events *ev_hosts, *ev_classes, *ev_nodes;
     struct kp_metric *m_pool, *m_probe, *m_phase, *m_zombie, *m_gate, *m_jobs, *m_jobs_running;
     struct kp_metric *m_attached, *m_attached_vcpu;
-    struct kp_ssh_attached *attached; /* finished Node lifetimes, from the Node informer */
+    struct kp_ssh_attached *attached; /* attached-time sums (provider/ssh/attached.h) */
     struct kp_ssh_observer observer;
     struct kp_ssh_provider *provider;
     struct kp_ssh_hostctl *hostctl;
@@ -208,8 +208,7 @@ out:
     kp_strv_done(&t.classes);
 }
 
-/* Raises a whole-second counter to total (a counter never goes down; see attached.h for why
- * total only grows). */
+/* Raises a whole-second counter to total (the tally's sums only grow). */
 static void counter_raise(struct kp_series *c, double total)
 {
     uint64_t want = total > 0 ? (uint64_t)total : 0, have = kp_counter_get(c);
@@ -218,48 +217,58 @@ static void counter_raise(struct kp_series *c, double total)
         kp_counter_add(c, want - have);
 }
 
-struct live_tally {
-    struct kp_ssh_attached_row *rows;
-    size_t n, cap;
-    int64_t now;
+struct live_walk {
+    kp_ssh_attached_visit_fn visit;
+    void *vctx;
 };
 
-static int tally_live(void *ctx, struct kp_entry *e)
+static int visit_node(void *ctx, struct kp_entry *e)
 {
-    struct live_tally *t = ctx;
+    struct live_walk *w = ctx;
     const struct kp_node_view *n = kp_node_view(e);
-    const char *cls;
-    double secs, vsecs;
 
-    if (n && kp_ssh_node_membership(n, t->now, &cls, &secs, &vsecs))
-        kp_ssh_attached_add(t->rows, &t->n, t->cap, cls, secs, vsecs);
+    if (n)
+        w->visit(w->vctx, n);
     return 0;
 }
 
-/* kpssh_host_attached_seconds_total and _vcpu_seconds_total{class}: the finished Node lifetimes
- * plus the live Nodes' ages, at each scrape (provider/ssh/attached.h). */
+/* The live Nodes, for kp_ssh_attached_account: one walk over the Node informer's store. */
+static int walk_live_nodes(void *ctx, kp_ssh_attached_visit_fn visit, void *vctx)
+{
+    struct ssh_state *s = ctx;
+    struct live_walk w = {.visit = visit, .vctx = vctx};
+
+    if (!kp_informer_synced(s->inf[INF_NODES]))
+        return -EAGAIN; /* a relist in progress: account next time, in full */
+    return kp_store_walk(kp_informer_store(s->inf[INF_NODES]), visit_node, &w);
+}
+
+/* kpssh_host_attached_seconds_total and _vcpu_seconds_total{class}: the tally's running sums
+ * after adding the live Nodes' time since the last scrape (provider/ssh/attached.h). */
 static void collect_attached(struct kp_metrics *m, void *ctx)
 {
     struct ssh_state *s = ctx;
     struct kp_ssh_attached_row rows[KP_SSH_ATTACHED_MAX_CLASSES];
-    struct live_tally t = {.rows = rows, .cap = KP_ARRAY_SIZE(rows)};
+    size_t n;
 
     (void)m;
-    if (!kp_registry_started(s->env->informers) || !kp_informer_synced(s->inf[INF_NODES]))
-        return;
-    t.now = (int64_t)kp_real_usec();
-    t.n = kp_ssh_attached_finished(s->attached, rows, t.cap);
-    if (kp_store_walk(kp_informer_store(s->inf[INF_NODES]), tally_live, &t) < 0) {
-        kp_log_error("cannot sum the Nodes' attached time");
-        return;
-    }
-    for (size_t i = 0; i < t.n; i++) {
+    n = kp_ssh_attached_account(s->attached, (int64_t)kp_real_usec(), walk_live_nodes, s, rows,
+                                KP_ARRAY_SIZE(rows));
+    for (size_t i = 0; i < n; i++) {
         counter_raise(kp_metric_labels(s->m_attached, rows[i].class_name, (const char *)NULL),
                       rows[i].seconds);
         counter_raise(kp_metric_labels(s->m_attached_vcpu, rows[i].class_name,
                                        (const char *)NULL),
                       rows[i].vcpu_seconds);
     }
+}
+
+/* One collector for the provider's scrape-time families: the registry cannot take a collector
+ * back, so set-up adds exactly one, last. */
+static void collect_all(struct kp_metrics *m, void *ctx)
+{
+    collect_pool(m, ctx);
+    collect_attached(m, ctx);
 }
 
 static void node_gone(void *ctx, const struct kp_entry *old_e)
@@ -313,8 +322,8 @@ static int register_metrics(struct ssh_state *s, struct kp_metrics *m)
           KP_METRIC_GAUGE, NULL, NULL, 0},
          &s->m_jobs_running},
         {{"kpssh_host_attached_seconds_total",
-          "Seconds kpssh's Nodes have existed (what EKS Hybrid Nodes bills), whole seconds, by "
-          "host class: finished Node lifetimes since start plus the live Nodes' ages.",
+          "Seconds kpssh's Nodes existed while this replica led (what EKS Hybrid Nodes bills), "
+          "whole seconds, by host class.",
           KP_METRIC_COUNTER, l_class, NULL, 0},
          &s->m_attached},
         {{"kpssh_host_attached_vcpu_seconds_total",
@@ -481,8 +490,7 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             goto fail;
     }
     /* Last: the metrics cannot take a collector back, and it reads s at every scrape. */
-    if ((r = kp_metrics_add_collector(env->metrics, collect_pool, s)) < 0 ||
-        (r = kp_metrics_add_collector(env->metrics, collect_attached, s)) < 0)
+    if ((r = kp_metrics_add_collector(env->metrics, collect_all, s)) < 0)
         goto fail;
     pthread_mutex_lock(&the_state_lock);
     the_state = s;
@@ -490,6 +498,9 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
     *ret_state = s;
     return 0;
 fail:
+    /* The Node informer outlives s: take back the delete handler get_informers() added. */
+    if (s->inf[INF_NODES])
+        (void)kp_informer_remove_handlers(s->inf[INF_NODES], s);
     ssh_free(s);
     return r;
 }
@@ -501,6 +512,7 @@ static void ssh_stop(void *state)
     struct ssh_state *s = state;
 
     if (s->started) {
+        kp_ssh_attached_pause(s->attached);
         kp_ssh_taintgate_stop(s->gate);
         kp_ssh_nodeclassctl_stop(s->classctl);
         kp_ssh_hostctl_stop(s->hostctl);
@@ -526,6 +538,7 @@ static int ssh_start(void *state)
         return r;
     }
     s->started = true;
+    kp_ssh_attached_resume(s->attached, (int64_t)kp_real_usec());
     return 0;
 }
 

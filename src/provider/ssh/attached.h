@@ -4,18 +4,23 @@
  * A host is attached while a Node object for it exists: from the Node's creationTimestamp until
  * the Node is gone from the API (its delete seen by the Node informer). What the cluster bills is
  * the Node object, not the kubelet, which is why kpssh deletes the Node as soon as leave has
- * stopped kubelet. A Node is kpssh's when its providerID has the kpssh:// scheme; its class is
- * its node.kubernetes.io/instance-type label ("default" without one), its vCPUs its capacity.
+ * stopped kubelet. A Node is kpssh's when its providerID has the kpssh:// scheme or it carries
+ * kpssh's NodeClass label (karpenter.kpssh.dev/sshnodeclass, stamped at launch: also the Nodes
+ * of adopting joins such as nodeadm's); its class is its node.kubernetes.io/instance-type label
+ * ("default" without one), its vCPUs its capacity.
  *
  * The counters kpssh_host_attached_seconds_total{class} and
- * kpssh_host_attached_vcpu_seconds_total{class} are, at each scrape, the finished lifetimes of
- * the Nodes deleted since the controller started plus the age of every live Node. Both only
- * grow: a Node's age at one scrape is at most its lifetime when it goes. A restart starts them
- * again from the live Nodes' ages (a counter reset to Prometheus); Nodes deleted while no
- * controller ran are not counted.
+ * kpssh_host_attached_vcpu_seconds_total{class} integrate the time this process has watched
+ * while leading: each accounting (a scrape) adds, for every live Node, the time since the last
+ * accounting (or its creation, if later), and a Node's delete adds the rest of its life since the
+ * last accounting. Nothing is counted while the controller stands by or before it first leads,
+ * and a Node deleted while it was not watching adds nothing when the relist finds it gone (the
+ * leader of that time counted it). So the counters never count a second twice across restarts
+ * and leader changes: sum(increase()) over every replica is the pool's attached time, short only
+ * of the moments no replica led.
  *
- * kp_ssh_node_membership() is the pure part; struct kp_ssh_attached keeps the finished
- * lifetimes by class, for the Node informer's delete handler and the metrics collector. */
+ * kp_ssh_node_membership() and kp_ssh_attached_add() are the pure parts; struct kp_ssh_attached
+ * keeps the running sums by class, for the Node informer's delete handler and the collector. */
 #ifndef KP_PROVIDER_SSH_ATTACHED_H
 #define KP_PROVIDER_SSH_ATTACHED_H
 
@@ -27,14 +32,16 @@
 
 struct kp_node_view;
 
-/* Classes kept apart in the tally; later classes share the last row's name "other". */
+/* Rows of the class table, one of them kept for "other" (kp_ssh_attached_add). */
 #define KP_SSH_ATTACHED_MAX_CLASSES 64
 
-/* One Node's membership at now_usec: its class (borrowed from n), seconds since its creation
- * (0 when created after now) and those seconds times its vCPUs (capacity cpu). false, and the
- * outputs untouched, when the Node is not kpssh's or has no creationTimestamp. Pure. */
-bool kp_ssh_node_membership(const struct kp_node_view *n, int64_t now_usec, const char **ret_class,
-                            double *ret_seconds, double *ret_vcpu_seconds) KP_NONNULL(1, 3, 4, 5);
+/* One Node's membership from since_usec (or its creation, if later) to now_usec: its class
+ * (borrowed from n), those seconds (0 when the span is empty) and the seconds times its vCPUs
+ * (capacity cpu). false, and the outputs untouched, when the Node is not kpssh's or has no
+ * creationTimestamp. Pure. */
+bool kp_ssh_node_membership(const struct kp_node_view *n, int64_t since_usec, int64_t now_usec,
+                            const char **ret_class, double *ret_seconds, double *ret_vcpu_seconds)
+    KP_NONNULL(1, 4, 5, 6);
 
 struct kp_ssh_attached_row {
     char class_name[64];
@@ -44,23 +51,34 @@ struct kp_ssh_attached_row {
 
 struct kp_ssh_attached;
 
-/* An empty tally. 0 or -ENOMEM. */
+/* An empty tally, not counting until kp_ssh_attached_resume(). 0 or -ENOMEM. */
 int kp_ssh_attached_new(struct kp_ssh_attached **ret) KP_WUR KP_NONNULL(1);
 /* Accepts and returns NULL. */
 struct kp_ssh_attached *kp_ssh_attached_free(struct kp_ssh_attached *a);
 
-/* Adds a deleted Node's whole lifetime (kp_ssh_node_membership at now_usec); nothing for a Node
- * that is not kpssh's. Any thread. */
+/* Counting starts at now_usec (the controllers start: informers synced, leading). Any thread. */
+void kp_ssh_attached_resume(struct kp_ssh_attached *a, int64_t now_usec) KP_NONNULL(1);
+/* Counting stops (the controllers stop: standing by, or shutting down). Any thread. */
+void kp_ssh_attached_pause(struct kp_ssh_attached *a) KP_NONNULL(1);
+
+/* A deleted Node's time since the last accounting; nothing while paused or for a Node that is
+ * not kpssh's. Any thread. */
 void kp_ssh_attached_node_gone(struct kp_ssh_attached *a, const struct kp_node_view *n,
                                int64_t now_usec) KP_NONNULL(1, 2);
 
-/* Copies the finished lifetimes by class into rows (at most cap; the classes in the order first
- * seen). The number of rows. Any thread. */
-size_t kp_ssh_attached_finished(struct kp_ssh_attached *a, struct kp_ssh_attached_row *rows,
-                                size_t cap) KP_NONNULL(1);
+/* An accounting at now_usec: live(ctx, visit, vctx) must call visit(vctx, n) for every live
+ * Node (the Node informer's store walk); each adds its time since the last accounting. Then the
+ * running sums are copied into rows (at most cap). The number of rows. Nothing is added while
+ * paused or when live fails (rows still copied). Any thread; live runs under the tally's lock. */
+typedef void (*kp_ssh_attached_visit_fn)(void *vctx, const struct kp_node_view *n);
+size_t kp_ssh_attached_account(struct kp_ssh_attached *a, int64_t now_usec,
+                               int (*live)(void *ctx, kp_ssh_attached_visit_fn visit, void *vctx),
+                               void *ctx, struct kp_ssh_attached_row *rows, size_t cap)
+    KP_NONNULL(1, 3);
 
-/* Adds seconds and vcpu_seconds to the row of class in rows[0..*n) (cap entries), appending a row
- * for a new class while there is room and folding the rest into a last row "other". Pure. */
+/* Adds seconds and vcpu_seconds to the row of class in rows[0..*n) (cap entries), appending a
+ * row for a new class while that leaves room for one row "other"; the classes that find no room,
+ * and a class named "other", share that row. A class keeps its row. Pure. */
 void kp_ssh_attached_add(struct kp_ssh_attached_row *rows, size_t *n, size_t cap,
                          const char *class_name, double seconds, double vcpu_seconds)
     KP_NONNULL(1, 2, 4);
