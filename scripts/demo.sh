@@ -10,10 +10,12 @@
 #   scripts/demo.sh down    stops the controller and the lab (make demo-down); safe to run twice
 #
 # Environment:
-#   KPSSH_DEMO_LAB_ID     lab instance (default 100, away from the test tiers' labs)
+#   KPSSH_DEMO_LAB_ID     lab instance (default 199: the test tiers use 0..99 and their demo test
+#                         its lab + 100, never 199)
 #   KPSSH_DEMO_BUILD      the build directory holding src/kpssh-controller and src/kpssh
 #                         (default build/dev)
-#   KPSSH_DEMO_REPLICAS   replicas of the scale-up (default 6: one 4-CPU and one 2-CPU host)
+#   KPSSH_DEMO_REPLICAS   replicas of the scale-up (default 6: two 4-CPU hosts; docs/demo.md says
+#                         why)
 #   KPSSH_DEMO_CHECK=1    for the e2e test: fail (exit 1) when a step does not happen in time,
 #                         instead of only saying so
 #
@@ -21,7 +23,7 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export KPSSH_LAB_ID=${KPSSH_DEMO_LAB_ID:-100}
+export KPSSH_LAB_ID=${KPSSH_DEMO_LAB_ID:-199}
 export KPSSH_LAB_DIR="$REPO/_out/lab$KPSSH_LAB_ID"
 BUILD=${KPSSH_DEMO_BUILD:-$REPO/build/dev}
 REPLICAS=${KPSSH_DEMO_REPLICAS:-6}
@@ -213,7 +215,10 @@ step 180 "every NodeClaim gone (Nodes drained and deleted)" no_claims
 step 120 "every host Available again (warm: kubelet stopped, binaries kept)" count_state Available 4
 down_s=$(since "$t_down")
 sleep 2
-kill -TERM "$(cat "$DEMO_DIR/watch.pid")" 2>/dev/null || true
+# The watch's last table before the summary, not interleaved with it.
+watch_pid=$(cat "$DEMO_DIR/watch.pid")
+kill -TERM "$watch_pid" 2>/dev/null || true
+wait "$watch_pid" 2>/dev/null || true
 rm -f "$DEMO_DIR/watch.pid"
 
 cat <<EOF

@@ -49,6 +49,7 @@ hosts_added=()
 . "$(dirname "$0")/../lib/pool.sh"
 
 cleanup() {
+    set +e # an EXIT trap that stops early would leave the controller running
     kc delete -f "$work/rbac.json" --ignore-not-found --wait=false >/dev/null 2>&1
     pool_cleanup "$NP"
 }
@@ -103,8 +104,7 @@ for i in $(seq 1 "$N"); do
 done
 pool_nodepool "$NP" e2e WhenEmpty 5s 100%
 
-tokens() { kc get secrets -n kube-system --field-selector type=bootstrap.kubernetes.io/token \
-    -o name | wc -l; }
+tokens() { count_of secrets -n kube-system --field-selector type=bootstrap.kubernetes.io/token; }
 tokens_before=$(tokens)
 
 # The Nodes of the NodePool every 0.5 s: "<name> <creation epoch s> <sample time ms>" lines.
@@ -139,8 +139,7 @@ t_available=$(now_ms)
 for i in "${HOSTS[@]}"; do
     check "down: kubelet inactive on lab host $i" kubelet_inactive "$i"
 done
-check "down: no Node of the NodePool left" \
-    test "$(kc get nodes -l karpenter.sh/nodepool="$NP" -o name | wc -l)" = 0
+check "down: no Node of the NodePool left" none_of nodes -l karpenter.sh/nodepool="$NP"
 check "down: no bootstrap token Secret left behind ($tokens_before before, $(tokens) after)" \
     test "$(tokens)" -le "$tokens_before"
 

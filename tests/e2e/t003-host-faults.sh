@@ -44,12 +44,12 @@ hosts_added=()
 cleanup() { pool_cleanup "$NP"; }
 trap cleanup EXIT
 
-pool_nodes() { kc get nodes -l karpenter.sh/nodepool="$NP" -o name 2>/dev/null | wc -l; }
+pool_nodes() { count_of nodes -l karpenter.sh/nodepool="$NP"; }
 # no_node_for <seconds>: no Node of the NodePool exists at any 0.5 s sample during that time.
 no_node_for() {
-    local end=$((SECONDS + $1))
+    local end=$((SECONDS + $1)) n
     while [ "$SECONDS" -lt "$end" ]; do
-        [ "$(pool_nodes)" = 0 ] || return 1
+        n=$(pool_nodes) && [ "$n" = 0 ] || return 1
         sleep 0.5
     done
 }
@@ -83,9 +83,16 @@ pool_controller hf-1 hf-2
 pool_deployment web 0 500m no
 
 # --- 1. reboot -----------------------------------------------------------------------------------
+# probed_since <SSHHost> <epoch s>: a probe after that time found the host Available.
+probed_since() {
+    local t
+    t=$(kc get sshhost -n "$NS" "$1" -o jsonpath='{.status.lastProbeTime}') || return 1
+    [ -n "$t" ] && [ "$(date -d "$t" +%s)" -gt "$2" ] && host_is "$1" Available
+}
+rebooted=$(date +%s)
 "$KPSSH_LAB_HOST_SH" reboot "${HOSTS[0]}" >/dev/null
 check "reboot: no Node of the pool for 30 s" no_node_for 30
-check "reboot: hf-1 is Available again" wait_until 300 host_is hf-1 Available
+check "reboot: hf-1 is probed Available after the reboot" wait_until 300 probed_since hf-1 "$rebooted"
 check "reboot: kubelet inactive on it" kubelet_inactive "${HOSTS[0]}"
 
 # --- 2. zombie guard -----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ hosts_added=()
 . "$(dirname "$0")/../lib/pool.sh"
 
 cleanup() {
+    set +e # an EXIT trap that stops early would leave the controller running
     kc delete nodepool other --ignore-not-found --wait=false >/dev/null 2>&1
     pool_cleanup heavy light
 }

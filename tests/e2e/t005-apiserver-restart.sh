@@ -40,6 +40,7 @@ api_down=0
 . "$(dirname "$0")/../lib/pool.sh"
 
 cleanup() {
+    set +e # an EXIT trap that stops early would leave the controller running
     # The lab is shared with the tests after this one: never leave it without its API server.
     [ "$api_down" = 1 ] && "$REPO/tests/lab/apiserver.sh" start >/dev/null 2>&1
     pool_cleanup "$NP"
@@ -48,8 +49,7 @@ trap cleanup EXIT
 
 etcd() { curl -sf --max-time 5 -X POST "$KPSSH_LAB_ETCD_URL/v3/kv/$1" -d "$2"; }
 syncs() { grep -c '"informer in sync"' "$work/ctl.log" || true; }
-tokens() { kc get secrets -n kube-system --field-selector type=bootstrap.kubernetes.io/token \
-    -o name | wc -l; }
+tokens() { count_of secrets -n kube-system --field-selector type=bootstrap.kubernetes.io/token; }
 hosts_json() { kc get sshhost -n "$NS" -o json; }
 
 pool_setup as "${HOSTS[@]}"
@@ -92,7 +92,6 @@ check "no bootstrap token Secret left behind" wait_until 60 tokens_back
 # --- 4. down ---------------------------------------------------------------------------------------
 kc scale deployment web -n "$APPS" --replicas 0 >/dev/null
 check "down: every NodeClaim gone" wait_until 300 claim_count_is 0
-check "down: no Node of the NodePool" \
-    test "$(kc get nodes -l karpenter.sh/nodepool="$NP" -o name | wc -l)" = 0
+check "down: no Node of the NodePool" none_of nodes -l karpenter.sh/nodepool="$NP"
 for h in as-1 as-2 as-3; do check "down: $h Available" wait_until 120 host_is "$h" Available; done
 tap_done

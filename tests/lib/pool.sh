@@ -186,6 +186,15 @@ pods_json() { kc get pods -n "$APPS" -l app=web -o json 2>/dev/null || echo '{"i
 running_is() { # running_is <count>: web pods Running and not terminating
     [ "$(pods_json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]
 }
+none_of() { # none_of <kubectl get arguments>: kubectl answers, and with no object
+    local out
+    out=$(kc get "$@" -o name) && [ -z "$out" ]
+}
+count_of() { # count_of <kubectl get arguments>: how many objects; fails when kubectl does
+    local out
+    out=$(kc get "$@" -o name) || return 1
+    if [ -z "$out" ]; then echo 0; else wc -l <<<"$out"; fi
+}
 metric_has() { # metric_has <text> [<more text>]: a series holding both, not at 0
     body "http://127.0.0.1:$PORT/metrics" | grep -F "$1" | grep -F "${2:-}" | grep -qv ' 0$'
 }

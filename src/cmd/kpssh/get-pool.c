@@ -417,8 +417,10 @@ static int draw(struct pool_watch *w, const struct get_pool_opts *o, bool tty, b
          * ages do not count. */
         struct kp_buf is = KP_BUF_INIT(KP_POOLVIEW_MAX_OUTPUT);
 
-        if ((r = kp_poolview_render(&view, o->ns, o->format, 0, 0, &is)) < 0)
+        if ((r = kp_poolview_render(&view, o->ns, o->format, 0, 0, &is)) < 0) {
+            kp_buf_done(&is);
             goto out;
+        }
         if (w->was.data && is.len == w->was.len && memcmp(is.data, w->was.data, is.len) == 0) {
             kp_buf_done(&is);
             goto out;
