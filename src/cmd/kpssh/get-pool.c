@@ -284,7 +284,17 @@ static void pool_watch_done(struct pool_watch *w)
     kp_buf_done(&w->was);
 }
 
-static int pool_watch_start(struct kp_client *c, const char *ns, const char *prog,
+/* True when SIGINT or SIGTERM waits on sfd (-1: no signalfd, never). */
+static bool signal_pending(int sfd)
+{
+    struct pollfd p = {.fd = sfd, .events = POLLIN};
+
+    return sfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Starts the informers and waits for their first lists; -ECANCELED when a signal on sfd asks to
+ * stop meanwhile (the wait is sliced so Ctrl-C works against a slow API server). */
+static int pool_watch_start(struct kp_client *c, const char *ns, const char *prog, int sfd,
                             struct pool_watch *w)
 {
     const struct kind_def *defs = kind_defs();
@@ -320,9 +330,13 @@ static int pool_watch_start(struct kp_client *c, const char *ns, const char *pro
     }
     deadline = kp_mono_usec() + KP_GET_POOL_SYNC_USEC;
     for (k = 0; k < K_N; k++) {
-        uint64_t now = kp_mono_usec();
+        do {
+            uint64_t now = kp_mono_usec(), left = now < deadline ? deadline - now : 1;
 
-        r = kp_informer_wait_synced(w->inf[k], now < deadline ? deadline - now : 1);
+            if (signal_pending(sfd))
+                return -ECANCELED;
+            r = kp_informer_wait_synced(w->inf[k], left < 100000 ? left : 100000);
+        } while (r == -ETIMEDOUT && kp_mono_usec() < deadline);
         if (r < 0) {
             fprintf(stderr, "%s: %s did not list within %llu s: %s\n", prog, defs[k].res->resource,
                     (unsigned long long)(KP_GET_POOL_SYNC_USEC / KP_USEC_PER_SEC), kp_strerror(r));
@@ -532,8 +546,11 @@ static int get_pool(int argc, char **argv, const char *prog)
                 api.topts.server ? api.topts.server : "?", kp_strerror(r));
         goto out;
     }
-    if (pool_watch_start(client, o.ns, prog, &w) < 0)
+    if ((r = pool_watch_start(client, o.ns, prog, sfd, &w)) < 0) {
+        if (r == -ECANCELED)
+            code = KP_CLI_OK; /* Ctrl-C before the first table: a normal end */
         goto out;
+    }
     if (draw(&w, &o, tty, colour, prog) < 0)
         goto out;
     if (o.watch && watch_loop(&w, sfd, &o, tty, colour, prog) < 0)
