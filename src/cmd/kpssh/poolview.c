@@ -794,6 +794,11 @@ static int yaml_block(struct kp_buf *out, const json_t *v, unsigned level, bool 
     return r;
 }
 
+int kp_poolview_yaml(const json_t *doc, struct kp_buf *out)
+{
+    return yaml_block(out, doc, 0, false);
+}
+
 int kp_poolview_render(const struct kp_poolview *v, const char *ns, enum kp_poolview_format format,
                        unsigned flags, int64_t now_usec, struct kp_buf *out)
 {

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "base/macro.h"
+#include "json/json.h"
 
 struct kp_buf;
 struct kp_node_view;
@@ -123,5 +124,11 @@ enum kp_poolview_flags {
 int kp_poolview_render(const struct kp_poolview *v, const char *ns, enum kp_poolview_format format,
                        unsigned flags, int64_t now_usec, struct kp_buf *out)
     KP_NONNULL(1, 2, 6) KP_WUR;
+
+/* Appends doc (a JSON tree of objects, arrays, strings, integers, booleans and nulls) to out as
+ * the block YAML -o yaml prints: object keys in the tree's order, strings double-quoted. Other
+ * verbs' -o yaml use it too (simulate.c), so every document the CLI prints reads the same.
+ * 0, -ENOMEM or -KP_ELIMIT (out's ceiling). */
+int kp_poolview_yaml(const json_t *doc, struct kp_buf *out) KP_NONNULL(1, 2) KP_WUR;
 
 #endif

@@ -16,4 +16,7 @@ enum {
 /* `get <resource>`: today `get pool` (get-pool.c). */
 int kp_cli_get(int argc, char **argv, const char *prog);
 
+/* `simulate [-f FILE]...`: the provisioner's plan for the pending pods (simulate.c). */
+int kp_cli_simulate(int argc, char **argv, const char *prog);
+
 #endif
