@@ -639,7 +639,7 @@ static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_clai
     const struct kp_nodepool_view *np = in->pools[sc->pool].np;
     json_t *o = NULL, *types = NULL, *req = NULL;
     const char **names = NULL;
-    char buf[KP_QUANTITY_STRMAX > 32 ? KP_QUANTITY_STRMAX : 32];
+    char buf[KP_QUANTITY_STRMAX]; /* quantities and prices (at most 27 bytes) */
     int r;
 
     if ((r = kp_json_patch_new(&o)) < 0 || (r = kp_json_array_new(&types)) < 0 ||
