@@ -8,7 +8,10 @@
 #include "cmd/kpssh/manifest.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
@@ -47,6 +50,24 @@ static bool json_number(const char *s)
             p++;
     }
     return *p == '\0';
+}
+
+/* A JSON number the decoder takes: an integer within int64, or a finite real. Anything else
+ * (12345678901234567890, 1e999) stays a string, which is what a projection reading a quantity or
+ * a name wants anyway. */
+static bool json_number_fits(const struct kp_yaml_node *n, const char *s)
+{
+    int64_t v;
+    double d;
+    char *end = NULL;
+
+    if (!json_number(s))
+        return false;
+    if (!strpbrk(s, ".eE"))
+        return kp_yaml_get_int(n, &v) == 0;
+    errno = 0;
+    d = strtod(s, &end);
+    return errno == 0 && end && *end == '\0' && isfinite(d);
 }
 
 static int put_string(struct kp_buf *out, const char *s)
@@ -111,7 +132,7 @@ static int put_node(struct kp_buf *out, const struct kp_yaml_node *n, const char
                    kp_yaml_col(n));
         return -KP_EPARSE;
     }
-    if (kp_yaml_style(n) == KP_YAML_PLAIN && json_number(s))
+    if (kp_yaml_style(n) == KP_YAML_PLAIN && json_number_fits(n, s))
         return kp_buf_puts(out, s);
     return put_string(out, s);
 }
