@@ -48,6 +48,7 @@
 #include "api/quantity.h"
 #include "core/core.h"
 #include "core/provider.h"
+#include "core/provisioning/provisioner.h"
 #include "core/provisioning/simulation.h"
 #include "core/state/cluster.h"
 #include "provider/ssh/obj-kpssh.h"
@@ -637,7 +638,7 @@ static int quantity_text(const char *name, int64_t milli, char buf[KP_QUANTITY_S
 static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_claim *sc, json_t **ret)
 {
     const struct kp_nodepool_view *np = in->pools[sc->pool].np;
-    json_t *o = NULL, *types = NULL, *req = NULL;
+    json_t *o = NULL, *types = NULL, *req = NULL, *nc = NULL, *reqs = NULL;
     const char **names = NULL;
     char buf[KP_QUANTITY_STRMAX]; /* quantities and prices (at most 27 bytes) */
     int r;
@@ -647,6 +648,11 @@ static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_clai
         goto out;
     if ((r = set_str(o, "nodePool", np->e.name)) < 0 ||
         (r = set_str(o, "nodeClass", np->tmpl.node_class_ref.name)) < 0)
+        goto out;
+    /* The requirements exactly as the provisioner would write them into the NodeClaim. */
+    if ((r = kp_provisioner_nodeclaim(np, sc, &nc)) < 0 ||
+        (r = kp_json_path_array(nc, "spec.requirements", &reqs)) < 0 ||
+        (r = kp_json_patch_set_steal(o, KP_JSON_PATH("requirements"), kp_json_ref(reqs))) < 0)
         goto out;
     for (size_t t = 0; t < sc->n_types && r == 0; t++) {
         json_t *it = NULL;
@@ -692,6 +698,7 @@ static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_clai
     o = NULL;
 out:
     kp_free(names);
+    kp_json_unref(nc);
     kp_json_unref(req);
     kp_json_unref(types);
     kp_json_unref(o);
