@@ -8,7 +8,9 @@
  *
  * Scalars map as sigs.k8s.io/yaml maps them for the cases manifests use: a quoted or block
  * scalar is a string; a plain one is null (~, null, empty), a JSON number when it is spelled as
- * one, a boolean (true/false and the YAML 1.1 yes/no/on/off), else a string.
+ * one that JSON can hold (an int64 or a finite real), a boolean (true/false and the YAML 1.1
+ * yes/no/on/off), else a string. Unlike sigs.k8s.io/yaml, YAML 1.1 octal and hex integers (012,
+ * 0x10) and out-of-range numbers stay strings.
  *
  * Pure: no I/O, no globals. Any thread. */
 #ifndef KP_CMD_KPSSH_MANIFEST_H
