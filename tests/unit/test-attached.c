@@ -65,8 +65,8 @@ static void test_membership(void **state)
                                        CREATED_USEC + 90 * 1000000LL, &cls, &secs, &vsecs));
     assert_true(secs > 29.999 && secs < 30.001);
     /* No class label: "default"; no capacity: no vCPU-seconds. */
-    assert_true(kp_ssh_node_membership(kp_node_view(bare), 0, CREATED_USEC + 1500000LL, &cls,
-                                       &secs, &vsecs));
+    assert_true(kp_ssh_node_membership(kp_node_view(bare), 0, CREATED_USEC + 1500000LL, &cls, &secs,
+                                       &vsecs));
     assert_string_equal(cls, "default");
     assert_true(secs > 1.499 && secs < 1.501);
     assert_true(vsecs == 0);
@@ -76,13 +76,13 @@ static void test_membership(void **state)
     assert_string_equal(cls, "small");
     assert_true(vsecs > 19.999 && vsecs < 20.001);
     /* A clock before the creation counts nothing rather than going negative. */
-    assert_true(kp_ssh_node_membership(kp_node_view(ours), 0, CREATED_USEC - 5000000LL, &cls,
-                                       &secs, &vsecs));
+    assert_true(kp_ssh_node_membership(kp_node_view(ours), 0, CREATED_USEC - 5000000LL, &cls, &secs,
+                                       &vsecs));
     assert_true(secs == 0 && vsecs == 0);
     /* Somebody else's Node, or one without a providerID yet: not counted, outputs untouched. */
     secs = vsecs = -1;
-    assert_false(kp_ssh_node_membership(kp_node_view(aws), 0, CREATED_USEC + 1000000LL, &cls,
-                                        &secs, &vsecs));
+    assert_false(kp_ssh_node_membership(kp_node_view(aws), 0, CREATED_USEC + 1000000LL, &cls, &secs,
+                                        &vsecs));
     assert_false(kp_ssh_node_membership(kp_node_view(none), 0, CREATED_USEC + 1000000LL, &cls,
                                         &secs, &vsecs));
     assert_true(secs == -1 && vsecs == -1);
@@ -162,7 +162,7 @@ static int walk_fake(void *ctx, kp_ssh_attached_visit_fn visit, void *vctx)
     return 0;
 }
 
-#define AT(s) (CREATED_USEC + (int64_t)(s) * 1000000LL)
+#define AT(s) (CREATED_USEC + (int64_t)(s)*1000000LL)
 
 static void test_tally(void **state)
 {

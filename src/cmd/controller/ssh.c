@@ -257,8 +257,7 @@ static void collect_attached(struct kp_metrics *m, void *ctx)
     for (size_t i = 0; i < n; i++) {
         counter_raise(kp_metric_labels(s->m_attached, rows[i].class_name, (const char *)NULL),
                       rows[i].seconds);
-        counter_raise(kp_metric_labels(s->m_attached_vcpu, rows[i].class_name,
-                                       (const char *)NULL),
+        counter_raise(kp_metric_labels(s->m_attached_vcpu, rows[i].class_name, (const char *)NULL),
                       rows[i].vcpu_seconds);
     }
 }
