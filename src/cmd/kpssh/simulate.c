@@ -164,7 +164,7 @@ static void usage(FILE *f, const char *prog)
         "                       NodePool, SSHNodeClass, SSHHost, Pod, Node, NodeClaim,\n"
         "                       PersistentVolumeClaim, PodDisruptionBudget (or a List)\n"
         "  -n, --namespace NS   pool namespace (default: $%s, else %s)\n"
-        "  -o, --output FMT     json or yaml (default: a summary)\n"
+        "  -o, --output FMT     table (a summary, the default), json or yaml\n"
         "      --kubeconfig F   kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
         "      --context NAME   kubeconfig context (default: its current-context)\n"
         "  -h, --help           this text\n",
