@@ -27,7 +27,6 @@ set -euo pipefail
 : "${KPSSH_LAB_DIR:?run under ctest (label e2e), which brings the lab up}"
 # shellcheck source=/dev/null
 . "$KPSSH_LAB_DIR/env.sh"
-REPO=${KP_REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 REL=kpssh-e2e
 NS=kpssh-e2e # the release's namespace, and the pool namespace (the chart's default)
 APPS=e2e-apps
@@ -48,55 +47,13 @@ hosts_added=()
 # shellcheck source=../lib/pool.sh
 . "$(dirname "$0")/../lib/pool.sh"
 
-cleanup() {
-    set +e # an EXIT trap that stops early would leave the controller running
-    kc delete -f "$work/rbac.json" --ignore-not-found --wait=false >/dev/null 2>&1
-    pool_cleanup "$NP"
-}
+cleanup() { pool_cleanup "$NP"; }
 trap cleanup EXIT
 
 # --- set-up: the chart's RBAC, the pool --------------------------------------------------------
 pool_setup e2e "${HOSTS[@]}"
-"$KPSSH_LAB_BIN/helm" template "$REL" "$REPO/deploy/charts/kpssh" -n "$NS" \
-    --set crds.install=false >"$work/chart.yaml" 2>"$work/helm.err"
-# kubectl prints one JSON document per object: slurped into one array.
-kc create --dry-run=client -o json -f "$work/chart.yaml" | jq -s . >"$work/chart.json"
-# Everything but the Deployment: the lab has no kubelet to run the controller's image, and the
-# test runs the binary under test instead, as that Deployment would (same env, same token).
-jq '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "Deployment")]}' \
-    "$work/chart.json" >"$work/rbac.json"
-kc apply -f "$work/rbac.json" >/dev/null
-check "the chart renders RBAC for the controller" \
-    test "$(jq '[.items[] | select(.kind == "ClusterRole" or .kind == "Role")] | length' "$work/rbac.json")" -ge 2
-
-token=$(kc -n "$NS" create token "$REL" --duration=1h)
-cat >"$work/sa.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-  - name: lab
-    cluster: {server: $KPSSH_LAB_API_URL, certificate-authority: $KPSSH_LAB_CA}
-users:
-  - name: sa
-    user: {token: $token}
-contexts:
-  - name: sa
-    context: {cluster: lab, user: sa}
-current-context: sa
-EOF
-chmod 600 "$work/sa.kubeconfig"
-
-# The chart Deployment's environment: literal values as rendered, the downward API's by hand.
-mapfile -t chart_env < <(jq -r '.[] | select(.kind == "Deployment")
-    | .spec.template.spec.containers[0].env[] | select(.value != null) | "\(.name)=\(.value)"' \
-    "$work/chart.json")
-check "the controller takes the chart Deployment's environment (${#chart_env[@]} values)" \
-    test "${#chart_env[@]}" -ge 4
-env "${chart_env[@]}" KPSSH_LEADER_ELECTION_NAMESPACE="$NS" KPSSH_POD_NAME=kpssh-e2e-0 \
-    KPSSH_METRICS_PORT="$PORT" KPSSH_HEALTH_PROBE_PORT="$PORT" \
-    "$BIN" --kubeconfig "$work/sa.kubeconfig" --bind-address 127.0.0.1 \
-    --probe-interval 5s --probe-timeout 4s >"$work/ctl.log" 2>&1 &
-pid_ctl=$!
+pool_chart "$REL"
+pool_start
 check "the controller is ready under the chart's RBAC" \
     wait_until 90 is_code 200 "http://127.0.0.1:$PORT/readyz"
 for i in $(seq 1 "$N"); do

@@ -79,6 +79,7 @@ join_one() {
 
 pool_setup hf "${HOSTS[@]}"
 pool_nodepool "$NP" hf WhenEmpty 10m 100%
+pool_chart "$NS"
 pool_controller hf-1 hf-2
 pool_deployment web 0 500m no
 

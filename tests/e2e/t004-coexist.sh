@@ -83,6 +83,7 @@ spec:
       requirements:
         - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
 EOF
+pool_chart "$NS"
 pool_controller co-1 co-2 co-3
 
 # --- 1. weight -------------------------------------------------------------------------------------

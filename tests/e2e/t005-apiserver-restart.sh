@@ -54,6 +54,7 @@ hosts_json() { kc get sshhost -n "$NS" -o json; }
 
 pool_setup as "${HOSTS[@]}"
 pool_nodepool "$NP" as WhenEmpty 5s 100%
+pool_chart "$NS"
 pool_controller as-1 as-2 as-3
 tokens_before=$(tokens)
 syncs_before=$(syncs)

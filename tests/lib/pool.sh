@@ -98,13 +98,61 @@ spec:
 EOF
 }
 
+# pool_chart <release>: the e2e tier's credentials. The objects the Helm chart renders for a
+# release in NS (helm template, CRDs left out; NS is also the pool namespace, the chart's
+# default) but its Deployment, which the lab has no kubelet to run; a TokenRequest token of the
+# chart's ServiceAccount in $work/sa.kubeconfig; and the chart Deployment's environment (its
+# literal values) in chart_env. pool_start then runs the controller as that Deployment would,
+# with nothing but the chart's RBAC; pool_cleanup deletes the objects again.
+pool_chart() {
+    # shellcheck disable=SC2154 # work: the caller's scratch directory
+    "$KPSSH_LAB_BIN/helm" template "$1" "$KP_REPO/deploy/charts/kpssh" -n "$NS" \
+        --set crds.install=false >"$work/chart.yaml" 2>"$work/helm.err"
+    # kubectl prints one JSON document per object: slurped into one array.
+    kc create --dry-run=client -o json -f "$work/chart.yaml" | jq -s . >"$work/chart.json"
+    jq '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "Deployment")]}' \
+        "$work/chart.json" >"$work/rbac.json"
+    kc apply -f "$work/rbac.json" >/dev/null
+    check "the chart renders RBAC for the controller" test "$(jq \
+        '[.items[] | select(.kind == "ClusterRole" or .kind == "Role")] | length' "$work/rbac.json")" -ge 2
+    cat >"$work/sa.kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+  - name: lab
+    cluster: {server: $KPSSH_LAB_API_URL, certificate-authority: $KPSSH_LAB_CA}
+users:
+  - name: sa
+    user: {token: $(kc -n "$NS" create token "$1" --duration=1h)}
+contexts:
+  - name: sa
+    context: {cluster: lab, user: sa}
+current-context: sa
+KUBECONFIG
+    chmod 600 "$work/sa.kubeconfig"
+    mapfile -t chart_env < <(jq -r '.[] | select(.kind == "Deployment")
+        | .spec.template.spec.containers[0].env[] | select(.value != null) | "\(.name)=\(.value)"' \
+        "$work/chart.json")
+    check "the controller takes the chart Deployment's environment (${#chart_env[@]} values)" \
+        test "${#chart_env[@]}" -ge 4
+}
+
 # pool_start: starts kpssh-controller ($BIN, one replica) on PORT, logging to $work/ctl.log, with
-# its PID in pid_ctl.
+# its PID in pid_ctl: after pool_chart as the chart's Deployment would run it (its environment,
+# the downward API's values by hand, its ServiceAccount's token, leader election on), else with
+# the lab's admin kubeconfig and no leader election.
 pool_start() {
     # shellcheck disable=SC2154 # work: the caller's scratch directory
-    "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
-        --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
-        --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
+    if [ -s "$work/sa.kubeconfig" ]; then
+        env "${chart_env[@]}" KPSSH_LEADER_ELECTION_NAMESPACE="$NS" KPSSH_POD_NAME="$NS-0" \
+            KPSSH_METRICS_PORT="$PORT" KPSSH_HEALTH_PROBE_PORT="$PORT" \
+            "$BIN" --kubeconfig "$work/sa.kubeconfig" --bind-address 127.0.0.1 \
+            --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
+    else
+        "$BIN" --kubeconfig "$KUBECONFIG" --pool-namespace "$NS" --disable-leader-election \
+            --bind-address 127.0.0.1 --metrics-port "$PORT" --health-probe-port "$PORT" \
+            --probe-interval 5s --probe-timeout 4s --shutdown-timeout 20s >>"$work/ctl.log" 2>&1 &
+    fi
     # shellcheck disable=SC2034 # pid_ctl: the caller's, for its clean-up
     pid_ctl=$!
 }
@@ -151,7 +199,8 @@ EOF
 # pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap: kills only what the test
 # started (pid_ctl, pid_sample); when a check failed, prints the pool as kpssh get pool shows it
 # (KPSSH_CLI_BIN overrides the CLI's path) and the end of the controller's log; then deletes
-# APPS, the NodePools and NS and forgets the NodePools' NodeClaims and Nodes (pool_forget).
+# APPS, the NodePools, NS and pool_chart's objects and forgets the NodePools' NodeClaims and
+# Nodes (pool_forget).
 pool_cleanup() {
     local np
     set +e
@@ -168,6 +217,7 @@ pool_cleanup() {
     kc delete nodepool "$@" --ignore-not-found --wait=false >/dev/null 2>&1
     for np in "$@"; do pool_forget "$np"; done
     kc delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+    [ -s "$work/rbac.json" ] && kc delete -f "$work/rbac.json" --ignore-not-found --wait=false >/dev/null 2>&1
     rm -rf "$work"
 }
 
