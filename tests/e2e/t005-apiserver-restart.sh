@@ -54,7 +54,11 @@ hosts_json() { kc get sshhost -n "$NS" -o json; }
 
 pool_setup as "${HOSTS[@]}"
 pool_nodepool "$NP" as WhenEmpty 5s 100%
-pool_chart "$NS"
+# Admin credentials and no leader election, unlike t002-t004: the outage outlasts the Lease's
+# renew deadline, and a replica that loses the Lease in the middle of a launch does not yet
+# resume that NodeClaim when it leads again (the stores survive the term, so the relist brings
+# no add event for it; a known defect, docs/operations.md "Leader election"). This scenario is
+# about watches expiring, so it keeps one replica leading throughout.
 pool_controller as-1 as-2 as-3
 tokens_before=$(tokens)
 syncs_before=$(syncs)
