@@ -118,37 +118,6 @@ static void usage(FILE *f, const char *prog)
         prog, KP_GET_POOL_NS_ENV, KP_GET_POOL_NS_DEFAULT);
 }
 
-/* The value of option name (matched as its first len bytes) at argv[*i]: "--name=v", "-xv", or the next argument. NULL (with a
- * message) when it is missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, size_t len,
-                             const char *prog)
-{
-    const char *a = argv[*i];
-
-    if (a[len] == '=')
-        return a + len + 1;
-    if (a[len] != '\0' && a[1] != '-') /* -ojson */
-        return a + len;
-    if (*i + 1 < argc)
-        return argv[++*i];
-    fprintf(stderr, "%s: option %s needs a value\n", prog, name);
-    return NULL;
-}
-
-/* Whether argv[i] is the option with short form s (may be NULL) or long form l: returns the
- * length of the matched prefix, 0 when it is another option. */
-static size_t opt_is(const char *a, const char *s, const char *l)
-{
-    size_t n;
-
-    if (s && strncmp(a, s, 2) == 0)
-        return 2;
-    n = strlen(l);
-    if (strncmp(a, l, n) == 0 && (a[n] == '\0' || a[n] == '='))
-        return n;
-    return 0;
-}
-
 static int parse_opts(int argc, char **argv, const char *prog, struct get_pool_opts *o,
                       bool *ret_help)
 {
@@ -172,27 +141,27 @@ static int parse_opts(int argc, char **argv, const char *prog, struct get_pool_o
             o->no_color = true;
         } else if (strcmp(a, "--color") == 0) {
             o->color = true;
-        } else if ((n = opt_is(a, "-n", "--namespace")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--namespace", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, "-n", "--namespace")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--namespace", n, prog, "")))
                 return -EINVAL;
             if (!*v) {
                 fprintf(stderr, "%s: --namespace must not be empty\n", prog);
                 return -EINVAL;
             }
             o->ns = v;
-        } else if ((n = opt_is(a, "-o", "--output")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--output", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, "-o", "--output")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--output", n, prog, "")))
                 return -EINVAL;
             if (!*v || kp_poolview_parse_format(v, &o->format) < 0) {
                 fprintf(stderr, "%s: --output must be wide, json or yaml, not \"%s\"\n", prog, v);
                 return -EINVAL;
             }
-        } else if ((n = opt_is(a, NULL, "--kubeconfig")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--kubeconfig", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, NULL, "--kubeconfig")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--kubeconfig", n, prog, "")))
                 return -EINVAL;
             o->kubeconfig = v;
-        } else if ((n = opt_is(a, NULL, "--context")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--context", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, NULL, "--context")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--context", n, prog, "")))
                 return -EINVAL;
             o->context = v;
         } else {

@@ -171,34 +171,6 @@ static void usage(FILE *f, const char *prog)
         prog, SIM_NS_ENV, SIM_NS_DEFAULT);
 }
 
-/* The value of the option at argv[*i] matched as its first len bytes: "--name=v", "-xv", or the
- * next argument. NULL (with a message) when it is missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, size_t len,
-                             const char *prog)
-{
-    const char *a = argv[*i];
-
-    if (a[len] == '=')
-        return a + len + 1;
-    if (a[len] != '\0' && a[1] != '-')
-        return a + len;
-    if (*i + 1 < argc)
-        return argv[++*i];
-    fprintf(stderr, "%s: simulate: option %s needs a value\n", prog, name);
-    return NULL;
-}
-
-static size_t opt_is(const char *a, const char *s, const char *l)
-{
-    size_t n = strlen(l);
-
-    if (s && strncmp(a, s, 2) == 0)
-        return 2;
-    if (strncmp(a, l, n) == 0 && (a[n] == '\0' || a[n] == '='))
-        return n;
-    return 0;
-}
-
 static int parse_opts(int argc, char **argv, const char *prog, struct sim_opts *o, bool *ret_help)
 {
     const char *env_ns = getenv(SIM_NS_ENV);
@@ -214,8 +186,8 @@ static int parse_opts(int argc, char **argv, const char *prog, struct sim_opts *
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             *ret_help = true;
             return 0;
-        } else if ((n = opt_is(a, "-f", "--filename")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--filename", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, "-f", "--filename")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--filename", n, prog, "simulate: ")))
                 return -EINVAL;
             if (!*v || o->n_files == SIM_MAX_FILES) {
                 fprintf(stderr, "%s: simulate: %s\n", prog,
@@ -223,16 +195,16 @@ static int parse_opts(int argc, char **argv, const char *prog, struct sim_opts *
                 return -EINVAL;
             }
             o->files[o->n_files++] = v;
-        } else if ((n = opt_is(a, "-n", "--namespace")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--namespace", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, "-n", "--namespace")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--namespace", n, prog, "simulate: ")))
                 return -EINVAL;
             if (!*v) {
                 fprintf(stderr, "%s: simulate: --namespace must not be empty\n", prog);
                 return -EINVAL;
             }
             o->ns = v;
-        } else if ((n = opt_is(a, "-o", "--output")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--output", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, "-o", "--output")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--output", n, prog, "simulate: ")))
                 return -EINVAL;
             if (strcmp(v, "json") == 0)
                 o->format = SIM_JSON;
@@ -245,12 +217,12 @@ static int parse_opts(int argc, char **argv, const char *prog, struct sim_opts *
                         prog, v);
                 return -EINVAL;
             }
-        } else if ((n = opt_is(a, NULL, "--kubeconfig")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--kubeconfig", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, NULL, "--kubeconfig")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--kubeconfig", n, prog, "simulate: ")))
                 return -EINVAL;
             o->kubeconfig = v;
-        } else if ((n = opt_is(a, NULL, "--context")) > 0) {
-            if (!(v = opt_value(argc, argv, &i, "--context", n, prog)))
+        } else if ((n = kp_cli_opt_is(a, NULL, "--context")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--context", n, prog, "simulate: ")))
                 return -EINVAL;
             o->context = v;
         } else {
@@ -841,6 +813,19 @@ out:
 }
 
 /* The summary printed by default, from the same document as -o json. */
+
+/* Appends " a, b, c": the strings of arr ("?" for one that is not a string). */
+static int put_names(struct kp_buf *out, const json_t *arr)
+{
+    const char *s;
+    int r = 0;
+
+    for (size_t i = 0; r == 0 && i < kp_json_array_size(arr); i++)
+        r = kp_buf_printf(out, "%s %s", i ? "," : "",
+                          kp_json_as_str(kp_json_array_at(arr, i), &s) == 0 ? s : "?");
+    return r;
+}
+
 static int render_table(const json_t *doc, struct kp_buf *out)
 {
     json_t *claims = NULL, *places = NULL, *unarr = NULL;
@@ -880,9 +865,8 @@ static int render_table(const json_t *doc, struct kp_buf *out)
             r = kp_buf_printf(out, " %s=%s", key, kp_json_as_str(v, &s) == 0 ? s : "?");
         if (r == 0)
             r = kp_buf_puts(out, "\n     pods:");
-        for (size_t i = 0; r == 0 && i < kp_json_array_size(pods); i++)
-            r = kp_buf_printf(out, "%s %s", i ? "," : "",
-                              kp_json_as_str(kp_json_array_at(pods, i), &s) == 0 ? s : "?");
+        if (r == 0)
+            r = put_names(out, pods);
         if (r == 0)
             r = kp_buf_putc(out, '\n');
     }
@@ -890,16 +874,15 @@ static int render_table(const json_t *doc, struct kp_buf *out)
         r = kp_buf_printf(out, "Placements on existing nodes: %zu\n", kp_json_array_size(places));
     for (size_t k = 0; r == 0 && k < kp_json_array_size(places); k++) {
         const json_t *p = kp_json_array_at(places, k);
-        const char *node = NULL, *kind = NULL, *s;
+        const char *node = NULL, *kind = NULL;
         json_t *pods = NULL;
 
         if (kp_json_get_str(p, "node", &node) < 0 || kp_json_get_str(p, "kind", &kind) < 0 ||
             kp_json_get_array(p, "pods", &pods) < 0)
             return -EINVAL;
         r = kp_buf_printf(out, "  %s %s:", strcmp(kind, "Node") == 0 ? "node" : "nodeclaim", node);
-        for (size_t i = 0; r == 0 && i < kp_json_array_size(pods); i++)
-            r = kp_buf_printf(out, "%s %s", i ? "," : "",
-                              kp_json_as_str(kp_json_array_at(pods, i), &s) == 0 ? s : "?");
+        if (r == 0)
+            r = put_names(out, pods);
         if (r == 0)
             r = kp_buf_putc(out, '\n');
     }

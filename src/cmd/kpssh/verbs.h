@@ -7,6 +7,8 @@
 #ifndef KP_CMD_KPSSH_VERBS_H
 #define KP_CMD_KPSSH_VERBS_H
 
+#include <stddef.h>
+
 enum {
     KP_CLI_OK = 0,
     KP_CLI_FAILURE = 1,
@@ -18,5 +20,14 @@ int kp_cli_get(int argc, char **argv, const char *prog);
 
 /* `simulate [-f FILE]...`: the provisioner's plan for the pending pods (simulate.c). */
 int kp_cli_simulate(int argc, char **argv, const char *prog);
+
+/* Option matching for the verbs' parsers (opts.c). kp_cli_opt_is: the length of the prefix of a
+ * that is the option with short form s (may be NULL) or long form l, 0 when it is another one.
+ * kp_cli_opt_value: the value of the option at argv[*i] matched as its first len bytes
+ * ("--name=v", "-xv", or the next argument, then *i moves past it); NULL, with
+ * "<prog>: <verb>option <name> needs a value" on stderr, when it is missing. */
+size_t kp_cli_opt_is(const char *a, const char *s, const char *l);
+const char *kp_cli_opt_value(int argc, char **argv, int *i, const char *name, size_t len,
+                             const char *prog, const char *verb);
 
 #endif
