@@ -70,6 +70,9 @@ struct kp_informer {
     bool synced;
     struct kp_informer_stats stats; /* stats.page_size: written by the informer thread */
     uint32_t page_max;              /* opts.page_size or the client's default */
+    /* Set by start, cleared by the informer thread once a list is in: until then an unchanged
+     * entry is announced anyway (see kp_informer_start). */
+    bool replay;
 };
 
 static char *kp_dup_opt(const char *s, int *r)
@@ -359,7 +362,8 @@ static int kp_informer_upsert(struct kp_informer *inf, const json_t *obj, struct
         kp_entry_unref(e);
         return r;
     }
-    if (old && old->hash == e->hash && strcmp(old->uid ? old->uid : "", e->uid ? e->uid : "") == 0)
+    if (old && old->hash == e->hash &&
+        strcmp(old->uid ? old->uid : "", e->uid ? e->uid : "") == 0 && !(seen && inf->replay))
         kp_informer_count(inf, &inf->stats.skipped);
     else
         kp_informer_notify(inf, old, e);
@@ -634,6 +638,7 @@ static void *kp_informer_main(void *arg)
             kp_informer_sleep(inf, wait);
             continue;
         }
+        inf->replay = false;
         kp_informer_set_synced(inf);
         kp_backoff_reset(&backoff);
         r = kp_watch_run(w, kp_informer_event, inf, &err);
@@ -660,6 +665,11 @@ int kp_informer_start(struct kp_informer *inf)
     if (inf->running)
         return -EALREADY;
     atomic_store(&inf->cancel, false);
+    /* The store survives a stop, so the first list of a later start would announce only what
+     * changed meanwhile. Its controllers, though, may have dropped work when they stopped (a
+     * replica that lost its Lease mid-launch): that list announces every entry, unchanged ones
+     * as an update with old equal to new, as a new informer's adds would. */
+    inf->replay = true;
     r = pthread_create(&inf->thread, NULL, kp_informer_main, inf);
     if (r != 0)
         return -r;

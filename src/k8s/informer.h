@@ -9,7 +9,9 @@
  * once per object and counted; the rest of the cache keeps working. Handlers run on the
  * informer's thread and must only enqueue keys (k8s/workqueue.h). An update whose projection
  * fingerprint is unchanged (only unprojected fields or the resourceVersion moved) calls no
- * handler.
+ * handler, except during the first list after each start: a restarted informer (a replica that
+ * leads again) announces every entry, as an update with old equal to new when nothing changed,
+ * so controllers that stopped with work in hand see each object again.
  *
  * Threads: each informer runs one thread of its own (started by kp_informer_start) with its own
  * client. Store reads, kp_informer_synced and the stats are for any thread. */
@@ -84,7 +86,8 @@ int kp_informer_remove_handlers(struct kp_informer *inf, const void *ctx);
 /* Starts the thread. 0 or -errno. */
 int kp_informer_start(struct kp_informer *inf) KP_WUR;
 /* Asks the thread to stop and joins it. Idempotent. The store keeps what it held, but the
- * informer is no longer synced: a later kp_informer_start() lists afresh and syncs again. */
+ * informer is no longer synced: a later kp_informer_start() lists afresh, announces every
+ * entry to the handlers (see above) and syncs again. */
 void kp_informer_stop(struct kp_informer *inf);
 /* Asks a running informer's thread to stop, without waiting: its request in progress notices
  * within about a second (curl's progress callback), so a caller stopping several informers

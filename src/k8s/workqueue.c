@@ -424,7 +424,10 @@ void kp_workqueue_done(struct kp_workqueue *q, const char *key)
     if (item && item->processing) {
         item->processing = false;
         q->nprocessing--;
-        if (item->dirty && !q->shutting_down) {
+        /* Queued even while shutting down: get() hands out nothing then, and a reopened queue
+         * serves it. Left out, the key would stay dirty and never queued, and every later add
+         * would take it for queued already: wedged for good (a replica leading again). */
+        if (item->dirty) {
             item->queued = true;
             kp_list_add_tail(&q->ready, &item->link);
             q->nready++;

@@ -60,7 +60,8 @@ void kp_workqueue_done(struct kp_workqueue *q, const char *key);
 
 void kp_workqueue_shutdown(struct kp_workqueue *q);
 /* Undoes kp_workqueue_shutdown() once no key is in flight (after kp_workqueue_wait_idle()):
- * adds and gets work again. Keys queued or delayed before the shutdown are still there. */
+ * adds and gets work again. Keys queued or delayed before the shutdown are still there, and so
+ * is a key added again while a worker held it, when that worker finished after the shutdown. */
 void kp_workqueue_reopen(struct kp_workqueue *q);
 /* Waits until no key is being processed. */
 void kp_workqueue_wait_idle(struct kp_workqueue *q);

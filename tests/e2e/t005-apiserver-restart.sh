@@ -7,7 +7,9 @@
 #   1. the kill     once the first NodeClaim exists the API server is stopped, etcd compacted,
 #                   and after 5 s the server started again (tests/lab/apiserver.sh).
 #   2. completes    every pod Running; the controller relisted (its informers synced again);
-#                   it did not restart.
+#                   it did not restart. It runs under the chart's RBAC with leader election,
+#                   and the outage costs it the Lease: the next term resumes what the lost one
+#                   left half-done.
 #   3. no leaks     exactly three NodeClaims, each with its own host (claimRef) and Node, three
 #                   hosts InUse and no other host claimed, no bootstrap token Secret left.
 #   4. down         scaled to 0: every NodeClaim, Node gone; every host Available.
@@ -54,11 +56,11 @@ hosts_json() { kc get sshhost -n "$NS" -o json; }
 
 pool_setup as "${HOSTS[@]}"
 pool_nodepool "$NP" as WhenEmpty 5s 100%
-# Admin credentials and no leader election, unlike t002-t004: the outage outlasts the Lease's
-# renew deadline, and a replica that loses the Lease in the middle of a launch does not yet
-# resume that NodeClaim when it leads again (the stores survive the term, so the relist brings
-# no add event for it; a known defect, docs/operations.md "Leader election"). This scenario is
-# about watches expiring, so it keeps one replica leading throughout.
+# Under the chart's RBAC with leader election, as t002-t004. The outage outlasts the Lease's renew
+# deadline, so the replica loses the Lease in the middle of the launch and leads again once the
+# server is back: the next term must resume the NodeClaims the lost one left half-launched (its
+# informers announce every cached object again when they restart, k8s/informer.h).
+pool_chart "$NS"
 pool_controller as-1 as-2 as-3
 tokens_before=$(tokens)
 syncs_before=$(syncs)

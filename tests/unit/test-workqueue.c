@@ -182,6 +182,40 @@ static void test_shutdown(void **state)
     kp_workqueue_free(q);
 }
 
+/* A key added again while a worker holds it, whose worker finishes during shutdown, is served
+ * once the queue reopens, and later adds of it still work (a replica that leads again). */
+static void test_dirty_across_reopen(void **state)
+{
+    struct kp_workqueue *q = new_queue();
+    struct kp_workqueue_stats st;
+    const char *k;
+
+    (void)state;
+    assert_int_equal(kp_workqueue_add(q, "nc"), 0);
+    assert_int_equal(kp_workqueue_get(q, &k), 0);
+    assert_string_equal(k, "nc");
+    assert_int_equal(kp_workqueue_add(q, "nc"), 0); /* dirty while processing */
+    kp_workqueue_shutdown(q);
+    kp_workqueue_done(q, "nc");
+    assert_int_equal(kp_workqueue_get(q, &k), -ESHUTDOWN);
+    kp_workqueue_wait_idle(q);
+    kp_workqueue_reopen(q);
+    kp_workqueue_get_stats(q, &st);
+    assert_int_equal(st.depth, 1); /* checked first: get() would wait for ever */
+    assert_int_equal(kp_workqueue_get(q, &k), 0);
+    assert_string_equal(k, "nc");
+    kp_workqueue_done(q, "nc");
+    assert_int_equal(kp_workqueue_add(q, "nc"), 0);
+    kp_workqueue_get_stats(q, &st);
+    assert_int_equal(st.depth, 1);
+    assert_int_equal(kp_workqueue_get(q, &k), 0);
+    assert_string_equal(k, "nc");
+    kp_workqueue_done(q, "nc");
+    kp_workqueue_shutdown(q);
+    kp_workqueue_wait_idle(q);
+    kp_workqueue_free(q);
+}
+
 /* --- concurrency: many producers and workers, 16 keys -------------------------------------- */
 #define NKEYS 16
 #define NWORKERS 4
@@ -299,6 +333,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dedup_and_order),   cmocka_unit_test(test_add_while_processing),
         cmocka_unit_test(test_add_after),         cmocka_unit_test(test_rate_limited_backoff),
         cmocka_unit_test(test_global_bucket),     cmocka_unit_test(test_shutdown),
+        cmocka_unit_test(test_dirty_across_reopen),
         cmocka_unit_test(test_never_two_workers),
     };
     static const struct kp_torture_case torture[] = {
