@@ -330,11 +330,10 @@ out:
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dedup_and_order),   cmocka_unit_test(test_add_while_processing),
-        cmocka_unit_test(test_add_after),         cmocka_unit_test(test_rate_limited_backoff),
-        cmocka_unit_test(test_global_bucket),     cmocka_unit_test(test_shutdown),
-        cmocka_unit_test(test_dirty_across_reopen),
-        cmocka_unit_test(test_never_two_workers),
+        cmocka_unit_test(test_dedup_and_order),     cmocka_unit_test(test_add_while_processing),
+        cmocka_unit_test(test_add_after),           cmocka_unit_test(test_rate_limited_backoff),
+        cmocka_unit_test(test_global_bucket),       cmocka_unit_test(test_shutdown),
+        cmocka_unit_test(test_dirty_across_reopen), cmocka_unit_test(test_never_two_workers),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_workqueue),
