@@ -92,11 +92,12 @@ while IFS= read -r file; do
             fi
             # obj-kpssh: the projections of our own kinds (pure, api/ below them), which the
             # CLI's pool view reads as the controller does; provider: the SSH provider itself,
-            # whose catalog kpssh simulate builds over in-memory stores.
+            # whose catalog kpssh simulate builds over in-memory stores; profile: the
+            # SSHJoinProfile checks (pure), which kpssh profile lint runs as the controller does.
             if [ "$layer" = cmd/kpssh ] && [ "$dep" = provider ]; then
                 case "$inc" in
-                provider/ssh/session.h | provider/ssh/probe.h | provider/ssh/sshsig.h | provider/ssh/knownhosts.h | provider/ssh/obj-kpssh.h | provider/ssh/provider.h) ;;
-                *) echo "$file:$lineno: cmd/kpssh may use only session, probe, sshsig, knownhosts, obj-kpssh and provider of provider/ssh" >&2; fail=1 ;;
+                provider/ssh/session.h | provider/ssh/probe.h | provider/ssh/sshsig.h | provider/ssh/knownhosts.h | provider/ssh/obj-kpssh.h | provider/ssh/provider.h | provider/ssh/profile.h) ;;
+                *) echo "$file:$lineno: cmd/kpssh may use only session, probe, sshsig, knownhosts, obj-kpssh, profile and provider of provider/ssh" >&2; fail=1 ;;
                 esac
             fi
         else

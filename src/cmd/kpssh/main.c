@@ -29,6 +29,8 @@ static const struct verb verbs[] = {
     {"get", kp_cli_get, "get pool [-w] [-o wide|json|yaml]: the SSH host pool"},
     {"simulate", kp_cli_simulate,
      "simulate [-f FILE]... [-o json|yaml]: what the provisioner would do"},
+    {"profile", kp_cli_profile,
+     "profile lint|sign|verify -f FILE: check, sign or verify an SSHJoinProfile's scripts"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "this text"},
 };
@@ -79,7 +81,8 @@ int main(int argc, char **argv)
     for (i = 0; i < KP_ARRAY_SIZE(verbs); i++)
         if (strcmp(argv[1], verbs[i].name) == 0)
             return verbs[i].run(argc - 1, argv + 1, prog);
-    fprintf(stderr, "%s: unknown command \"%s\" (commands: get, simulate, version, help)\n", prog,
+    fprintf(stderr,
+            "%s: unknown command \"%s\" (commands: get, simulate, profile, version, help)\n", prog,
             argv[1]);
     return KP_CLI_USAGE;
 }

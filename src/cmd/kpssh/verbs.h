@@ -21,6 +21,10 @@ int kp_cli_get(int argc, char **argv, const char *prog);
 /* `simulate [-f FILE]...`: the provisioner's plan for the pending pods (simulate.c). */
 int kp_cli_simulate(int argc, char **argv, const char *prog);
 
+/* `profile lint|sign|verify -f FILE ...`: an SSHJoinProfile's script contract and signatures
+ * (profile.c). */
+int kp_cli_profile(int argc, char **argv, const char *prog);
+
 /* Option matching for the verbs' parsers (opts.c). kp_cli_opt_is: the length of the prefix of a
  * that is the option with short form s (may be NULL) or long form l, 0 when it is another one.
  * kp_cli_opt_value: the value of the option at argv[*i] matched as its first len bytes
