@@ -10,6 +10,9 @@
 #        host.sh stop|start|reboot|cut|heal|slow|fast|rekey|del <i>
 #                     slow: traffic to host i limited to 32 kbit/s (a congested
 #                     or failing link); fast: the limit lifted
+#        host.sh verified <i> --shim FILE --allowed-signers FILE [--user NAME]
+#                     apply the verified-execution host recipe (docs/verified-execution.md)
+#                     to host i: login user NAME (default kpssh) pinned to the shim
 #        host.sh exec <i> CMD...      run CMD as root inside host i
 #        host.sh list | known-hosts | del-all
 set -euo pipefail
@@ -89,7 +92,7 @@ cmd_add() {
 
     mkdir -p "$H"/{fs,files,shims,ssh,state/systemd,state/run,logs}
     local d
-    for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni \
+    for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni opt/kpssh \
         var/lib/kpssh etc/default etc/sudoers.d home root; do
         mkdir -p "$H/fs/${d//\//-}"
         # Mount points must exist in the real tree; create empty ones if absent.
@@ -198,6 +201,73 @@ EOF
     start_host "$i"
     write_known_hosts
     log "host $i up: ssh -i $LAB_DIR/ssh/id_ed25519 -o UserKnownHostsFile=$LAB_DIR/known_hosts root@$ip"
+}
+
+# The host recipe of docs/verified-execution.md, step by step, inside host i: a dedicated user,
+# the shim at /opt/kpssh/kpssh-shim (root, 0755), /etc/kpssh/allowed_signers, a sudoers rule for
+# exactly the shim with no arguments, authorized_keys restricted to the shim from the lab
+# gateway, and the sshd Match block; sshd -t and visudo -c before sshd reloads.
+cmd_verified() {
+    local i=$1 shim='' signers='' vuser=kpssh
+    shift
+    while (($#)); do
+        case $1 in
+        --shim) shim=$2 ;;
+        --allowed-signers) signers=$2 ;;
+        --user) vuser=$2 ;;
+        *) die "verified: unknown option $1" ;;
+        esac
+        shift 2
+    done
+    [[ -f $shim && -f $signers ]] || die "verified: --shim and --allowed-signers must name files"
+    [[ $vuser =~ ^[a-z_][a-z0-9_-]*$ && $vuser != root ]] || die "verified: --user must be a plain non-root user name"
+    # The lab has no syslog: the shim logs to a file of the host's own, which tests read at
+    # <host>/fs/var-lib-kpssh/shim.log. sudoers names the same command line, options included.
+    local H uid=$((5000 + i)) path="/opt/kpssh/kpssh-shim --log /var/lib/kpssh/shim.log"
+    H=$(host_dir "$i")
+    [[ -e $H/host.env ]] || die "host $i does not exist"
+    # 1. the user (its shell runs ForceCommand; no password)
+    if ! grep -q "^$vuser:" "$H/files/etc-passwd"; then
+        printf '%s:x:%d:%d:kpssh verified execution:/home/%s:/bin/sh\n' "$vuser" "$uid" "$uid" "$vuser" >>"$H/files/etc-passwd"
+        printf '%s:x:%d:\n' "$vuser" "$uid" >>"$H/files/etc-group"
+        printf '%s:*:20000:0:99999:7:::\n' "$vuser" >>"$H/files/etc-shadow"
+        mkdir -p "$H/fs/home/$vuser"
+        chown "$uid:$uid" "$H/fs/home/$vuser"
+    fi
+    # 2. the shim, root-owned and not writable by anyone else (it refuses otherwise)
+    mkdir -p "$H/fs/opt-kpssh"
+    chmod 755 "$H/fs/opt-kpssh"
+    install -o root -g root -m 0755 "$shim" "$H/fs/opt-kpssh/kpssh-shim"
+    mkdir -p "$H/fs/var-lib-kpssh"
+    # 3. the trust root
+    install -o root -g root -m 0644 "$signers" "$H/fs/etc-kpssh/allowed_signers"
+    # 4. sudo: exactly the shim's command line
+    printf '%s ALL=(root) NOPASSWD: %s\n' "$vuser" "$path" >"$H/fs/etc-sudoers.d/kpssh"
+    chmod 440 "$H/fs/etc-sudoers.d/kpssh"
+    visudo -cq -f "$H/fs/etc-sudoers.d/kpssh" || die "verified: sudoers rule does not parse"
+    # 5. the controller's key, usable for the shim only, from the gateway only
+    printf 'restrict,from="%s",command="%s" %s\n' "$LAB_GW" "$path" \
+        "$(<"$LAB_DIR/ssh/id_ed25519.pub")" >"$H/ssh/authorized_keys.$vuser"
+    # 6. sshd: the Match block, checked before the reload
+    if ! grep -q "^Match User $vuser\$" "$H/ssh/sshd_config"; then
+        cat >>"$H/ssh/sshd_config" <<EOF
+
+Match User $vuser
+    ForceCommand $path
+    PermitTTY no
+    AllowTcpForwarding no
+    AllowAgentForwarding no
+    X11Forwarding no
+    LogLevel VERBOSE
+EOF
+    fi
+    /usr/sbin/sshd -t -f "$H/ssh/sshd_config" || die "verified: sshd -t refuses the config"
+    if host_running "$i"; then
+        "$0" exec "$i" kill -HUP "$(<"$H/state/run/sshd.pid")"
+        wait_for 20 "sshd on $(host_ip "$i")" bash -c "exec 3<>/dev/tcp/$(host_ip "$i")/22" ||
+            die "sshd of host $i did not come back after the reload"
+    fi
+    log "host $i: verified execution for user $vuser (shim $path)"
 }
 
 start_host() {
@@ -329,6 +399,10 @@ fast)
     need_host "${1:-}"
     tc qdisc del dev "$(host_veth "$1")" root 2>/dev/null || true
     log "host $1 link at full speed"
+    ;;
+verified)
+    need_host "${1:-}"
+    cmd_verified "$@"
     ;;
 rekey)
     need_host "${1:-}"

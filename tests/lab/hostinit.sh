@@ -14,7 +14,7 @@ hostname "$HOST_NAME"
 
 # Private directories: whatever a script writes there over SSH lands under
 # $H/fs, never in the machine's real files.
-for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni \
+for d in etc/kubernetes var/lib/kubelet etc/kpssh usr/local/bin etc/systemd/system opt/cni opt/kpssh \
     var/lib/kpssh etc/default etc/sudoers.d home root; do
     [[ -d /$d ]] || mkdir -p "/$d" # empty mount point in the real tree
     [[ -d "$H/fs/${d//\//-}" ]] || mkdir -p "$H/fs/${d//\//-}"

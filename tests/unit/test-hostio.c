@@ -12,8 +12,11 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/secret.h"
+#include "base/str.h"
 #include "json/json.h"
 #include "provider/ssh/hostio.h"
+#include "provider/ssh/obj-kpssh.h"
+#include "provider/ssh/profile.h"
 
 /* base64 of "-----BEGIN KEY-----\n" (the parser only decodes; the session reads the key). */
 #define KEY_B64 "LS0tLS1CRUdJTiBLRVktLS0tLQo="
@@ -166,6 +169,76 @@ static int torture_creds(void)
     return r == -EINVAL ? 0 : r;
 }
 
+/* The controller's gate for Verified hosts, with the SSHSIG fixtures (tests/data/sshsig). */
+static void test_verified_gate(void **state)
+{
+    size_t msg_len = 0, sig_len = 0, file_len = 0, pub_len = 0, other_len = 0;
+    char *msg = kp_test_read_data("sshsig/msg.txt", &msg_len);
+    char *sig = kp_test_read_data("sshsig/ed25519.sig", &sig_len);
+    char *file_sig = kp_test_read_data("sshsig/ed25519.file.sig", &file_len);
+    char *pub = kp_test_read_data("sshsig/ed25519.pub", &pub_len);
+    char *other = kp_test_read_data("sshsig/ecdsa256.pub", &other_len);
+    const char *trusted[] = {pub}, *untrusted[] = {other};
+    struct kp_sshhost_view h = {.e.name = "h1",
+                                .exec_mode = KP_EXEC_VERIFIED,
+                                .trusted_signers = trusted,
+                                .n_trusted_signers = 1};
+    struct kp_sshjoinprofile_view pr = {.e.name = "p1"};
+    char *why = NULL, *changed;
+
+    (void)state;
+    pr.scripts[KP_PROFILE_JOIN] = (struct kp_sjp_text){msg, msg_len};
+    pr.signatures[KP_PROFILE_JOIN] = (struct kp_sjp_text){sig, sig_len};
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_JOIN, &why), 0);
+    assert_null(why);
+
+    /* Raw hosts are not checked at all. */
+    h.exec_mode = KP_EXEC_RAW;
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_INSTALL, &why), 0);
+    h.exec_mode = KP_EXEC_VERIFIED;
+
+    /* The reference's wording, each before anything is dialed. */
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_INSTALL, &why), -EINVAL);
+    assert_string_equal(why, "profile p1 has no install script");
+    kp_free(why), why = NULL;
+    pr.signatures[KP_PROFILE_JOIN] = (struct kp_sjp_text){NULL, 0};
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_JOIN, &why), -EINVAL);
+    assert_string_equal(why, "verified host h1: profile p1 has no signature for phase join");
+    kp_free(why), why = NULL;
+    pr.signatures[KP_PROFILE_JOIN] = (struct kp_sjp_text){file_sig, file_len};
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_JOIN, &why), -EINVAL);
+    assert_true(kp_startswith(why, "controller-side signature check for profile p1 join: "));
+    assert_non_null(strstr(why, "namespace"));
+    kp_free(why), why = NULL;
+    pr.signatures[KP_PROFILE_JOIN] = (struct kp_sjp_text){sig, sig_len};
+    h.trusted_signers = untrusted;
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_JOIN, &why), -EINVAL);
+    assert_non_null(strstr(why, "not among trustedSigners"));
+    kp_free(why), why = NULL;
+    h.trusted_signers = trusted;
+
+    /* One byte changed after signing. */
+    changed = kp_memdup(msg, msg_len + 1);
+    assert_non_null(changed);
+    changed[0] ^= 1;
+    pr.scripts[KP_PROFILE_JOIN] = (struct kp_sjp_text){changed, msg_len};
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_JOIN, &why), -EINVAL);
+    assert_true(kp_startswith(why, "controller-side signature check for profile p1 join: "));
+    kp_free(why), why = NULL;
+
+    /* Templates are refused before the signature is looked at. */
+    memcpy(changed, "{{", 2);
+    assert_int_equal(kp_hostio_verified_check(&h, &pr, KP_PROFILE_JOIN, &why), -EINVAL);
+    assert_true(kp_startswith(why, "verified exec requires template-free scripts; "));
+    kp_free(why);
+    kp_free(changed);
+    kp_free(msg);
+    kp_free(sig);
+    kp_free(file_sig);
+    kp_free(pub);
+    kp_free(other);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -175,6 +248,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_blank_knownhost_refused),
         cmocka_unit_test(test_knownhost_nul_refused),
         cmocka_unit_test(test_bad_fields),
+        cmocka_unit_test(test_verified_gate),
     };
     static const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_creds),

@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/secret.h"
 #include "base/spawn.h"
+#include "base/str.h"
 #include "provider/ssh/runner.h"
 
 #define TOKEN "abcdef.0123456789abcdef"
@@ -270,10 +272,92 @@ out:
     return r;
 }
 
+/* The value of header field f in the envelope text env, base64-decoded into out. */
+static void envelope_field(const char *env, const char *f, struct kp_buf *out)
+{
+    char key[32];
+    const char *at, *end;
+
+    snprintf(key, sizeof(key), "\n%s: ", f);
+    at = strstr(env, key);
+    assert_non_null(at);
+    at += strlen(key);
+    end = strchr(at, '\n');
+    assert_non_null(end);
+    assert_int_equal(kp_base64_decode(at, (size_t)(end - at), 0, out), 0);
+}
+
+static void test_envelope(void **state)
+{
+    struct kp_buf b = KP_BUF_INIT(64 * 1024), d = KP_BUF_INIT(64 * 1024);
+    struct kp_secret *tok = NULL;
+    struct kp_ssh_var vars[] = {
+        {.name = "KPSSH_NODE_NAME", .value = "n1"},
+        {.name = "KPSSH_BOOTSTRAP_TOKEN"},
+        {.name = "KPSSH_VAR_x", .value = "a b='c' $(d)"},
+    };
+    static const char script[] = "#!/bin/bash\necho hi\n";
+    static const char sig[] = "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n";
+    const struct kp_ssh_var nl[] = {{.name = "KPSSH_X", .value = "two\nlines"}};
+    char *msg = NULL;
+
+    (void)state;
+    assert_int_equal(kp_secret_new(TOKEN, strlen(TOKEN), &tok), 0);
+    vars[1].secret = tok;
+    /* The probe: exactly the two header lines. */
+    assert_int_equal(kp_ssh_envelope("probe", NULL, 0, NULL, 0, NULL, 0, &b, &msg), 0);
+    assert_string_equal(kp_buf_str(&b), "kpssh-envelope: 1\nphase: probe\n");
+    kp_buf_wipe(&b);
+
+    /* A phase: variables sorted by name as NAME=VALUE lines; script and signature exact. */
+    assert_int_equal(kp_ssh_envelope("join", vars, KP_ARRAY_SIZE(vars), script, sizeof(script) - 1,
+                                     sig, sizeof(sig) - 1, &b, &msg),
+                     0);
+    assert_true(kp_startswith(kp_buf_str(&b), "kpssh-envelope: 1\nphase: join\n") != NULL);
+    envelope_field(kp_buf_str(&b), "params-b64", &d);
+    assert_string_equal(kp_buf_str(&d), "KPSSH_BOOTSTRAP_TOKEN=" TOKEN
+                                        "\nKPSSH_NODE_NAME=n1\nKPSSH_VAR_x=a b='c' $(d)\n");
+    kp_buf_wipe(&d);
+    envelope_field(kp_buf_str(&b), "script-b64", &d);
+    assert_string_equal(kp_buf_str(&d), script);
+    kp_buf_wipe(&d);
+    envelope_field(kp_buf_str(&b), "sig-b64", &d);
+    assert_string_equal(kp_buf_str(&d), sig);
+    kp_buf_wipe(&d);
+    kp_buf_wipe(&b);
+
+    /* Refused before anything is sent. */
+    assert_int_equal(
+        kp_ssh_envelope("join", nl, 1, script, sizeof(script) - 1, sig, sizeof(sig) - 1, &b, &msg),
+        -EINVAL);
+    assert_non_null(strstr(msg, "KPSSH_X holds a newline"));
+    kp_free(msg), msg = NULL;
+    assert_int_equal(kp_ssh_envelope("reboot", NULL, 0, script, sizeof(script) - 1, sig,
+                                     sizeof(sig) - 1, &b, &msg),
+                     -EINVAL);
+    assert_non_null(strstr(msg, "unknown phase"));
+    kp_free(msg), msg = NULL;
+    assert_int_equal(
+        kp_ssh_envelope("install", NULL, 0, script, sizeof(script) - 1, NULL, 0, &b, &msg),
+        -EINVAL);
+    kp_free(msg), msg = NULL;
+    assert_int_equal(kp_ssh_envelope("probe", vars, 1, NULL, 0, NULL, 0, &b, &msg), -EINVAL);
+    kp_free(msg), msg = NULL;
+    assert_int_equal(kp_ssh_envelope("leave",
+                                     (const struct kp_ssh_var[]){{.name = "PATH", .value = "/tmp"}},
+                                     1, script, sizeof(script) - 1, sig, sizeof(sig) - 1, &b, &msg),
+                     -EINVAL);
+    assert_non_null(strstr(msg, "not allowed"));
+    kp_free(msg);
+    kp_buf_wipe(&b);
+    kp_secret_free(tok);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_names),
+        cmocka_unit_test(test_envelope),
         cmocka_unit_test(test_preamble_sorted_and_quoted),
         cmocka_unit_test(test_preamble_roundtrip_in_bash),
         cmocka_unit_test(test_preamble_refuses),

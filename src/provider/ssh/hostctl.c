@@ -1096,9 +1096,14 @@ static int probe_job_run(void *arg, const struct kp_ctx *ctx)
     j->cr.ctx = ctx;
     kp_hostio_target(h, &j->cr, &t);
     t.dial_timeout_usec = j->timeout_usec;
-    /* XXX: a Verified host's ForceCommand shim answers with its own built-in probe; the
-     * shim's probe verb arrives with cmd/shim. Until then the same command is sent. */
-    r = kp_ssh_exec_capture(&t, kp_probe_command(), kp_deadline_in(j->timeout_usec), &cap, &j->msg);
+    /* A Verified host's login runs kpssh-shim whatever the command (sshd's ForceCommand): it
+     * gets the probe envelope, and the shim answers with the same four lines. */
+    if (h->exec_mode == KP_EXEC_VERIFIED)
+        r = kp_ssh_probe_shim(&t, h->shim_command ? h->shim_command : KP_SSHHOST_SHIM_DEFAULT,
+                              kp_deadline_in(j->timeout_usec), &cap, &j->msg);
+    else
+        r = kp_ssh_exec_capture(&t, kp_probe_command(), kp_deadline_in(j->timeout_usec), &cap,
+                                &j->msg);
     if (cap.pin == KP_SSH_PIN_NONE && cap.fp[0])
         memcpy(j->fp, cap.fp, KP_SSH_FP_SIZE);
     if (r == 0 && (r = kp_probe_parse(cap.out.data, cap.out.len, &j->res, &why)) < 0) {

@@ -36,6 +36,7 @@
 #include "provider/ssh/observe.h"
 #include "provider/ssh/provider.h"
 #include "provider/ssh/runner.h"
+#include "provider/ssh/sshsig.h"
 #include "yaml/yaml.h"
 
 /* Base64 (standard alphabet, padded) to bytes, as a secret. 0, -KP_EPARSE, -KP_ELIMIT, -ENOMEM. */
@@ -468,6 +469,57 @@ void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_cr
     };
 }
 
+/* SSHSIG namespace and shim principal of verified execution (SPEC: namespace and principal
+ * `kpssh`). */
+#define KP_VERIFIED_NAMESPACE "kpssh"
+
+int kp_hostio_verified_check(const struct kp_sshhost_view *h,
+                             const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
+                             char **ret_msg)
+{
+    static const char tmpl[] = "{{";
+    struct kp_profile_spec spec;
+    const struct kp_profile_text *script, *sig;
+    const char *name = kp_profile_phase_name(phase);
+    char *why = NULL;
+    int r;
+
+    if (h->exec_mode != KP_EXEC_VERIFIED)
+        return 0;
+    kp_profile_spec_from_view(pr, &spec);
+    script = &spec.scripts[phase];
+    sig = &spec.signatures[phase];
+    if (!name || !script->data || script->len == 0) {
+        kp_msg_set(ret_msg, "profile %s has no %s script", spec.name, name ? name : "unknown");
+        return -EINVAL;
+    }
+    if (memmem(script->data, script->len, tmpl, sizeof(tmpl) - 1)) {
+        kp_msg_set(ret_msg,
+                   "verified exec requires template-free scripts; profile %s %s script "
+                   "contains \"{{\" (take values from KPSSH_* variables instead)",
+                   spec.name, name);
+        return -EINVAL;
+    }
+    if (!sig->data || sig->len == 0) {
+        kp_msg_set(ret_msg, "verified host %s: profile %s has no signature for phase %s", h->e.name,
+                   spec.name, name);
+        return -EINVAL;
+    }
+    r = kp_sshsig_verify(sig->data, sig->len, script->data, script->len, KP_VERIFIED_NAMESPACE,
+                         h->trusted_signers, h->n_trusted_signers, &why);
+    if (r == -ENOMEM) {
+        kp_free(why);
+        return r;
+    }
+    if (r < 0) {
+        kp_msg_set(ret_msg, "controller-side signature check for profile %s %s: %s", spec.name,
+                   name, why ? why : kp_strerror(r));
+        kp_free(why);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *h,
                         const struct kp_hostio_creds *cr, const struct kp_sshjoinprofile_view *pr,
                         enum kp_profile_phase phase, const struct kp_env *env,
@@ -499,6 +551,17 @@ int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *
         vars[i].name = kp_env_name(env, i);
         vars[i].value = kp_env_value(env, i);
         vars[i].secret = kp_env_secret(env, i);
+    }
+    /* Checked again at the last moment: whatever the caller checked, nothing unsigned is ever
+     * sent to a Verified host. */
+    if ((r = kp_hostio_verified_check(h, pr, phase, ret_msg)) < 0) {
+        kp_free(vars);
+        return r;
+    }
+    if (h->exec_mode == KP_EXEC_VERIFIED) {
+        ph.shim = h->shim_command ? h->shim_command : KP_SSHHOST_SHIM_DEFAULT;
+        ph.signature = spec.signatures[phase].data;
+        ph.signature_len = spec.signatures[phase].len;
     }
     ph.name = kp_profile_phase_name(phase);
     ph.script = spec.scripts[phase].data;

@@ -119,6 +119,17 @@ int kp_hostio_build_env(const struct kp_sshhost_view *h, enum kp_env_phase phase
 void kp_hostio_target(const struct kp_sshhost_view *h, const struct kp_hostio_creds *cr,
                       struct kp_ssh_target *ret);
 
+/* Verified execution, the controller's gate: for a host with execMode Verified, checks before
+ * anything is dialed that phase of profile pr can go to the host's shim: the script exists, is
+ * free of templates ("{{"), carries a signature, and the signature verifies (SSHSIG, namespace
+ * kpssh) by one of the host's trustedSigners over the script's exact bytes. 0 when it does or
+ * when the host is Raw; -EINVAL with *ret_msg (the reference's wording) when it does not: a
+ * configuration error, which releases the host Available and never marks it Unhealthy;
+ * -ENOMEM. Pure apart from the allocation. */
+int kp_hostio_verified_check(const struct kp_sshhost_view *h,
+                             const struct kp_sshjoinprofile_view *pr, enum kp_profile_phase phase,
+                             char **ret_msg) KP_WUR;
+
 /* Runs one phase of profile pr on h with env, under the profile's timeout or ctx's deadline
  * (ctx NULL: cr->ctx, which may be NULL too), whichever comes first, and reports its wall time to obs (optional) as
  * install, join or leave. Cancelling ctx closes the connection within a poll slice (-ECANCELED;

@@ -989,8 +989,15 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
     if ((r = kp_provider_ctx_check(ctx, err, "reading the host's Secrets")) < 0)
         goto out;
 
-    /* Configuration: errors here are the user's to fix and release the host Available. */
-    if ((r = kp_hostio_load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
+    /* Configuration: errors here are the user's to fix and release the host Available. A
+     * Verified host's phases pass the controller's signature gate here, before any dial, so a
+     * profile that cannot run there never reaches the host. */
+    if ((!kp_streq(kp_sshhost_view(host)->installed_profile, marker) &&
+         (r = kp_hostio_verified_check(kp_sshhost_view(host), kp_sshjoinprofile_view(pr_e),
+                                       KP_PROFILE_INSTALL, &msg)) < 0) ||
+        (r = kp_hostio_verified_check(kp_sshhost_view(host), kp_sshjoinprofile_view(pr_e),
+                                      KP_PROFILE_JOIN, &msg)) < 0 ||
+        (r = kp_hostio_load_creds(c, kp_sshhost_view(host), &cr, &msg)) < 0 ||
         (r = kp_hostio_load_cluster(c, ncl, &ca, &endpoint, &msg)) < 0 ||
         (r = kp_hostio_load_join_secret(c, kp_sshhost_view(host)->e.ns, ncl, &js, &msg)) < 0) {
         if (r == -EINVAL) {

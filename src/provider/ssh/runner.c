@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/base64.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -262,6 +263,85 @@ out:
     return r;
 }
 
+static const char *const kp_envelope_phases[] = {"probe", "install", "join", "leave", "uninstall"};
+
+/* Appends "<field>: <base64 of p[n]>\n". */
+static int kp_envelope_field(struct kp_buf *out, const char *field, const void *p, size_t n)
+{
+    int r;
+
+    if ((r = kp_buf_printf(out, "%s: ", field)) < 0 || (r = kp_base64_encode(p, n, 0, out)) < 0 ||
+        (r = kp_buf_putc(out, '\n')) < 0)
+        return r;
+    return 0;
+}
+
+int kp_ssh_envelope(const char *phase, const struct kp_ssh_var *vars, size_t nvars,
+                    const char *script, size_t script_len, const char *sig, size_t sig_len,
+                    struct kp_buf *out, char **ret_msg)
+{
+    const struct kp_ssh_var **sorted = NULL;
+    struct kp_buf params = KP_BUF_INIT(KP_MAX_PHASE_INPUT);
+    bool known = false, probe = phase && strcmp(phase, "probe") == 0;
+    char *why = NULL;
+    int r;
+
+    for (size_t i = 0; phase && i < KP_ARRAY_SIZE(kp_envelope_phases); i++)
+        known = known || strcmp(phase, kp_envelope_phases[i]) == 0;
+    if (!known) {
+        kp_msg_set(ret_msg, "envelope: unknown phase \"%s\"", phase ? phase : "");
+        r = -EINVAL;
+        goto out;
+    }
+    if (probe ? (nvars || script || sig)
+              : (!script || !script_len || !sig || !sig_len || memchr(script, '\0', script_len))) {
+        kp_msg_set(ret_msg,
+                   probe ? "envelope: a probe carries no script, signature or variables"
+                         : "envelope: %s needs a script (no NUL byte) and its signature",
+                   phase);
+        r = -EINVAL;
+        goto out;
+    }
+    if ((r = kp_vars_sorted(vars, nvars, &sorted, &why)) < 0) {
+        kp_msg_set(ret_msg, "envelope: %s", why ? why : kp_strerror(r));
+        goto out;
+    }
+    for (size_t i = 0; i < nvars; i++) {
+        size_t len;
+        const char *val = kp_var_value(sorted[i], &len);
+
+        if (memchr(val, '\n', len)) {
+            kp_msg_set(ret_msg,
+                       "envelope: variable %s holds a newline, which a Verified host's shim "
+                       "cannot take (one variable per line)",
+                       sorted[i]->name);
+            r = -EINVAL;
+            goto out;
+        }
+        if ((r = kp_buf_puts(&params, sorted[i]->name)) < 0 ||
+            (r = kp_buf_putc(&params, '=')) < 0 || (r = kp_buf_append(&params, val, len)) < 0 ||
+            (r = kp_buf_putc(&params, '\n')) < 0)
+            goto out;
+    }
+    if ((r = kp_buf_printf(out, "kpssh-envelope: 1\nphase: %s\n", phase)) < 0)
+        goto out;
+    if (params.len && (r = kp_envelope_field(out, "params-b64", params.data, params.len)) < 0)
+        goto out;
+    if (!probe && ((r = kp_envelope_field(out, "sig-b64", sig, sig_len)) < 0 ||
+                   (r = kp_envelope_field(out, "script-b64", script, script_len)) < 0))
+        goto out;
+    r = 0;
+out:
+    if (r == -KP_ELIMIT || r == -ENOMEM)
+        kp_msg_set(ret_msg, "envelope: %s",
+                   r == -KP_ELIMIT ? "variables and script exceed the input limit"
+                                   : kp_strerror(r));
+    kp_buf_wipe(&params);
+    kp_free(sorted);
+    kp_free(why);
+    return r;
+}
+
 const char *kp_ssh_phase_command(const char *user)
 {
     if (!user || !*user || strcmp(user, "root") == 0)
@@ -453,6 +533,27 @@ static void kp_phase_errtext_detail(char **ret_msg, const struct kp_ssh_phase *p
     kp_buf_wipe(&red);
 }
 
+/* What kpssh-shim's exit codes mean (its documented protocol, cmd/shim). */
+static const char *kp_shim_exit_text(int status)
+{
+    switch (status) {
+    case 1:
+        return "internal error on the host";
+    case 2:
+        return "signature rejected";
+    case 3:
+        return "bad parameter";
+    case 4:
+        return "malformed envelope";
+    case 5:
+        return "unknown phase";
+    case 10:
+        return "signed script failed";
+    default:
+        return "unexpected exit status";
+    }
+}
+
 static void kp_phase_errtext(char **ret_msg, const struct kp_ssh_phase *ph,
                              const struct kp_ssh_capture *cap, const char *what)
 {
@@ -475,8 +576,14 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
         kp_phase_errtext(ret_msg, ph, NULL, "not the leader: phase not started");
         goto out;
     }
-    if ((r = kp_ssh_preamble(ph->vars, ph->nvars, &stream)) < 0 ||
-        (r = kp_buf_append(&stream, ph->script, ph->script_len)) < 0) {
+    if (ph->shim) {
+        if ((r = kp_ssh_envelope(ph->name, ph->vars, ph->nvars, ph->script, ph->script_len,
+                                 ph->signature, ph->signature_len, &stream, &err)) < 0) {
+            kp_phase_errtext(ret_msg, ph, NULL, err ? err : kp_strerror(r));
+            goto out;
+        }
+    } else if ((r = kp_ssh_preamble(ph->vars, ph->nvars, &stream)) < 0 ||
+               (r = kp_buf_append(&stream, ph->script, ph->script_len)) < 0) {
         kp_phase_errtext(ret_msg, ph, NULL,
                          r == -KP_ELIMIT ? "environment and script exceed the 1 MiB input limit"
                                          : kp_strerror(r));
@@ -493,8 +600,8 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
         goto out;
     }
 
-    r = kp_ssh_exec(s, kp_ssh_phase_command(t->user), stream.data, stream.len, ph->deadline, cap,
-                    &err);
+    r = kp_ssh_exec(s, ph->shim ? ph->shim : kp_ssh_phase_command(t->user), stream.data, stream.len,
+                    ph->deadline, cap, &err);
     /* The caller may relay what was captured: scrub it whatever happened. */
     if ((rr = kp_redact_stream(&cap->out, ph)) < 0 || (rr = kp_redact_stream(&cap->err, ph)) < 0)
         r = r < 0 ? r : rr;
@@ -513,6 +620,9 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
             (void)snprintf(what, sizeof(what), "script killed by signal %s", cap->exit_signal);
         else if (cap->exit_status < 0)
             (void)snprintf(what, sizeof(what), "script ended without an exit status");
+        else if (ph->shim)
+            (void)snprintf(what, sizeof(what), "kpssh-shim exited %d (%s)", cap->exit_status,
+                           kp_shim_exit_text(cap->exit_status));
         else
             (void)snprintf(what, sizeof(what), "script exited with status %d", cap->exit_status);
         kp_phase_errtext(ret_msg, ph, cap, what);
@@ -527,31 +637,28 @@ out:
     return r;
 }
 
-int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
-                        struct kp_deadline deadline, struct kp_ssh_capture *cap, char **ret_msg)
+/* One short exchange: dial, run command with input (may be empty), capture. who names the
+ * program in error texts ("command", "kpssh-shim"); shim codes are explained when is_shim. */
+static int kp_exec_short(const struct kp_ssh_target *t, const char *command, const char *input,
+                         size_t input_len, struct kp_deadline deadline, struct kp_ssh_capture *cap,
+                         bool is_shim, char **ret_msg)
 {
     static const struct kp_ssh_phase probe = {.name = "probe"};
+    const char *who = is_shim ? "kpssh-shim" : "command";
     struct kp_ssh_session *s = NULL;
     char *err = NULL, what[96];
-    size_t len = command ? strnlen(command, KP_MAX_PROBE_COMMAND + 1) : 0;
     int r;
 
-    if (len == 0 || len > KP_MAX_PROBE_COMMAND) {
-        kp_msg_set(ret_msg, "probe: command is empty or longer than %u bytes",
-                   (unsigned)KP_MAX_PROBE_COMMAND);
-        r = -EINVAL;
-        goto out;
-    }
     if ((r = kp_ssh_connect(t, deadline, &s, &err)) < 0) {
         kp_phase_errtext(ret_msg, &probe, NULL, err ? err : kp_strerror(r));
         goto out;
     }
     memcpy(cap->fp, kp_ssh_session_fingerprint(s), KP_SSH_FP_SIZE);
     cap->pin = kp_ssh_session_pin(s);
-    r = kp_ssh_exec(s, command, /* input= */ NULL, 0, deadline, cap, &err);
+    r = kp_ssh_exec(s, command, input, input_len, deadline, cap, &err);
     if (r == -ETIMEDOUT) {
-        kp_phase_errtext_detail(ret_msg, &probe, cap,
-                                "command timed out: ", err ? err : "connection closed");
+        (void)snprintf(what, sizeof(what), "%s timed out: ", who);
+        kp_phase_errtext_detail(ret_msg, &probe, cap, what, err ? err : "connection closed");
         goto out;
     }
     if (r < 0) {
@@ -560,7 +667,10 @@ int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
     }
     if (cap->exit_status != 0) {
         if (cap->exit_signal)
-            (void)snprintf(what, sizeof(what), "command killed by signal %s", cap->exit_signal);
+            (void)snprintf(what, sizeof(what), "%s killed by signal %s", who, cap->exit_signal);
+        else if (is_shim)
+            (void)snprintf(what, sizeof(what), "kpssh-shim exited %d (%s)", cap->exit_status,
+                           kp_shim_exit_text(cap->exit_status));
         else
             (void)snprintf(what, sizeof(what), "command exited with status %d", cap->exit_status);
         kp_phase_errtext(ret_msg, &probe, cap, what);
@@ -572,4 +682,31 @@ out:
     kp_ssh_session_free(s);
     kp_free(err);
     return r;
+}
+
+int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
+                        struct kp_deadline deadline, struct kp_ssh_capture *cap, char **ret_msg)
+{
+    size_t len = command ? strnlen(command, KP_MAX_PROBE_COMMAND + 1) : 0;
+
+    if (len == 0 || len > KP_MAX_PROBE_COMMAND) {
+        kp_msg_set(ret_msg, "probe: command is empty or longer than %u bytes",
+                   (unsigned)KP_MAX_PROBE_COMMAND);
+        return -EINVAL;
+    }
+    return kp_exec_short(t, command, /* input= */ NULL, 0, deadline, cap, false, ret_msg);
+}
+
+int kp_ssh_probe_shim(const struct kp_ssh_target *t, const char *shim, struct kp_deadline deadline,
+                      struct kp_ssh_capture *cap, char **ret_msg)
+{
+    static const char envelope[] = "kpssh-envelope: 1\nphase: probe\n";
+    size_t len = shim ? strnlen(shim, KP_MAX_PROBE_COMMAND + 1) : 0;
+
+    if (len == 0 || len > KP_MAX_PROBE_COMMAND) {
+        kp_msg_set(ret_msg, "probe: shim command is empty or longer than %u bytes",
+                   (unsigned)KP_MAX_PROBE_COMMAND);
+        return -EINVAL;
+    }
+    return kp_exec_short(t, shim, envelope, sizeof(envelope) - 1, deadline, cap, true, ret_msg);
 }

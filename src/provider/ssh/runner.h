@@ -47,6 +47,12 @@ struct kp_ssh_var {
 
 /* A phase to run. Pointers are borrowed for the call only. */
 struct kp_ssh_phase {
+    /* Verified execution: non-NULL sends the phase to the host's kpssh-shim as an envelope
+     * (kp_ssh_envelope) with this command line instead of `sudo -n bash -s`; the signature
+     * travels with it. The caller has checked the signature first (kp_hostio_verified). */
+    const char *shim;
+    const char *signature; /* armored SSHSIG over the script bytes */
+    size_t signature_len;
     const char *name; /* "install", "join", "leave", ...: prefixes error texts */
     const char *script;
     size_t script_len; /* at most KP_MAX_PHASE_SCRIPT */
@@ -68,6 +74,21 @@ int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **ret_msg) KP_WUR;
 /* Appends the preamble for vars (validated as above) to out. Pure. The output holds secret
  * values: release it with kp_buf_wipe(). 0, -EINVAL, -ENOMEM or -KP_ELIMIT. */
 int kp_ssh_preamble(const struct kp_ssh_var *vars, size_t nvars, struct kp_buf *out) KP_WUR;
+
+/* The envelope (version 1) that carries a phase to kpssh-shim on a Verified host, appended to
+ * out. Header lines `field: value`, one per line:
+ *   kpssh-envelope: 1
+ *   phase: <phase>              probe, install, join, leave or uninstall
+ *   params-b64: <base64>        the variables as NAME=VALUE lines sorted by name (none: absent)
+ *   sig-b64: <base64>           the armored signature (absent for probe)
+ *   script-b64: <base64>        the script's exact bytes (absent for probe)
+ * A probe takes no vars, script or signature; every other phase needs script and signature.
+ * Names must match ^KPSSH_[A-Za-z0-9_]+$ and values may hold no newline or NUL (the shim reads
+ * one variable per line). Pure. The output holds secret values: release it with kp_buf_wipe().
+ * 0, -EINVAL (ret_msg, optional, says why), -ENOMEM or -KP_ELIMIT. */
+int kp_ssh_envelope(const char *phase, const struct kp_ssh_var *vars, size_t nvars,
+                    const char *script, size_t script_len, const char *sig, size_t sig_len,
+                    struct kp_buf *out, char **ret_msg) KP_WUR;
 
 /* The command line a phase runs under for this login user (NULL or "" means root). */
 const char *kp_ssh_phase_command(const char *user);
@@ -103,5 +124,10 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
 int kp_ssh_exec_capture(const struct kp_ssh_target *t, const char *command,
                         struct kp_deadline deadline, struct kp_ssh_capture *cap,
                         char **ret_msg) KP_WUR;
+
+/* The probe of a Verified host: the probe envelope to shim (the host's kpssh-shim command
+ * line), which answers with the same four lines as kp_probe_command(). Results as above. */
+int kp_ssh_probe_shim(const struct kp_ssh_target *t, const char *shim, struct kp_deadline deadline,
+                      struct kp_ssh_capture *cap, char **ret_msg) KP_WUR;
 
 #endif
