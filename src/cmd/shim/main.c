@@ -72,9 +72,12 @@ static void usage(FILE *f)
 /* "--name VALUE" or "--name=VALUE" at argv[*i]: the value, advancing *i; NULL otherwise. */
 static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *ret_missing)
 {
-    const char *a = argv[*i], *rest = kp_startswith(a, name);
+    const char *a = argv[*i], *rest;
 
     *ret_missing = false;
+    if (!a)
+        return NULL; /* argv[argc] */
+    rest = kp_startswith(a, name);
     if (!rest)
         return NULL;
     if (*rest == '=')
