@@ -3,7 +3,8 @@
  * Each line goes to stderr as "kpssh-shim: <text>" (stderr is shared with the script, which the
  * controller relays, so the prefix tells the two apart), and the same text goes to syslog
  * (LOG_AUTHPRIV, as sudo and sshd log there: it is an access decision) or, with --log FILE, is
- * appended to that file with an RFC 3339 UTC timestamp. The file is opened once, O_APPEND, so
+ * appended to that file with an RFC 3339 UTC timestamp. The file is opened once, O_APPEND (and
+ * O_NOFOLLOW: root must not be steered into appending through a planted symlink), so
  * lines of concurrent shims do not overwrite each other, and each line is one write(2).
  * Text is made one line (control characters become '?') because part of it comes from
  * ssh-keygen's stderr. State is the one file descriptor below: the shim is single-threaded. */
@@ -29,7 +30,7 @@ int kp_shim_log_open(const char *file, char **ret_msg)
         kp_log_syslog = true;
         return 0;
     }
-    kp_log_fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    kp_log_fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
     if (kp_log_fd < 0) {
         int r = -errno;
 
