@@ -100,11 +100,11 @@ static int parse_opts(int argc, char **argv, struct shim_opts *o)
 
         if (strcmp(a, "--help") == 0) {
             usage(stdout);
-            return 1 + KP_SHIM_OK;
+            return 1 + (int)KP_SHIM_OK;
         }
         if (strcmp(a, "--version") == 0) {
             printf("kpssh-shim " KP_VERSION " (envelope version 1)\n");
-            return 1 + KP_SHIM_OK;
+            return 1 + (int)KP_SHIM_OK;
         }
         if (strcmp(a, "--no-sudo") == 0) {
             o->no_sudo = true;
@@ -113,7 +113,7 @@ static int parse_opts(int argc, char **argv, struct shim_opts *o)
         if ((v = opt_value(argc, argv, &i, "--allowed-signers", &missing))) {
             if (v[0] != '/') {
                 fprintf(stderr, "kpssh-shim: --allowed-signers needs an absolute path\n");
-                return 1 + KP_SHIM_INTERNAL;
+                return 1 + (int)KP_SHIM_INTERNAL;
             }
             o->allowed_signers = v;
             continue;
@@ -121,7 +121,7 @@ static int parse_opts(int argc, char **argv, struct shim_opts *o)
         if (!missing && (v = opt_value(argc, argv, &i, "--log", &missing))) {
             if (!*v) {
                 fprintf(stderr, "kpssh-shim: --log needs a file name\n");
-                return 1 + KP_SHIM_INTERNAL;
+                return 1 + (int)KP_SHIM_INTERNAL;
             }
             o->log_file = v;
             continue;
@@ -130,7 +130,7 @@ static int parse_opts(int argc, char **argv, struct shim_opts *o)
             fprintf(stderr, "kpssh-shim: %s needs a value\n", a);
         else
             fprintf(stderr, "kpssh-shim: unknown option or argument '%s' (see --help)\n", a);
-        return 1 + KP_SHIM_INTERNAL;
+        return 1 + (int)KP_SHIM_INTERNAL;
     }
     return 0;
 }
@@ -382,5 +382,5 @@ out:
     kp_envelope_done(&env);
     kp_buf_wipe(&in); /* params-b64 may carry join secrets */
     kp_shim_log_close();
-    return x;
+    return (int)x;
 }
