@@ -16,6 +16,13 @@
  * is marked close-on-exec with close_range(CLOSE_RANGE_CLOEXEC), falling back to a loop of
  * fcntl calls on kernels without it, so the error pipe stays open until the exec itself.
  *
+ * kp_spawn_start() is the same birth without the capture: for the shim's script, whose output
+ * must stream through live and whose end the shim waits for itself, with its own signal
+ * handling. It returns only after the exec report, so "program not found" stays a return
+ * value rather than an exit status 127 the caller would have to guess about. With
+ * KP_SPAWN_NEW_PGROUP both parent and child call setpgid (the usual way to close the window in
+ * which a signal to the group would miss a child that has not yet moved).
+ *
  * Threads: no shared state; any thread may spawn. */
 #include "base/spawn.h"
 
@@ -170,9 +177,10 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* The child: async-signal-safe calls only. Never returns. */
+/* The child: async-signal-safe calls only. out_fd and err_fd -1 keep ours. Never returns. */
 static KP_NORETURN void child_exec(const char *prog, char *const *argv, char *const *envp,
-                                   int in_fd, int out_fd, int err_fd, int report_fd, int max_fd)
+                                   int in_fd, int out_fd, int err_fd, int report_fd, int max_fd,
+                                   bool new_pgroup)
 {
     struct sigaction sa;
     sigset_t none;
@@ -184,7 +192,10 @@ static KP_NORETURN void child_exec(const char *prog, char *const *argv, char *co
         (void)sigaction(s, &sa, NULL); /* fails harmlessly for SIGKILL, SIGSTOP */
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+    if (new_pgroup && setpgid(0, 0) < 0)
+        goto fail;
+    if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || (out_fd >= 0 && dup2(out_fd, 1) < 0) ||
+        (err_fd >= 0 && dup2(err_fd, 2) < 0))
         goto fail;
     if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
         for (int fd = 3; fd < max_fd; fd++)
@@ -225,17 +236,65 @@ static int drain(int *fd, struct kp_buf *b, bool tail)
     return kp_buf_append(b, chunk, (size_t)n);
 }
 
+/* What both entry points need before fork: the program's path, the environment and the
+ * child's stdin (-1: ours). 0 or -errno; the outputs are the caller's to release either way. */
+static int prepare(const struct kp_spawn_opts *o, char **ret_prog, char ***ret_envp, int *ret_in_fd)
+{
+    int fd, r;
+
+    r = kp_spawn_find_program(o->argv[0], o->path, ret_prog);
+    if (r < 0)
+        return r;
+    r = build_env(o, ret_envp);
+    if (r < 0)
+        return r;
+    if (o->flags & KP_SPAWN_STDIN_FD) {
+        /* A copy above 2, so the caller's fd is never closed or moved here. */
+        fd = fcntl(o->stdin_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+            return -errno;
+        *ret_in_fd = fd;
+    } else if (!(o->flags & KP_SPAWN_INHERIT_STDIN)) {
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        fd = fd_above_stdio(fd);
+        if (fd < 0)
+            return -EMFILE;
+        *ret_in_fd = fd;
+    }
+    return 0;
+}
+
+static int max_fd_guess(void)
+{
+    long open_max = sysconf(_SC_OPEN_MAX);
+
+    return open_max > 0 && open_max < 65536 ? (int)open_max : 65536;
+}
+
+/* Reads the exec report of a child that was just started: 0 once exec succeeded (the pipe
+ * closed unwritten), or the child's -errno. */
+static int read_exec_report(int fd)
+{
+    int exec_errno = 0;
+    ssize_t n;
+
+    do
+        n = read(fd, &exec_errno, sizeof(exec_errno));
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof(exec_errno) && exec_errno > 0 ? -exec_errno : 0;
+}
+
 int kp_spawn_run(const struct kp_spawn_opts *o, struct kp_spawn_result *ret)
 {
     struct kp_spawn_result res = {.end = KP_SPAWN_EXITED};
     int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
-    int null_fd = -1, wstatus = 0, exec_errno = 0, r, max_fd;
+    int null_fd = -1, wstatus = 0, r, max_fd;
     char *prog = NULL;
     char **envp = NULL;
     pid_t pid = -1;
     uint64_t deadline;
-    long open_max;
-    ssize_t n;
 
     kp_buf_init(&res.out, o->max_stdout);
     kp_buf_init(&res.err, o->stderr_tail);
@@ -243,28 +302,16 @@ int kp_spawn_run(const struct kp_spawn_opts *o, struct kp_spawn_result *ret)
         r = -EINVAL;
         goto out;
     }
-    r = kp_spawn_find_program(o->argv[0], o->path, &prog);
-    if (r < 0)
+    if (o->flags & KP_SPAWN_INHERIT_OUTPUT) {
+        r = -EINVAL;
         goto out;
-    r = build_env(o, &envp);
-    if (r < 0)
-        goto out;
-    if (!(o->flags & KP_SPAWN_INHERIT_STDIN)) {
-        null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null_fd < 0) {
-            r = -errno;
-            goto out;
-        }
-        null_fd = fd_above_stdio(null_fd);
-        if (null_fd < 0) {
-            r = -EMFILE;
-            goto out;
-        }
     }
+    r = prepare(o, &prog, &envp, &null_fd);
+    if (r < 0)
+        goto out;
     if ((r = make_pipe(out_p)) < 0 || (r = make_pipe(err_p)) < 0 || (r = make_pipe(rep_p)) < 0)
         goto out;
-    open_max = sysconf(_SC_OPEN_MAX);
-    max_fd = open_max > 0 && open_max < 65536 ? (int)open_max : 65536;
+    max_fd = max_fd_guess();
     deadline =
         o->timeout_usec == KP_USEC_INFINITY ? KP_USEC_INFINITY : kp_mono_usec() + o->timeout_usec;
 
@@ -275,7 +322,9 @@ int kp_spawn_run(const struct kp_spawn_opts *o, struct kp_spawn_result *ret)
     }
     if (pid == 0)
         child_exec(prog, (char *const *)(uintptr_t)o->argv, envp, null_fd, out_p[1], err_p[1],
-                   rep_p[1], max_fd);
+                   rep_p[1], max_fd, (o->flags & KP_SPAWN_NEW_PGROUP) != 0);
+    if (o->flags & KP_SPAWN_NEW_PGROUP)
+        (void)setpgid(pid, pid); /* also in the parent: no window where kill(-pid) misses */
     close_fd(&out_p[1]);
     close_fd(&err_p[1]);
     close_fd(&rep_p[1]);
@@ -345,13 +394,9 @@ int kp_spawn_run(const struct kp_spawn_opts *o, struct kp_spawn_result *ret)
         reap(pid, &wstatus);
         pid = -1;
     }
-    do
-        n = read(rep_p[0], &exec_errno, sizeof(exec_errno));
-    while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(exec_errno) && exec_errno > 0) {
-        r = -exec_errno;
+    r = read_exec_report(rep_p[0]);
+    if (r < 0)
         goto out;
-    }
     if (res.end == KP_SPAWN_EXITED) {
         if (WIFEXITED(wstatus)) {
             res.status = WEXITSTATUS(wstatus);
@@ -379,6 +424,49 @@ out:
     close_fd(&rep_p[1]);
     kp_buf_wipe(&res.out);
     kp_buf_done(&res.err);
+    kp_free(envp);
+    kp_free(prog);
+    return r;
+}
+
+int kp_spawn_start(const struct kp_spawn_opts *o, pid_t *ret_pid)
+{
+    int in_fd = -1, rep_p[2] = {-1, -1}, wstatus = 0, r;
+    char *prog = NULL;
+    char **envp = NULL;
+    pid_t pid = -1;
+
+    if (!o->argv || !o->argv[0] || !(o->flags & KP_SPAWN_INHERIT_OUTPUT)) {
+        r = -EINVAL;
+        goto out;
+    }
+    r = prepare(o, &prog, &envp, &in_fd);
+    if (r < 0)
+        goto out;
+    if ((r = make_pipe(rep_p)) < 0)
+        goto out;
+    pid = fork();
+    if (pid < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (pid == 0)
+        child_exec(prog, (char *const *)(uintptr_t)o->argv, envp, in_fd, -1, -1, rep_p[1],
+                   max_fd_guess(), (o->flags & KP_SPAWN_NEW_PGROUP) != 0);
+    if (o->flags & KP_SPAWN_NEW_PGROUP)
+        (void)setpgid(pid, pid);
+    close_fd(&rep_p[1]);
+    r = read_exec_report(rep_p[0]);
+    if (r < 0)
+        goto out; /* the child has _exit'ed or will: reaped below */
+    *ret_pid = pid;
+    pid = -1; /* the caller reaps it now */
+out:
+    if (pid > 0)
+        reap(pid, &wstatus);
+    close_fd(&in_fd);
+    close_fd(&rep_p[0]);
+    close_fd(&rep_p[1]);
     kp_free(envp);
     kp_free(prog);
     return r;

@@ -14,13 +14,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "base/buf.h"
 #include "base/macro.h"
 
 enum kp_spawn_flags {
-    KP_SPAWN_INHERIT_STDIN = 1 << 0, /* the child reads our stdin (interactive plugins) */
-    KP_SPAWN_CLEAR_ENV = 1 << 1,     /* start from an empty environment, not ours */
+    KP_SPAWN_INHERIT_STDIN = 1 << 0,  /* the child reads our stdin (interactive plugins) */
+    KP_SPAWN_CLEAR_ENV = 1 << 1,      /* start from an empty environment, not ours */
+    KP_SPAWN_STDIN_FD = 1 << 2,       /* the child reads stdin_fd (a file: ssh-keygen's message) */
+    KP_SPAWN_NEW_PGROUP = 1 << 3,     /* the child leads a new process group (pgid = its pid), so
+                                      * kill(-pid, sig) reaches everything it starts */
+    KP_SPAWN_INHERIT_OUTPUT = 1 << 4, /* the child writes to our stdout and stderr; nothing is
+                                       * captured. kp_spawn_start() only. */
 };
 
 /* How the child ended. */
@@ -41,6 +47,10 @@ struct kp_spawn_opts {
      * unset. Empty and relative entries are skipped (never run a program from the cwd). */
     const char *path;
     enum kp_spawn_flags flags;
+    /* With KP_SPAWN_STDIN_FD: the fd the child gets as stdin (the caller keeps it; the child
+     * reads a duplicate, so its file offset is shared). Ignored otherwise, so a zeroed opts
+     * never hands our own stdin over by accident. */
+    int stdin_fd;
     uint64_t timeout_usec; /* from the start; KP_USEC_INFINITY for none */
     size_t max_stdout;     /* ceiling for captured stdout */
     size_t stderr_tail;    /* the last this many bytes of stderr are kept */
@@ -53,13 +63,20 @@ struct kp_spawn_result {
     struct kp_buf err; /* tail of stderr; err.truncated tells whether older bytes were dropped */
 };
 
-/* Runs the program and waits for it. Returns 0 when the child ran (whatever its exit status
+/* Runs the program and waits for it. Not with KP_SPAWN_INHERIT_OUTPUT (-EINVAL). Returns 0 when the child ran (whatever its exit status
  * or end: see ret->end) and fills *ret, which the caller releases with
  * kp_spawn_result_done(). Returns -ENOENT (not found in path), -EACCES, -ENOEXEC or another
  * -errno from execve (the child is reaped), -EINVAL (empty argv), -ENOMEM, or -errno from
  * pipe/fork; *ret is untouched then. */
 int kp_spawn_run(const struct kp_spawn_opts *o, struct kp_spawn_result *ret) KP_WUR
     KP_NONNULL(1, 2);
+
+/* Starts the program and returns without waiting, for a child whose output streams straight
+ * through (o->flags must include KP_SPAWN_INHERIT_OUTPUT, else -EINVAL; timeout_usec,
+ * max_stdout and stderr_tail are not used). Returns once the child has exec'd: 0 and its pid in
+ * *ret_pid, and the caller reaps it with waitpid(); or -errno from lookup, fork or execve (the
+ * child is reaped). Single-threaded callers with their own signal handling (the shim) use it. */
+int kp_spawn_start(const struct kp_spawn_opts *o, pid_t *ret_pid) KP_WUR KP_NONNULL(1, 2);
 
 /* Releases the captured output (stdout is wiped: it may hold credentials). */
 void kp_spawn_result_done(struct kp_spawn_result *r);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -171,6 +172,84 @@ static void test_lookup_and_exec_errors(void **state)
     assert_int_equal(kp_spawn_run(&o, &res), -EINVAL);
 }
 
+static void test_stdin_fd_and_pgroup(void **state)
+{
+    const char *argv[] = {"sh", "-c",
+                          "cat; read a b c d pgrp rest </proc/$$/stat; "
+                          "[ \"$pgrp\" = $$ ] && echo leader",
+                          NULL};
+    struct kp_spawn_opts o = {
+        .argv = argv,
+        .path = "/usr/bin:/bin",
+        .flags = KP_SPAWN_STDIN_FD | KP_SPAWN_NEW_PGROUP,
+        .timeout_usec = 10 * SEC,
+        .max_stdout = 1024,
+        .stderr_tail = 256,
+    };
+    struct kp_spawn_result res;
+    char tmpl[] = "/tmp/kp-spawn-stdin.XXXXXX";
+    int fd;
+
+    (void)state;
+    fd = mkostemp(tmpl, O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(unlink(tmpl), 0);
+    assert_int_equal(write(fd, "from file\n", 10), 10);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    o.stdin_fd = fd;
+    assert_int_equal(kp_spawn_run(&o, &res), 0);
+    assert_int_equal(res.end, KP_SPAWN_EXITED);
+    assert_string_equal(kp_buf_str(&res.out), "from file\nleader\n");
+    kp_spawn_result_done(&res);
+    /* The caller's fd stays open and usable. */
+    assert_true(fcntl(fd, F_GETFD) >= 0);
+    close(fd);
+
+    /* Without the flag stdin_fd is ignored: a zeroed field never hands over our fd 0. */
+    o.flags = 0;
+    o.stdin_fd = 0;
+    argv[2] = "cat; echo end";
+    assert_int_equal(kp_spawn_run(&o, &res), 0);
+    assert_string_equal(kp_buf_str(&res.out), "end\n");
+    kp_spawn_result_done(&res);
+}
+
+static void test_start(void **state)
+{
+    const char *argv[] = {"sh", "-c", "exit 7", NULL};
+    struct kp_spawn_opts o = {
+        .argv = argv,
+        .path = "/usr/bin:/bin",
+        .flags = KP_SPAWN_INHERIT_OUTPUT | KP_SPAWN_NEW_PGROUP | KP_SPAWN_CLEAR_ENV,
+    };
+    struct kp_spawn_result res;
+    pid_t pid = -1;
+    int st = 0;
+
+    (void)state;
+    assert_int_equal(kp_spawn_start(&o, &pid), 0);
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 7);
+
+    /* The group can be signalled as a whole. */
+    argv[2] = "sleep 30 & wait";
+    assert_int_equal(kp_spawn_start(&o, &pid), 0);
+    assert_int_equal(kill(-pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st));
+
+    argv[0] = "kp-no-such-program";
+    assert_int_equal(kp_spawn_start(&o, &pid), -ENOENT);
+    argv[0] = "sh";
+    /* Each entry point refuses the other's mode. */
+    o.flags = 0;
+    assert_int_equal(kp_spawn_start(&o, &pid), -EINVAL);
+    o.flags = KP_SPAWN_INHERIT_OUTPUT;
+    assert_int_equal(kp_spawn_run(&o, &res), -EINVAL);
+}
+
 static int torture_spawn(void)
 {
     const char *argv[] = {"echo", "hi", NULL};
@@ -202,6 +281,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_clean_child),
         cmocka_unit_test(test_deadline_and_limits),
         cmocka_unit_test(test_lookup_and_exec_errors),
+        cmocka_unit_test(test_stdin_fd_and_pgroup),
+        cmocka_unit_test(test_start),
     };
     const struct kp_torture_case cases[] = {
         KP_TORTURE(torture_spawn),
