@@ -261,7 +261,9 @@ Match User $vuser
     LogLevel VERBOSE
 EOF
     fi
-    /usr/sbin/sshd -t -f "$H/ssh/sshd_config" || die "verified: sshd -t refuses the config"
+    # Inside the host: sshd -t wants the privilege separation directory, which only the host has.
+    host_running "$i" || die "verified: host $i is not running"
+    "$0" exec "$i" /usr/sbin/sshd -t -f "$H/ssh/sshd_config" || die "verified: sshd -t refuses the config"
     if host_running "$i"; then
         "$0" exec "$i" kill -HUP "$(<"$H/state/run/sshd.pid")"
         wait_for 20 "sshd on $(host_ip "$i")" bash -c "exec 3<>/dev/tcp/$(host_ip "$i")/22" ||

@@ -8,6 +8,8 @@
 #include "cmd/kpssh/manifest.h"
 
 #include <errno.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -208,5 +210,32 @@ int kp_manifest_each(const char *p, size_t len, const char *file, kp_manifest_fn
             r = emit(kp_yaml_seq_at(items, i), file, d + 1, i + 1, fn, ctx, ret_msg);
     }
     kp_yaml_doc_free(doc);
+    return r;
+}
+
+int kp_manifest_read_file(const char *path, struct kp_buf *out)
+{
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    char chunk[65536];
+    int r = 0;
+
+    if (fd < 0)
+        return -errno;
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            r = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        if ((r = kp_buf_append(out, chunk, (size_t)n)) < 0)
+            break;
+    }
+    if (fd != STDIN_FILENO)
+        close(fd);
     return r;
 }

@@ -20,6 +20,8 @@
 
 #include "base/macro.h"
 
+struct kp_buf;
+
 /* The most bytes one manifest file may hold. */
 #define KP_MANIFEST_MAX_FILE (32u << 20)
 
@@ -43,5 +45,9 @@ typedef int (*kp_manifest_fn)(const struct kp_manifest_obj *o, void *ctx, char *
  * *ret_msg (optional, base/err.h) says where and why ("file:line:col: ..."). */
 int kp_manifest_each(const char *p, size_t len, const char *file, kp_manifest_fn fn, void *ctx,
                      char **ret_msg) KP_NONNULL(3, 4) KP_WUR;
+
+/* Reads path ("-": stdin) into out, at most out's ceiling (the caller's KP_BUF_INIT). 0, -errno,
+ * -KP_ELIMIT or -ENOMEM. */
+int kp_manifest_read_file(const char *path, struct kp_buf *out) KP_WUR;
 
 #endif

@@ -71,34 +71,6 @@ static void prof_done(struct prof *p)
     kp_buf_done(&p->text);
 }
 
-/* Reads path ("-": stdin) into out, at most out's ceiling. 0 or -errno/-KP_ELIMIT/-ENOMEM. */
-static int read_file(const char *path, struct kp_buf *out)
-{
-    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-    char chunk[65536];
-    int r = 0;
-
-    if (fd < 0)
-        return -errno;
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            r = -errno;
-            break;
-        }
-        if (n == 0)
-            break;
-        if ((r = kp_buf_append(out, chunk, (size_t)n)) < 0)
-            break;
-    }
-    if (fd != STDIN_FILENO)
-        close(fd);
-    return r;
-}
-
 static int write_file(const char *path, const char *p, size_t n)
 {
     int fd = strcmp(path, "-") == 0 ? STDOUT_FILENO
@@ -197,7 +169,7 @@ static int prof_load(struct prof *p, const char *file, const char *prog)
     memset(p, 0, sizeof(*p));
     p->file = file;
     kp_buf_init(&p->text, KP_MANIFEST_MAX_FILE);
-    r = read_file(file, &p->text);
+    r = kp_manifest_read_file(file, &p->text);
     if (r < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog, file, kp_strerror(r));
         return -1;
@@ -529,7 +501,7 @@ static int sign_one(const char *dir, const char *phase, const char *p, size_t n,
         goto out;
     }
     kp_spawn_result_done(&res);
-    if ((r = read_file(sigpath, sig)) < 0) {
+    if ((r = kp_manifest_read_file(sigpath, sig)) < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog, sigpath, kp_strerror(r));
         goto out;
     }
@@ -897,7 +869,7 @@ static int cmd_verify(const struct prof_opts *o, const char *prog)
     unsigned bad = 0;
 
     memset(&p, 0, sizeof(p));
-    if ((r = read_file(o->signers, &signers)) < 0) {
+    if ((r = kp_manifest_read_file(o->signers, &signers)) < 0) {
         fprintf(stderr, "%s: %s: %s\n", prog, o->signers, kp_strerror(r));
         goto out;
     }

@@ -405,34 +405,6 @@ out:
     return r;
 }
 
-/* Reads path ("-": stdin) into out, at most KP_MANIFEST_MAX_FILE bytes. */
-static int read_file(const char *path, struct kp_buf *out)
-{
-    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-    char chunk[65536];
-    int r = 0;
-
-    if (fd < 0)
-        return -errno;
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            r = -errno;
-            break;
-        }
-        if (n == 0)
-            break;
-        if ((r = kp_buf_append(out, chunk, (size_t)n)) < 0)
-            break;
-    }
-    if (fd != STDIN_FILENO)
-        close(fd);
-    return r;
-}
-
 /* 0, or KP_CLI_USAGE/KP_CLI_FAILURE after printing why. */
 static int load_files(const struct sim_opts *o, struct sim_stores *st, const char *prog)
 {
@@ -445,7 +417,7 @@ static int load_files(const struct sim_opts *o, struct sim_stores *st, const cha
         char *msg = NULL;
         int r;
 
-        if ((r = read_file(o->files[i], &data)) < 0) {
+        if ((r = kp_manifest_read_file(o->files[i], &data)) < 0) {
             fprintf(stderr, "%s: simulate: cannot read %s: %s\n", prog, name,
                     r == -KP_ELIMIT ? "larger than 32 MiB" : kp_strerror(r));
             code = r == -ENOMEM ? KP_CLI_FAILURE : KP_CLI_USAGE;
