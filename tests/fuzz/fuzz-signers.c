@@ -3,7 +3,8 @@
  * The input is one line of a trustedSigners entry (or a whole file: it is also split at
  * newlines, as the verifier does). Each parse must end in 0 with a known key type, a non-empty
  * blob and a canonical fingerprint of that blob, or in one of the listed errors with a message
- * for the malformed cases. Parsing the same line twice must give the same key. The live
+ * for the malformed cases. Parsing the same line twice must give the same key and the same
+ * cert-authority flag. The live
  * allocation count must not move. Any broken promise aborts. */
 #include <errno.h>
 #include <stdint.h>
@@ -38,7 +39,8 @@ static void one(const char *p, size_t n)
     if (kp_ssh_fingerprint(a.blob, a.blob_len, fp) != 0 || strcmp(fp, a.fp) != 0)
         abort();
     if (kp_sshsig_signer_parse(p, n, &b, NULL) != 0 || b.blob_len != a.blob_len ||
-        memcmp(a.blob, b.blob, a.blob_len) != 0 || strcmp(a.keytype, b.keytype) != 0)
+        memcmp(a.blob, b.blob, a.blob_len) != 0 || strcmp(a.keytype, b.keytype) != 0 ||
+        a.cert_authority != b.cert_authority)
         abort();
     kp_sshsig_signer_done(&a);
     kp_sshsig_signer_done(&b);
