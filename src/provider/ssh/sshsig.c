@@ -1130,7 +1130,7 @@ static void time_str(uint64_t sec, char out[SIG_TIME_MAX])
 /* The certificate's principals for a message: comma-separated, quoted, cut at SIG_QUOTE_MAX. */
 static void principals_str(const struct sig_cert *c, char out[SIG_QUOTE_MAX + 4])
 {
-    char joined[SIG_QUOTE_MAX + 1];
+    char joined[SIG_QUOTE_MAX + 1] = "";
     struct rd r = {c->principals.data, c->principals.len};
     struct kp_sshsig_bytes p;
     size_t o = 0;
