@@ -202,6 +202,9 @@ kc scale deployment web -n "$APPS" --replicas 0 >/dev/null
 check "scaled to 0: the NodeClaim is gone" wait_until 180 claim_count_is 0
 check "leave ran through the shim" wait_until 30 test "$(starts leave)" -ge 1
 check "vf-1 is Available again (warm)" wait_until 60 host_is vf-1 Available
+kubelet_disabled() { ! "$KPSSH_LAB_HOST_SH" exec "$LAB_HOST" systemctl is-enabled --quiet kubelet; }
+check "... with kubelet stopped" kubelet_inactive "$LAB_HOST"
+check "... and disabled" kubelet_disabled
 
 # --- 3. unsigned -----------------------------------------------------------------------------------
 profile_yaml vf-unsigned | kc apply -f - >/dev/null
@@ -215,6 +218,10 @@ sleep 5
 check "no install or join reached the shim" test "$(starts install)" = "$before_install" \
     -a "$(starts join)" = "$before_join"
 check "vf-1 was never Unhealthy" test "$(host_state vf-1)" != Unhealthy
+installed() { kc get sshhost -n "$NS" vf-1 -o jsonpath='{.status.installedProfile}'; }
+check "the unsigned profile was never installed (installedProfile $(installed))" \
+    test "$(installed)" = vf-signed@1
+check "no Node of the NodePool" none_of nodes -l karpenter.sh/nodepool="$NP"
 kc scale deployment web -n "$APPS" --replicas 0 >/dev/null
 # A launch that failed (Launched=Unknown, ConfigurationError) is retried until the launch
 # timeout (5 min) deletes the NodeClaim, as in Karpenter; the operator who fixes the profile
@@ -243,6 +250,7 @@ rejected() { kc get events -n "$NS" --field-selector involvedObject.name=vf-1 -o
     jq -e '[.items[] | select(.message | contains("kpssh-shim exited 2 (signature rejected)"))] | length > 0' >/dev/null; }
 check "the shim rejects the rogue join: exit 2, \"signature rejected\" in vf-1's events" wait_until 120 rejected
 check "install ran first" test "$(starts install)" -gt "$before_install"
+check "... and is recorded: installedProfile $(installed)" test "$(installed)" = vf-rogue@1
 check "the shim logged the rejected join" grep -q 'join: signature rejected' "$shimlog"
 check "no Node of the NodePool" none_of nodes -l karpenter.sh/nodepool="$NP"
 check "vf-1 is not InUse: released Unhealthy (the host disagreed with the controller)" \
