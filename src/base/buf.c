@@ -82,7 +82,7 @@ int kp_buf_reserve(struct kp_buf *b, size_t n)
     size_t need;
 
     if (kp_add_overflow(b->len, n, &need) || need > b->max) {
-        kp_buf_done(b);
+        kp_buf_wipe(b); /* it may hold a secret: released as kp_buf_wipe() would */
         return -KP_ELIMIT;
     }
     return kp_buf_grow(b, need);

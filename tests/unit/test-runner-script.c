@@ -348,7 +348,22 @@ static void test_envelope(void **state)
                                      1, script, sizeof(script) - 1, sig, sizeof(sig) - 1, &b, &msg),
                      -EINVAL);
     assert_non_null(strstr(msg, "not allowed"));
-    kp_free(msg);
+    kp_free(msg), msg = NULL;
+    /* More parameter text than the shim takes: refused here, not by the host. */
+    {
+        char *big = kp_malloc(KP_ENVELOPE_MAX_PARAMS);
+        const struct kp_ssh_var one[] = {{.name = "KPSSH_BIG", .value = big}};
+
+        assert_non_null(big);
+        memset(big, 'x', KP_ENVELOPE_MAX_PARAMS - 1);
+        big[KP_ENVELOPE_MAX_PARAMS - 1] = '\0';
+        assert_int_equal(kp_ssh_envelope("join", one, 1, script, sizeof(script) - 1, sig,
+                                         sizeof(sig) - 1, &b, &msg),
+                         -EINVAL);
+        assert_non_null(strstr(msg, "more than the 65536 bytes"));
+        kp_free(msg);
+        kp_free(big);
+    }
     kp_buf_wipe(&b);
     kp_secret_free(tok);
 }

@@ -45,6 +45,8 @@
 static char dir[PATH_MAX];
 static bool ready;
 
+static char shim_bin[PATH_MAX]; /* the copy of the shim in dir */
+
 static char *path_in(const char *name)
 {
     char *p = kp_strjoin(dir, "/", name, (char *)NULL);
@@ -167,6 +169,16 @@ static int setup(void **state)
                       KP_SHIM_TEST_DIR);
         return 0;
     }
+    /* The shim refuses to run from a path it could be replaced at (a checkout under /tmp): run
+     * a copy from the safe directory, as a host runs it from /opt/kpssh. */
+    {
+        char *bin = path_in("kpssh-shim");
+        const char *argv[] = {"install", "-m", "0755", KP_SHIM_BIN, bin, NULL};
+
+        run_ok(argv);
+        snprintf(shim_bin, sizeof(shim_bin), "%s", bin);
+        kp_free(bin);
+    }
     keygen("key");
     keygen("ca");
     keygen("ckey");
@@ -248,7 +260,7 @@ static struct shim_run run_shim_with(const char *e, size_t n, const char *signer
         argv[a++] = "--errors-for-leak-kinds=definite,indirect";
         argv[a++] = "--error-exitcode=" KP_STRINGIFY(VALGRIND_ERROR);
     }
-    argv[a++] = KP_SHIM_BIN;
+    argv[a++] = shim_bin;
     argv[a++] = "--no-sudo";
     argv[a++] = "--allowed-signers";
     argv[a++] = signers_path;
@@ -543,6 +555,56 @@ static void test_bad_params_are_3(void **state)
     shim_run_done(&r);
 }
 
+/* The script gets the umask Raw mode's sudo gives (022), not the shim's private one: files it
+ * writes for others to read (an apt keyring) stay readable. */
+static void test_script_umask(void **state)
+{
+    static const char script[] = "umask\n";
+    struct shim_run r;
+    char *sig, *e;
+
+    (void)state;
+    if (!ready)
+        skip();
+    sig = sign("key", "kpssh", script);
+    e = envelope("join", NULL, sig, script);
+    r = run_shim_with(e, strlen(e), "signers", NULL, NULL);
+    expect(&r, 0, "join: ok");
+    assert_string_equal(kp_buf_str(&r.out), "0022\n");
+    shim_run_done(&r);
+    kp_free(e);
+    kp_free(sig);
+}
+
+/* A shim that could be replaced where it lies refuses to run at all (exit 1). */
+static void test_unsafe_self(void **state)
+{
+    char *open_dir = path_in("open"), *copy = path_in("open/kpssh-shim");
+    const char *mk[] = {"mkdir", "-m", "0777", "-p", open_dir, NULL};
+    const char *cp[] = {"install", "-m", "0755", shim_bin, copy, NULL};
+    const char *argv[] = {copy, "--no-sudo", NULL};
+    struct kp_spawn_opts o = {.argv = argv,
+                              .path = "/usr/bin:/bin",
+                              .timeout_usec = 30 * SEC,
+                              .max_stdout = 1u << 16,
+                              .stderr_tail = 1u << 16};
+    struct kp_spawn_result res;
+
+    (void)state;
+    if (!ready)
+        skip();
+    run_ok(mk);
+    assert_int_equal(chmod(open_dir, 0777), 0); /* past the umask */
+    run_ok(cp);
+    assert_int_equal(kp_spawn_run(&o, &res), 0);
+    assert_int_equal(res.end, KP_SPAWN_EXITED);
+    assert_int_equal(res.status, 1);
+    assert_non_null(strstr(kp_buf_str(&res.err), "refusing to run from an unsafe path"));
+    kp_spawn_result_done(&res);
+    kp_free(open_dir);
+    kp_free(copy);
+}
+
 static void test_envelope_verdicts(void **state)
 {
     static const char plain[] = "#!/bin/bash\necho I am a Raw-mode script\n";
@@ -626,7 +688,7 @@ static void test_hangup_ends_the_script(void **state)
 
         if (dup2(in_fd, 0) < 0 || dup2(out_p[1], 1) < 0 || devnull < 0 || dup2(devnull, 2) < 0)
             _exit(127);
-        execl(KP_SHIM_BIN, KP_SHIM_BIN, "--no-sudo", "--allowed-signers", signers, "--log", log,
+        execl(shim_bin, shim_bin, "--no-sudo", "--allowed-signers", signers, "--log", log,
               (char *)NULL);
         _exit(127);
     }
@@ -682,6 +744,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cert_authority),
         cmocka_unit_test(test_unsafe_trust_root_is_1),
         cmocka_unit_test(test_environment_is_scrubbed),
+        cmocka_unit_test(test_script_umask),
+        cmocka_unit_test(test_unsafe_self),
         cmocka_unit_test(test_bad_params_are_3),
         cmocka_unit_test(test_envelope_verdicts),
         cmocka_unit_test(test_options),

@@ -235,6 +235,14 @@ static void test_malformed_armour(void **state)
         assert_int_equal(s.hash_alg.len, 6);
         assert_memory_equal(s.sig_format.data, "ssh-ed25519", 11);
         assert_int_equal(s.sig_blob.len, 64);
+        /* Re-armoured, it is byte for byte what ssh-keygen wrote: what a host reads. */
+        {
+            struct kp_buf canon = KP_BUF_INIT(64 * 1024);
+
+            assert_int_equal(kp_sshsig_armor(&s, &canon), 0);
+            assert_string_equal(kp_buf_str(&canon), f.sig);
+            kp_buf_done(&canon);
+        }
         kp_sshsig_done(&s);
         /* Text after the end marker is not. */
         assert_int_equal(kp_buf_puts(&b, "x"), 0);

@@ -29,6 +29,7 @@
 #include "base/alloc.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/path.h"
 #include "base/sha256.h"
 #include "base/str.h"
 #include "base/time.h"
@@ -119,8 +120,10 @@ static int parse_opts(int argc, char **argv, struct shim_opts *o)
             continue;
         }
         if (!missing && (v = opt_value(argc, argv, &i, "--log", &missing))) {
-            if (!*v) {
-                fprintf(stderr, "kpssh-shim: --log needs a file name\n");
+            if (v[0] != '/') {
+                /* Opened as root before chdir("/"): a relative name would land in the login
+                 * user's directory, where that user could plant a FIFO or a link. */
+                fprintf(stderr, "kpssh-shim: --log needs an absolute path\n");
                 return 1 + (int)KP_SHIM_INTERNAL;
             }
             o->log_file = v;
@@ -133,6 +136,24 @@ static int parse_opts(int argc, char **argv, struct shim_opts *o)
         return 1 + (int)KP_SHIM_INTERNAL;
     }
     return 0;
+}
+
+/* Our own binary must be as safe as what we run: sudoers runs it as root by its path, so
+ * whoever can replace it (a group-writable /opt/kpssh, say) is root. 0 or a negative code with
+ * *ret_msg saying which component is unsafe. */
+static int check_self(char **ret_msg)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (n <= 0) {
+        int r = n < 0 ? -errno : -ENOENT;
+
+        kp_msg_set(ret_msg, "cannot find our own path: %s", kp_strerror(r));
+        return r;
+    }
+    self[n] = '\0';
+    return kp_safe_path(self, 0, NULL, ret_msg);
 }
 
 /* Replaces the process with `sudo -n <our canonical path> <argv[1..]>`. Returns only on
@@ -337,6 +358,12 @@ int main(int argc, char **argv)
     r = parse_opts(argc, argv, &o);
     if (r > 0)
         return r - 1;
+    if ((r = check_self(&msg)) < 0) {
+        fprintf(stderr, "kpssh-shim: refusing to run from an unsafe path: %s\n",
+                msg ? msg : kp_strerror(r));
+        kp_free(msg);
+        return KP_SHIM_INTERNAL;
+    }
     if (!o.no_sudo && geteuid() != 0) {
         reexec_sudo(argc, argv);
         return KP_SHIM_INTERNAL;
@@ -350,7 +377,10 @@ int main(int argc, char **argv)
         kp_free(msg);
         return KP_SHIM_INTERNAL;
     }
-    umask(077);
+    /* The private directory and its files get explicit modes (0700, 0600); everything else,
+     * the signed script above all, sees the umask Raw mode's sudo gives: files a script
+     * creates for others to read (an apt keyring read by _apt) must stay readable. */
+    umask(022);
     x = KP_SHIM_INTERNAL;
     if ((r = kp_shim_catch_stop_signals()) < 0 || chdir("/") < 0) {
         kp_shim_log("refused: cannot set up: %s", kp_strerror(r < 0 ? r : -errno));

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/buf.h"
 #include "base/ctx.h"
 #include "base/err.h"
 #include "base/secret.h"
@@ -535,6 +536,7 @@ int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *
     uint64_t t0;
     struct kp_ssh_var *vars = NULL;
     struct kp_ssh_phase ph = {0};
+    struct kp_buf sig = KP_BUF_INIT(2 * KP_MAX_SSHSIG_ARMOUR);
     size_t n = kp_env_size(env);
     uint32_t secs = 0;
     int r;
@@ -559,9 +561,26 @@ int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *
         return r;
     }
     if (h->exec_mode == KP_EXEC_VERIFIED) {
+        struct kp_sshsig parsed;
+
+        /* The host gets the signature in ssh-keygen's own armour, whatever whitespace the
+         * manifest left around it (the check above parsed the same bytes). */
+        if ((r = kp_sshsig_parse(spec.signatures[phase].data, spec.signatures[phase].len, &parsed,
+                                 NULL)) < 0) {
+            kp_msg_set(ret_msg, "%s phase: signature does not parse", kp_profile_phase_name(phase));
+            kp_free(vars);
+            return r == -ENOMEM ? r : -EINVAL;
+        }
+        r = kp_sshsig_armor(&parsed, &sig);
+        kp_sshsig_done(&parsed);
+        if (r < 0) {
+            kp_free(vars);
+            kp_buf_done(&sig);
+            return r == -ENOMEM ? r : -EINVAL;
+        }
         ph.shim = h->shim_command ? h->shim_command : KP_SSHHOST_SHIM_DEFAULT;
-        ph.signature = spec.signatures[phase].data;
-        ph.signature_len = spec.signatures[phase].len;
+        ph.signature = sig.data;
+        ph.signature_len = sig.len;
     }
     ph.name = kp_profile_phase_name(phase);
     ph.script = spec.scripts[phase].data;
@@ -584,6 +603,7 @@ int kp_hostio_run_phase(const struct kp_ctx *ctx, const struct kp_sshhost_view *
     if (ret_fp && cap.pin == KP_SSH_PIN_NONE && cap.fp[0] && !h->host_key_fingerprint)
         memcpy(ret_fp, cap.fp, KP_SSH_FP_SIZE);
     kp_ssh_capture_done(&cap);
+    kp_buf_done(&sig);
     kp_free(vars);
     return r;
 }

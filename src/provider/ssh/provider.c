@@ -860,6 +860,19 @@ static void release_after(struct kp_ssh_provider *p, struct kp_client *c,
     kp_error_done(&e);
 }
 
+/* A phase the runner refused before dialing (-EINVAL: a variable a Verified host's envelope
+ * cannot carry, an invalid SSH target, a signature that stopped verifying since the gate):
+ * the user's configuration, not the host, so the host goes back Available (the reference's
+ * configError). */
+static void config_refused(struct kp_ssh_provider *p, struct kp_client *c,
+                           const struct kp_nodeclaim_view *nc, struct kp_entry *host,
+                           const char *msg, struct kp_provider_err *err)
+{
+    kp_provider_err_set(err, -EINVAL, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
+                        msg ? msg : "configuration error");
+    release_after(p, c, nc, host, true, msg ? msg : "configuration error");
+}
+
 /* Replaces *host by the result of a holder write (claim.h); maps the errors for Create. */
 static int holder_write(struct kp_client *c, const struct kp_nodeclaim_view *nc,
                         struct kp_entry **host, const struct kp_claim_status *st,
@@ -1030,6 +1043,10 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
             r = kp_ctx_err(ctx);
             goto out;
         }
+        if (r == -EINVAL) { /* refused before dialing: the host never saw it */
+            config_refused(p, c, nc, host, msg, err);
+            goto out;
+        }
         if (r < 0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED,
                                 "%s", msg ? msg : kp_strerror(r));
@@ -1105,6 +1122,10 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         r = kp_ctx_err(ctx);
         kp_log_info("join cancelled; the claim stays for the next Create", KP_LF("host", rep.host),
                     KP_LF("nodeclaim", nc->e.name));
+        goto out;
+    }
+    if (r == -EINVAL) { /* refused before dialing: the host never saw it */
+        config_refused(p, c, nc, host, msg, err);
         goto out;
     }
     if (r < 0) {

@@ -281,8 +281,9 @@ int kp_ssh_envelope(const char *phase, const struct kp_ssh_var *vars, size_t nva
                     struct kp_buf *out, char **ret_msg)
 {
     const struct kp_ssh_var **sorted = NULL;
-    struct kp_buf params = KP_BUF_INIT(KP_MAX_PHASE_INPUT);
+    struct kp_buf params = KP_BUF_INIT(KP_ENVELOPE_MAX_PARAMS);
     bool known = false, probe = phase && strcmp(phase, "probe") == 0;
+    size_t params_len = 0, total;
     char *why = NULL;
     int r;
 
@@ -306,6 +307,8 @@ int kp_ssh_envelope(const char *phase, const struct kp_ssh_var *vars, size_t nva
         kp_msg_set(ret_msg, "envelope: %s", why ? why : kp_strerror(r));
         goto out;
     }
+    /* Sized first, then written into buffers reserved once: no realloc leaves a copy of a
+     * secret value behind (as kp_ssh_preamble). */
     for (size_t i = 0; i < nvars; i++) {
         size_t len;
         const char *val = kp_var_value(sorted[i], &len);
@@ -318,6 +321,27 @@ int kp_ssh_envelope(const char *phase, const struct kp_ssh_var *vars, size_t nva
             r = -EINVAL;
             goto out;
         }
+        params_len += strlen(sorted[i]->name) + len + 2; /* each under 1 MiB: no overflow */
+        if (params_len > KP_ENVELOPE_MAX_PARAMS) {
+            kp_msg_set(ret_msg,
+                       "envelope: the variables take more than the %u bytes a Verified host's "
+                       "shim accepts",
+                       (unsigned)KP_ENVELOPE_MAX_PARAMS);
+            r = -EINVAL;
+            goto out;
+        }
+    }
+    total = sizeof("kpssh-envelope: 1\nphase: \n") + strlen(phase) + sizeof("params-b64: \n") +
+            kp_base64_encoded_len(params_len, 0);
+    if (!probe)
+        total += sizeof("sig-b64: \n") + kp_base64_encoded_len(sig_len, 0) +
+                 sizeof("script-b64: \n") + kp_base64_encoded_len(script_len, 0);
+    if ((r = kp_buf_reserve(&params, params_len)) < 0 || (r = kp_buf_reserve(out, total)) < 0)
+        goto out;
+    for (size_t i = 0; i < nvars; i++) {
+        size_t len;
+        const char *val = kp_var_value(sorted[i], &len);
+
         if ((r = kp_buf_puts(&params, sorted[i]->name)) < 0 ||
             (r = kp_buf_putc(&params, '=')) < 0 || (r = kp_buf_append(&params, val, len)) < 0 ||
             (r = kp_buf_putc(&params, '\n')) < 0)

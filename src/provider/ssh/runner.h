@@ -75,6 +75,9 @@ int kp_ssh_phase_validate(const struct kp_ssh_phase *ph, char **ret_msg) KP_WUR;
  * values: release it with kp_buf_wipe(). 0, -EINVAL, -ENOMEM or -KP_ELIMIT. */
 int kp_ssh_preamble(const struct kp_ssh_var *vars, size_t nvars, struct kp_buf *out) KP_WUR;
 
+/* The most parameter text (NAME=VALUE lines) kpssh-shim takes (its KP_SHIM_MAX_PARAMS). */
+#define KP_ENVELOPE_MAX_PARAMS (64u * 1024u)
+
 /* The envelope (version 1) that carries a phase to kpssh-shim on a Verified host, appended to
  * out. Header lines `field: value`, one per line:
  *   kpssh-envelope: 1
@@ -84,7 +87,9 @@ int kp_ssh_preamble(const struct kp_ssh_var *vars, size_t nvars, struct kp_buf *
  *   script-b64: <base64>        the script's exact bytes (absent for probe)
  * A probe takes no vars, script or signature; every other phase needs script and signature.
  * Names must match ^KPSSH_[A-Za-z0-9_]+$ and values may hold no newline or NUL (the shim reads
- * one variable per line). Pure. The output holds secret values: release it with kp_buf_wipe().
+ * one variable per line), and all of them at most KP_ENVELOPE_MAX_PARAMS bytes as lines. Pure.
+ * out is grown once, so no copy of a secret is left behind; it holds secret values: release it
+ * with kp_buf_wipe().
  * 0, -EINVAL (ret_msg, optional, says why), -ENOMEM or -KP_ELIMIT. */
 int kp_ssh_envelope(const char *phase, const struct kp_ssh_var *vars, size_t nvars,
                     const char *script, size_t script_len, const char *sig, size_t sig_len,

@@ -545,6 +545,26 @@ static int blob_parse(struct kp_sshsig *s, const char **reason)
     return 0;
 }
 
+int kp_sshsig_armor(const struct kp_sshsig *s, struct kp_buf *out)
+{
+    struct kp_buf b64 = KP_BUF_INIT(KP_MAX_SSHSIG_ARMOUR * 2);
+    int r;
+
+    if ((r = kp_base64_encode(s->blob, s->blob_len, 0, &b64)) < 0 ||
+        (r = kp_buf_puts(out, SIG_BEGIN "\n")) < 0)
+        goto out;
+    for (size_t i = 0; i < b64.len; i += 70) {
+        size_t n = b64.len - i < 70 ? b64.len - i : 70;
+
+        if ((r = kp_buf_append(out, b64.data + i, n)) < 0 || (r = kp_buf_putc(out, '\n')) < 0)
+            goto out;
+    }
+    r = kp_buf_puts(out, SIG_END "\n");
+out:
+    kp_buf_done(&b64);
+    return r;
+}
+
 int kp_sshsig_parse(const char *armored, size_t n, struct kp_sshsig *ret, char **ret_msg)
 {
     struct kp_buf b64 = KP_BUF_INIT(KP_MAX_SSHSIG_ARMOUR);

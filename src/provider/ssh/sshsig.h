@@ -39,6 +39,8 @@ struct kp_sshsig_bytes {
  * The parse checks structure only: magic, version 1, every field present, nothing after the
  * signature, and the signature field being string(format) string(blob) [extra]; extra holds
  * what follows (security-key flags and counter) and is checked by the verifier. */
+struct kp_buf;
+
 struct kp_sshsig {
     unsigned char *blob;
     size_t blob_len;
@@ -59,6 +61,12 @@ struct kp_sshsig {
 int kp_sshsig_parse(const char *armored, size_t n, struct kp_sshsig *ret, char **ret_msg) KP_WUR;
 /* Releases what kp_sshsig_parse() stored; s may be NULL; leaves *s empty. */
 void kp_sshsig_done(struct kp_sshsig *s);
+
+/* Appends the canonical armour of a parsed signature to out, as ssh-keygen writes it (begin
+ * line, base64 in lines of 70, end line, each ending in LF): what the controller accepted in
+ * any whitespace the manifest left is what a host's `ssh-keygen -Y verify` reads. 0, -ENOMEM or
+ * -KP_ELIMIT. */
+int kp_sshsig_armor(const struct kp_sshsig *s, struct kp_buf *out) KP_WUR;
 
 /* One trusted signer: the key of an OpenSSH public-key line. */
 struct kp_sshsig_signer {
