@@ -71,7 +71,7 @@ join_one() {
     kc scale deployment web -n "$APPS" --replicas 1 >/dev/null
     check "$what: a host joins for one pod" wait_until 120 running_is 1
     check "$what: one host InUse" wait_until 30 one_in_use
-    host=$(in_use_host | head -n 1)
+    host=$(in_use_host | awk "NR == 1")
     claim=$(claims | jq -r '.items[0].metadata.name')
     kc scale deployment web -n "$APPS" --replicas 0 >/dev/null
     check "$what: the pod is gone, the node stays" wait_until 60 running_is 0

@@ -180,7 +180,7 @@ done >"$work/samples2") &
 pid_sample=$!
 t_hog=$(now_ms)
 kc delete deployment -n "$APPS" hog --wait=false >/dev/null
-small_claim() { claims2 | jq -r '.items[] | select(.metadata.labels["node.kubernetes.io/instance-type"] == "consmall" or any(.spec.requirements[]; .key == "node.kubernetes.io/instance-type" and .values == ["consmall"])) | .metadata.name' | head -n 1; }
+small_claim() { claims2 | jq -r '.items[] | select(.metadata.labels["node.kubernetes.io/instance-type"] == "consmall" or any(.spec.requirements[]; .key == "node.kubernetes.io/instance-type" and .values == ["consmall"])) | .metadata.name' | awk 'NR == 1'; }
 has_small_claim() { [ -n "$(small_claim)" ]; }
 check "replace: a consmall NodeClaim is launched" wait_until 240 has_small_claim
 repl=$(small_claim)

@@ -117,7 +117,7 @@ pid_a=$!
 
 check "A: /healthz answers 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/healthz"
 check "A: /readyz becomes 200" wait_until 20 is_code 200 "http://127.0.0.1:$A_HEALTH/readyz"
-id_a=$(jq -r 'select(.message == "starting kpssh-controller") | .identity' "$work/a.log" | head -1)
+id_a=$(jq -r 'select(.message == "starting kpssh-controller") | .identity' "$work/a.log" | awk 'NR == 1')
 check "A: identity is KPSSH_POD_NAME plus a random suffix ($id_a)" \
     matches "$id_a" '^ctl-a_[0-9a-f]{8}$'
 check "A: the Lease names A" wait_until 10 holder_is "$id_a"

@@ -260,7 +260,7 @@ delete_objects
 # kpssh-controller's SSH provider lists kpssh's own kinds: their CRDs (ours, whatever the
 # karpenter.sh ones are) and the pool namespace must exist before it can lead.
 for f in "$CRDS"/karpenter.kpssh.dev_*.yaml; do
-    c="$(sed -n 's/^  name: //p' "$f" | head -n1)"
+    c="$(sed -n 's/^  name: //p' "$f" | awk 'NR == 1')"
     if ! kc get crd "$c" >/dev/null 2>&1; then
         kc apply --server-side --field-manager=kpssh-test-crd-compat -f "$f" >/dev/null
         created_own+=("$c")

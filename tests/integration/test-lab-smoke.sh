@@ -177,7 +177,7 @@ t_ready=$(now)
 echo "# join script start -> Node Ready: $(el "$tj" "$t_ready") s"
 
 csr=$(kc get csr -o json | jq -r --arg u "system:bootstrap:$tid" \
-    '.items[] | select(.spec.username == $u and .spec.signerName == "kubernetes.io/kube-apiserver-client-kubelet") | .metadata.name' | head -n1)
+    '.items[] | select(.spec.username == $u and .spec.signerName == "kubernetes.io/kube-apiserver-client-kubelet") | .metadata.name' | awk 'NR == 1')
 check "CSR from system:bootstrap:$tid exists" test -n "$csr"
 check "CSR $csr approved and issued" jq -e '([.status.conditions[]? | select(.type == "Approved" and .status == "True")] | length == 1) and (.status.certificate | length > 0)' <<<"$(kc get csr "$csr" -o json)"
 nodejson=$(kc get node "$node" -o json)

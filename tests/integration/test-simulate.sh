@@ -72,7 +72,7 @@ check "kube-scheduler marks both pods Unschedulable" wait_until 60 unschedulable
 
 # --- 3. simulate -----------------------------------------------------------------------------------
 sim -o json >"$work/plan.json" 2>"$work/plan.err"
-sed 's/^/# /' "$work/plan.json" | head -n 60
+sed -n '1,60s/^/# /p' "$work/plan.json"
 check "simulate: nothing on stderr" test ! -s "$work/plan.err"
 check "simulate: a SimulationPlan" jq_true '.kind == "SimulationPlan"' "$work/plan.json"
 # shellcheck disable=SC2016 # jq's variables

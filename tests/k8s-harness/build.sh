@@ -87,7 +87,7 @@ t2=$(date +%s)
 say "helm built in $((t2 - t1)) s"
 
 "$bin/kubectl" version --client | sed 's/^/    /'
-"$bin/etcd" --version | head -n1 | sed 's/^/    /'
+"$bin/etcd" --version | sed -n '1s/^/    /p' # sed reads it all: head would let etcd die of SIGPIPE under pipefail
 "$bin/helm" version --short | sed 's/^/    /'
 echo "$want" >"$out/stamp"
 say "done in $((t2 - t0)) s; $(du -sh "$bin" | cut -f1) in $bin"
