@@ -41,7 +41,8 @@ enum kp_shim_exit {
 #define KP_SHIM_MAX_SIG (16u << 10)     /* decoded armoured SSHSIG */
 #define KP_SHIM_MAX_PARAMS (64u << 10)  /* decoded parameter text */
 
-/* Fixed, never configurable: who signs and for what (SPEC.md decision 4). */
+/* Fixed, never configurable: who signs and for what (principal and SSHSIG namespace `kpssh`,
+ * docs/verified-execution.md). */
 #define KP_SHIM_NAMESPACE "kpssh"
 #define KP_SHIM_PRINCIPAL "kpssh"
 #define KP_SHIM_DEFAULT_ALLOWED_SIGNERS "/etc/kpssh/allowed_signers"

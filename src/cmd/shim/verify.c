@@ -4,7 +4,7 @@
  * whose meaning OpenSSH defines (namespaces=, valid-after=, valid-before=, cert-authority with
  * signer certificates). Running `ssh-keygen -Y verify` gives exactly that meaning, kept current
  * by the host's security updates, and keeps libcrypto out of a static root-run binary
- * (SPEC.md decision 7). The controller checks the same signature itself before it dials.
+ * (a project decision: docs/verified-execution.md). The controller checks the same signature itself before it dials.
  *
  * Order: the allowed-signers file passes kp_safe_path() first (unsafe: exit 1, the host is
  * misconfigured and nothing should run), then must open for reading as a regular file (missing
