@@ -486,6 +486,8 @@ static void test_conditions(void **state)
     struct kp_entry *ok = pool_t("," REQS);
     struct kp_entry *bad = pool("", "'labels':{'karpenter.sh/custom':'x'}", "," REQS, "", "");
     struct kp_entry *stat = pool("", "", "," REQS, ",'replicas':2", "");
+    struct kp_entry *bal =
+        pool("", "", "," REQS, ",'disruption':{'consolidationPolicy':'Balanced'}", "");
     struct kp_condset cs;
 
     (void)state;
@@ -534,6 +536,17 @@ static void test_conditions(void **state)
     assert_int_equal(kp_nodepool_conditions(&cs, kp_nodepool_view(ok), &ready), 0);
     assert_null(kp_condset_get(&cs, KP_NP_COND_UNSUPPORTED_FIELDS));
     kp_condset_done(&cs);
+
+    /* Balanced: accepted, consolidated as WhenEmptyOrUnderutilized, and said so. */
+    condset_of(&cs, bal);
+    assert_int_equal(kp_nodepool_conditions(&cs, kp_nodepool_view(bal), &ready), 0);
+    assert_cond(&cs, KP_NP_COND_UNSUPPORTED_FIELDS, KP_COND_TRUE,
+                KP_NP_REASON_BALANCED_UNSUPPORTED);
+    assert_non_null(strstr(kp_condset_get(&cs, KP_NP_COND_UNSUPPORTED_FIELDS)->message,
+                           "consolidationPolicy: Balanced"));
+    assert_cond(&cs, KP_NP_COND_READY, KP_COND_TRUE, NULL);
+    kp_condset_done(&cs);
+    kp_entry_unref(bal);
 
     kp_entry_unref(ok);
     kp_entry_unref(bad);

@@ -214,6 +214,12 @@ int kp_nodepool_conditions(struct kp_condset *cs, const struct kp_nodepool_view 
                            KP_NP_REASON_STATIC_UNSUPPORTED,
                            "spec.replicas: static NodePools are not implemented by kpssh; no "
                            "NodeClaims are created for this NodePool");
+    else if (np->consolidation_policy == KP_CONSOLIDATE_BALANCED)
+        r = kp_condset_set(cs, KP_NP_COND_UNSUPPORTED_FIELDS, KP_COND_TRUE,
+                           KP_NP_REASON_BALANCED_UNSUPPORTED,
+                           "spec.disruption.consolidationPolicy: Balanced is not implemented by "
+                           "kpssh; this NodePool's nodes are consolidated as with "
+                           "WhenEmptyOrUnderutilized");
     else if (kp_condset_get(cs, KP_NP_COND_UNSUPPORTED_FIELDS))
         kp_condset_clear(cs, KP_NP_COND_UNSUPPORTED_FIELDS);
     if (r < 0)

@@ -43,7 +43,10 @@
  * StaticCapacityUnsupported when spec.replicas is set. Static NodePools (Karpenter's alpha
  * StaticCapacity gate, off by default upstream) are not implemented: kpssh neither keeps
  * replicas NodeClaims for such a pool nor provisions it dynamically (the provisioner must skip
- * a NodePool with replicas, as Karpenter's does). Ready is left to its upstream dependents.
+ * a NodePool with replicas, as Karpenter's does). With reason BalancedConsolidationUnsupported
+ * when consolidationPolicy is Balanced: its savings-per-disruption threshold is not implemented,
+ * and the pool is consolidated as WhenEmptyOrUnderutilized (said, never silent). Ready is left to
+ * its upstream dependents.
  *
  * Pure parts: hash.h, health.h, and kp_nodepool_usage / kp_nodepool_conditions /
  * kp_nodepool_status_patch below (tests/unit/test-nodepool.c). */
@@ -73,6 +76,7 @@ struct kp_nodepool_view;
 #define KP_NP_REASON_NODECLASS_TERMINATING "NodeClassTerminating"
 #define KP_NP_REASON_NODECLASS_READINESS_UNKNOWN "NodeClassReadinessUnknown"
 #define KP_NP_REASON_STATIC_UNSUPPORTED "StaticCapacityUnsupported"
+#define KP_NP_REASON_BALANCED_UNSUPPORTED "BalancedConsolidationUnsupported"
 
 /* Ready's dependents, as Karpenter's NodePool condition set. */
 extern const char *const kp_nodepool_ready_deps[2];
