@@ -2,7 +2,7 @@
  * storage.k8s.io/v1 VolumeAttachment (cluster-scoped) and v1 PersistentVolumeClaim.
  *
  * Karpenter's termination waits until the attach-detach controller has deleted the
- * VolumeAttachments of a terminating Node (semantics §3.4 step 6), except those whose
+ * VolumeAttachments of a terminating Node (Karpenter's termination waits for them), except those whose
  * PersistentVolume belongs to a pod that is not drained (pod -> PVC -> spec.volumeName ->
  * VolumeAttachment.spec.source.persistentVolumeName): the PVC projection exists for that
  * lookup, and for the provisioner's PVC checks of a pending pod (core/provisioning/pods.h:

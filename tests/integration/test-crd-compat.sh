@@ -2,7 +2,7 @@
 # Integration test: kpssh on the karpenter.sh CRDs of each upstream Karpenter release it supports.
 #
 # In a shared cluster another Karpenter owns nodepools.karpenter.sh and nodeclaims.karpenter.sh
-# and kpssh's chart leaves them alone (SPEC §2.3), so kpssh must work on whichever release's CRDs
+# and kpssh's chart leaves them alone (coexistence: docs/api.md), so kpssh must work on whichever release's CRDs
 # that Karpenter installed. tests/data/karpenter-crds/<version>/ holds upstream's files verbatim;
 # for each version (oldest first) this test
 #   1. installs that version's two CRDs in place of ours, as that Karpenter's install or upgrade

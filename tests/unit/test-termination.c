@@ -1,8 +1,8 @@
 /* tests/unit/test-termination.c: the Node termination controller (core/termination/).
  *
- * Three layers. The drain predicates (which pods a drain waits on, semantics §3.5) and the
+ * Three layers. The drain predicates (which pods a drain waits on) and the
  * storage projections, as pure functions of decoded objects. The plan (kp_termination_plan),
- * one assertion block per transition of semantics §3.4: ignore, cascade, the not-Ready fast
+ * one assertion block per transition of Karpenter's Node termination: ignore, cascade, the not-Ready fast
  * path, the deadline, taint, drain and the minimum drain time, volume detachment and the
  * deadline that skips it, Delete until NOT_FOUND, the finalizer; plus an exhaustive check of
  * the release order (the finalizer never goes while a NodeClaim's machine may still run). And

@@ -43,7 +43,7 @@
 #include "http/metrics.h"
 #include "k8s/events.h"
 
-/* Karpenter's events are reported by this component (semantics §7). */
+/* Karpenter's events are reported by this component. */
 #define CORE_EVENTS_COMPONENT "karpenter"
 
 struct core_state {

@@ -576,7 +576,7 @@ static void disrupt_rollback(struct kp_disruption_controller *ctl, struct kp_cli
                      KP_LF("provider-id", sn->provider_id));
 }
 
-/* The first steps of disrupting sn (semantics §5.8): mark it for deletion in the cluster state
+/* The first steps of disrupting sn: mark it for deletion in the cluster state
  * (mark), check that no do-not-disrupt annotation or nomination came since the snapshot, taint
  * it karpenter.sh/disrupted:NoSchedule and set DisruptionReason (strict: a failed condition
  * write fails the step, as a command with replacements must). *ret_tainted / *ret_marked say
@@ -802,8 +802,8 @@ static void replacing_clear(struct kp_disruption_controller *ctl)
     cmd_clear(ctl);
 }
 
-/* Launches claims[0..n) (n >= 1, of in's plan) to replace the nodes d[0..k) (semantics §5.8
- * steps 2-3): taint and DisruptionReason on each first (a failure aborts the command), then
+/* Launches claims[0..n) (n >= 1, of in's plan) to replace the nodes d[0..k) (the orchestration
+ * queue's first steps): taint and DisruptionReason on each first (a failure aborts the command), then
  * the NodeClaims. On success the command is in flight (replacing_step finishes it; ctl->cmd
  * must hold the candidates' providerIDs); on failure what was done to the candidates is rolled
  * back (NodeClaims already created stay, and Emptiness takes them back). */

@@ -1,4 +1,4 @@
-/* core/disruption/disruption.h: Karpenter's voluntary disruption loop (semantics §5): nodes of
+/* core/disruption/disruption.h: Karpenter's voluntary disruption loop: nodes of
  * ours that are empty, drifted or underutilized are taken away within their NodePool's
  * disruption budgets, and their hosts go back to the pool warm.
  *

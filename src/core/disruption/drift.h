@@ -1,4 +1,4 @@
-/* core/disruption/drift.h: Karpenter's Drift disruption method (semantics §5.4), as pure
+/* core/disruption/drift.h: Karpenter's Drift disruption method, as pure
  * functions the disruption loop (disruption.h) calls with a simulation from
  * core/provisioning/simulation.h. Marking NodeClaims Drifted is marking.h's.
  *

@@ -1,5 +1,5 @@
 /* core/disruption/marking.h: the two controllers that tell disruption which nodes it may take
- * (semantics §3.9, §3.10, §5.9): Karpenter's nodeclaim.podevents, and nodeclaim.disruption, which
+ *: Karpenter's nodeclaim.podevents, and nodeclaim.disruption, which
  * keeps the Drifted and Consolidatable conditions.
  *
  * nodeclaim.podevents (key: a Node name). A pod that becomes bound to a Node, goes terminal, or

@@ -1,4 +1,4 @@
-/* core/expiration/expiration.h: Karpenter's nodeclaim.expiration controller (semantics §3.7).
+/* core/expiration/expiration.h: Karpenter's nodeclaim.expiration controller.
  *
  * A NodeClaim of ours (kp_provider_supports on its nodeClassRef) whose spec.expireAfter is a
  * duration (not "Never", not absent) is deleted once now >= metadata.creationTimestamp +

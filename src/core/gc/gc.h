@@ -1,4 +1,4 @@
-/* core/gc/gc.h: Karpenter's nodeclaim.garbagecollection (semantics §3.6), and its mirror image
+/* core/gc/gc.h: Karpenter's nodeclaim.garbagecollection, and its mirror image
  * for Nodes, as one singleton loop.
  *
  * Every env timing gc_interval_usec, once the NodeClaim and Node caches have synced and the

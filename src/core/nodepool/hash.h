@@ -1,5 +1,5 @@
 /* core/nodepool/hash.h: the NodePool template hash behind the karpenter.sh/nodepool-hash
- * annotation (static drift, semantics §3.9), and the plans that keep the annotation on NodePools
+ * annotation (static drift), and the plans that keep the annotation on NodePools
  * and their NodeClaims.
  *
  * What the hash covers is Karpenter's rule: spec.template's metadata labels and annotations,

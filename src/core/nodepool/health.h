@@ -1,4 +1,4 @@
-/* core/nodepool/health.h: the NodePool's NodeRegistrationHealthy condition (semantics §1.2):
+/* core/nodepool/health.h: the NodePool's NodeRegistrationHealthy condition:
  * Karpenter's ring buffer of launch/registration outcomes and the rules that turn outcomes into
  * the condition.
  *

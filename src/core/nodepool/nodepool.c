@@ -766,7 +766,7 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         return r;
     np = kp_nodepool_view(e);
     if (!kp_provider_supports(ctl->env->provider, &np->tmpl.node_class_ref)) {
-        forget(ctl, key); /* another Karpenter's NodePool (SPEC §2.3) */
+        forget(ctl, key); /* another Karpenter's NodePool (coexistence) */
         goto out;
     }
     if (!kp_informer_synced(ctl->nodeclaims) || !kp_informer_synced(ctl->nodes)) {

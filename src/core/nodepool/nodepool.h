@@ -1,10 +1,10 @@
-/* core/nodepool/nodepool.h: Karpenter's NodePool controllers (semantics §1.2, §3.11) as one
+/* core/nodepool/nodepool.h: Karpenter's NodePool controllers as one
  * reconciler per NodePool: nodepool.hash, nodepool.validation, nodepool.readiness,
  * nodepool.registrationhealth and nodepool.counter, plus the NodePool gauges of
  * pkg/controllers/metrics/nodepool.
  *
  * Only NodePools whose nodeClassRef names a node class kind the provider supports are touched
- * (SPEC §2.3: every other NodePool is another Karpenter's; not even its gauges are ours).
+ * (coexistence: every other NodePool is another Karpenter's; not even its gauges are ours).
  *
  * Per reconcile, in this order:
  *

@@ -1,4 +1,4 @@
-/* core/provisioning/batcher.h: the provisioner's trigger batcher (semantics §4.1, Karpenter's
+/* core/provisioning/batcher.h: the provisioner's trigger batcher (Karpenter's
  * pkg/controllers/provisioning/batcher.go).
  *
  * Pod and Node triggers arrive one by one; the provisioner wants them in windows, so one

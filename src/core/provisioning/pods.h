@@ -1,4 +1,4 @@
-/* core/provisioning/pods.h: which pods a provisioning round schedules (semantics §4.2).
+/* core/provisioning/pods.h: which pods a provisioning round schedules.
  *
  * Karpenter's provisioner (pkg/controllers/provisioning/provisioner.go) builds each round's pod
  * list from two sources:
@@ -128,7 +128,7 @@ void kp_pdbs_sort(const struct kp_pdb_view **pdbs, size_t n);
 
 /* Karpenter's CanEvictPods (pkg/utils/pdb/pdb.go): whether every pod of pods[0..n) could be
  * evicted now as far as PDBs go, which a node needs to be a candidate for voluntary disruption
- * (semantics §5.2). A pod that would never be evicted (not active: terminal or terminating;
+ *. A pod that would never be evicted (not active: terminal or terminating;
  * tolerating karpenter.sh/disrupted:NoSchedule; owned by a Node; an active do-not-disrupt at
  * now_usec) never blocks. Otherwise the first pod, in the order of pods, that
  *  - more than one PDB selects blocks (the Eviction API refuses such a pod whatever the PDBs

@@ -1,4 +1,4 @@
-/* core/provisioning/provisioner.h: Karpenter's provisioner (semantics §4): pending pods become
+/* core/provisioning/provisioner.h: Karpenter's provisioner: pending pods become
  * NodeClaims.
  *
  * A pod kube-scheduler marked Unschedulable triggers the batcher (batcher.h); when the window

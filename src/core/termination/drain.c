@@ -193,7 +193,7 @@ static int force_delete(struct kp_client *c, const struct kp_drain_input *in,
 }
 
 /* Counts what the drain waits on; with a termination deadline, first deletes the pods it has
- * run out for (semantics §3.5's forced path, the one part of eviction this drainer does: without
+ * run out for (Karpenter's forced path, the one part of eviction this drainer does: without
  * it a Node whose pods nobody moves would wait for ever, and the NodeClaim's
  * terminationGracePeriod would mean nothing). */
 static int wait_drain(void *self, struct kp_client *c, const struct kp_ctx *cx,

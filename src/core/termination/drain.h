@@ -1,5 +1,5 @@
 /* core/termination/drain.h: the drain step of Node termination behind a small interface, and
- * Karpenter's rules for which pods a drain waits on and how it moves them (semantics §3.5).
+ * Karpenter's rules for which pods a drain waits on and how it moves them.
  *
  * The termination controller (core/termination/termination.h) calls a drainer once per
  * reconcile of a terminating Node that has reached the drain step (tainted
@@ -104,7 +104,7 @@ struct kp_drainer {
     void *self;
 };
 
-/* Whether p must be deleted now rather than evicted (Karpenter's forced path, semantics §3.5): a
+/* Whether p must be deleted now rather than evicted (Karpenter's forced path): a
  * termination deadline exists (deadline_usec > 0) and either p is terminating with a deletion
  * time after it, or p is not terminating and now is past the deadline minus its
  * terminationGracePeriodSeconds. */

@@ -1,5 +1,4 @@
-/* core/termination/termination.h: Karpenter's Node termination controller ("node.termination",
- * semantics §3.4): what happens between a managed Node getting a deletionTimestamp and its
+/* core/termination/termination.h: Karpenter's Node termination controller ("node.termination"): what happens between a managed Node getting a deletionTimestamp and its
  * karpenter.sh/termination finalizer going.
  *
  * A Node is managed when it carries the finalizer and either its NodeClaim (the one NodeClaim
