@@ -161,6 +161,17 @@ static int wait_script(pid_t pid, const sigset_t *waitmask, int *ret_wstatus, in
     return 0;
 }
 
+/* Whether the controller hung up already (during the verification, say): its end of stdout or
+ * stderr is gone. Polled without waiting; then no script starts at all. */
+static bool hung_up(void)
+{
+    struct pollfd pfd[2] = {{.fd = STDOUT_FILENO}, {.fd = STDERR_FILENO}};
+
+    if (poll(pfd, 2, 0) <= 0)
+        return false;
+    return ((pfd[0].revents | pfd[1].revents) & (POLLHUP | POLLERR)) != 0;
+}
+
 enum kp_shim_exit kp_shim_run_script(const char *script_path, const struct kp_shim_params *params)
 {
     static const int blocked[] = {SIGHUP, SIGTERM, SIGINT, SIGCHLD};
@@ -202,6 +213,10 @@ enum kp_shim_exit kp_shim_run_script(const char *script_path, const struct kp_sh
         sigdelset(&waitmask, blocked[i]);
     if (kp_shim_stop_signal) {
         kp_shim_log("stopped by signal %d before the script started", (int)kp_shim_stop_signal);
+        goto out;
+    }
+    if (hung_up()) {
+        kp_shim_log("hang-up before the script started: the controller went away");
         goto out;
     }
     {
