@@ -7,6 +7,11 @@
  * done callback, which enqueues it on the owner's reconciler. The next reconcile of that key
  * takes the result and decides on it, so decisions stay pure functions of (object, result).
  *
+ * XXX: today the host controller's probes and zombie-guard leaves run here; the installs and
+ * joins of a provider Create and the leaves of a Delete still run on the core's reconcile
+ * workers, one worker per launch for its SSH phases (docs/operations.md), and the INSTALL and
+ * JOIN kinds below are not submitted yet. Moving them here is open work.
+ *
  *   submit   at most one job per key exists at a time (queued, running or finished and not yet
  *            taken): a second submit for the key is refused with -EEXIST. At most queue_max jobs
  *            wait for a thread; past that the submit is refused with -EAGAIN (the caller comes
