@@ -578,6 +578,23 @@ static const char *kp_shim_exit_text(int status)
     }
 }
 
+/* How a command that did not exit 0 ended, for an error text: who ("script", "command",
+ * "kpssh-shim") killed by a signal or without a status, the shim's own code explained, or who
+ * exited with status N. */
+static void kp_exit_what(const struct kp_ssh_capture *cap, const char *who, bool shim, char *what,
+                         size_t size)
+{
+    if (cap->exit_signal)
+        (void)snprintf(what, size, "%s killed by signal %s", who, cap->exit_signal);
+    else if (cap->exit_status < 0)
+        (void)snprintf(what, size, "%s ended without an exit status", who);
+    else if (shim)
+        (void)snprintf(what, size, "kpssh-shim exited %d (%s)", cap->exit_status,
+                       kp_shim_exit_text(cap->exit_status));
+    else
+        (void)snprintf(what, size, "%s exited with status %d", who, cap->exit_status);
+}
+
 static void kp_phase_errtext(char **ret_msg, const struct kp_ssh_phase *ph,
                              const struct kp_ssh_capture *cap, const char *what)
 {
@@ -640,15 +657,7 @@ int kp_ssh_run_phase(const struct kp_ssh_target *t, const struct kp_ssh_phase *p
         goto out;
     }
     if (cap->exit_status != 0) {
-        if (cap->exit_signal)
-            (void)snprintf(what, sizeof(what), "script killed by signal %s", cap->exit_signal);
-        else if (cap->exit_status < 0)
-            (void)snprintf(what, sizeof(what), "script ended without an exit status");
-        else if (ph->shim)
-            (void)snprintf(what, sizeof(what), "kpssh-shim exited %d (%s)", cap->exit_status,
-                           kp_shim_exit_text(cap->exit_status));
-        else
-            (void)snprintf(what, sizeof(what), "script exited with status %d", cap->exit_status);
+        kp_exit_what(cap, "script", ph->shim != NULL, what, sizeof(what));
         kp_phase_errtext(ret_msg, ph, cap, what);
         r = -KP_ESCRIPT;
         goto out;
@@ -690,13 +699,7 @@ static int kp_exec_short(const struct kp_ssh_target *t, const char *command, con
         goto out;
     }
     if (cap->exit_status != 0) {
-        if (cap->exit_signal)
-            (void)snprintf(what, sizeof(what), "%s killed by signal %s", who, cap->exit_signal);
-        else if (is_shim)
-            (void)snprintf(what, sizeof(what), "kpssh-shim exited %d (%s)", cap->exit_status,
-                           kp_shim_exit_text(cap->exit_status));
-        else
-            (void)snprintf(what, sizeof(what), "command exited with status %d", cap->exit_status);
+        kp_exit_what(cap, who, is_shim, what, sizeof(what));
         kp_phase_errtext(ret_msg, &probe, cap, what);
         r = -KP_ESCRIPT;
         goto out;
