@@ -130,10 +130,12 @@ static int kp_quantity_suffix(const char *s, size_t n, int64_t *ret_e10, unsigne
         if (!kp_is_digit(d[i]))
             return -KP_EPARSE;
     r = kp_parse_i64(d, nd, &e);
-    if (r == -ERANGE)
-        e = INT64_MAX / 4; /* any exponent this large over- or underflows anyway */
-    else if (r < 0)
+    if (r < 0 && r != -ERANGE)
         return -KP_EPARSE;
+    /* Any exponent this large over- or underflows anyway; the cap keeps the caller's arithmetic
+     * on it defined (e.g. "1e0009223372036854775807" parses as INT64_MAX, not -ERANGE). */
+    if (r == -ERANGE || e > INT64_MAX / 4)
+        e = INT64_MAX / 4;
     *ret_e10 = neg ? -e : e;
     *ret_b2 = 0;
     *ret_format = KP_QUANTITY_DECIMAL_EXPONENT;
