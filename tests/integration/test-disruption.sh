@@ -19,7 +19,10 @@
 #                   DisruptionTerminating events; leave runs on each host (kubelet inactive,
 #                   asserted over SSH), the Nodes go and the hosts are Available, warm.
 #   4. annotated    the annotated Node stays, with a DisruptionBlocked event that names the
-#                   annotation; its annotation removed, it goes the same way.
+#                   annotation; its annotation removed while a budget of "0" has its cron window
+#                   open, it still stays (DisruptionBlocked on the NodePool); that budget removed,
+#                   it goes the same way. A second "0" budget whose window is closed all along
+#                   (set up before step 1) never blocks anything.
 #
 # Figures printed: pod gone -> first NodeClaim deleted, pod gone -> every host Available, and
 # the most Nodes seen disrupting at once. One replica (--disable-leader-election).
@@ -73,6 +76,10 @@ event_on() { # event_on <object name> <reason>
 # --- set-up ------------------------------------------------------------------------------------
 pool_setup dis "${HOSTS[@]}"
 pool_nodepool "$NP" dis WhenEmpty 20s 1
+# A second budget of "0" nodes whose cron window (one minute each hour, half an hour from now,
+# UTC) is closed for the whole test: it must not block anything.
+closed_min=$(((10#$(date -u +%M) + 30) % 60))
+kc patch nodepool "$NP" --type merge -p "{\"spec\":{\"disruption\":{\"budgets\":[{\"nodes\":\"1\"},{\"nodes\":\"0\",\"schedule\":\"$closed_min * * * *\",\"duration\":\"1m\"}]}}}" >/dev/null
 
 pool_controller dis-1 dis-2 dis-3
 
@@ -165,8 +172,19 @@ check "$kept (do-not-disrupt): still there" eval "sleep 20; kc get node $kept >/
 check "$kept: its NodeClaim stays" claim_count_is 1
 check "$kept: DisruptionBlocked event names the annotation" eval \
     "kc get events -A --field-selector involvedObject.name=$kept,reason=DisruptionBlocked -o json | jq -e '[.items[] | select(.message | contains(\"karpenter.sh/do-not-disrupt\"))] | length > 0' >/dev/null"
+# A budget of "0" whose window is open (daily from midnight UTC, for 24 h) blocks the pool: with
+# the annotation gone the Node still stays, and the NodePool says why.
+kc patch nodepool "$NP" --type merge -p '{"spec":{"disruption":{"budgets":[{"nodes":"1"},{"nodes":"0","schedule":"0 0 * * *","duration":"24h"}]}}}' >/dev/null
 kc annotate node "$kept" karpenter.sh/do-not-disrupt- >/dev/null
-check "$kept: once the annotation is gone, it is disrupted too" wait_until 120 claim_count_is 0
+check "$kept: a budget of 0 in an open cron window holds it (still there 30 s later)" eval \
+    "sleep 30; claim_count_is 1 && kc get node $kept >/dev/null"
+check "$NP: DisruptionBlocked event says the budget blocks" eval \
+    "kc get events -A --field-selector involvedObject.name=$NP,reason=DisruptionBlocked -o json | jq -e '[.items[] | select(.message == \"No allowed disruptions for disruption reason Empty due to blocking budget\")] | length > 0' >/dev/null"
+check "karpenter_nodepools_allowed_disruptions is 0 while the window is open" eval \
+    "body http://127.0.0.1:$PORT/metrics | grep -F 'karpenter_nodepools_allowed_disruptions{' | grep -F 'nodepool=\"$NP\"' | grep -F 'reason=\"empty\"' | grep -q ' 0$'"
+kc patch nodepool "$NP" --type merge -p '{"spec":{"disruption":{"budgets":[{"nodes":"1"}]}}}' >/dev/null
+check "$kept: once the annotation and the open-window budget are gone, it is disrupted too" \
+    wait_until 120 claim_count_is 0
 check "$kept: the Node is gone" wait_until 120 node_gone "$kept"
 check "$kept: kubelet stopped on host $kept_host" kubelet_inactive "$kept_host"
 for h in dis-1 dis-2 dis-3; do
