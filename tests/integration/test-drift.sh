@@ -18,6 +18,12 @@
 #   2b. profile     the SSHJoinProfile's version bumped: within 30 s both NodeClaims are
 #                   Drifted=True/ProfileDrift (the provider's watch, not the 5-minute poll), and
 #                   they are replaced the same way.
+#   2c. do-not-disrupt  a pod annotated karpenter.sh/do-not-disrupt holds its drifted Node
+#                   (DisruptionBlocked names the pod) while the other Node is replaced; then a
+#                   template terminationGracePeriod of 30s (a NodePool drift of its own) rolls
+#                   both; a pod annotated on a Node that has it no longer holds drift: the
+#                   Node is taken, the drain waits on the pod, and deletes it once the grace
+#                   period has run out (Disrupted event).
 #   3. events and metrics: DisruptionLaunching / DisruptionTerminating "...: Drifted",
 #                   karpenter_nodeclaims_disrupted_total{reason="drifted"} and
 #                   karpenter_voluntary_disruption_decisions_total{decision="replace",reason="drifted"}.
@@ -153,6 +159,50 @@ pid_sample=""
 early=$(sort -n "$work/samples2" | tail -n 1)
 check "no ProfileDrift NodeClaim went before its replacement was Initialized" test "${early:-9}" = 0
 
+# --- 2c. a do-not-disrupt pod, then a terminationGracePeriod -------------------------------------
+claim_on() { claims | jq -r --arg n "$1" '.items[] | select(.status.nodeName == $n) | .metadata.name'; }
+pod_on() { pods_json | jq -r --arg n "$1" '.items[] | select(.spec.nodeName == $n and .metadata.deletionTimestamp == null) | .metadata.name'; }
+claim_deleting() { kc get nodeclaim "$1" -o json 2>/dev/null | jq -e '.metadata.deletionTimestamp != null' >/dev/null || old_gone "$1"; }
+tgp_everywhere() { [ "$(claims | jq '[.items[] | select(.spec.terminationGracePeriod == "30s" and .metadata.deletionTimestamp == null)] | length')" = 2 ]; }
+# Graceful: with no terminationGracePeriod a pod annotated karpenter.sh/do-not-disrupt holds its
+# drifted Node, and the Node says so; the other Node is replaced meanwhile.
+held_node=$(claims | jq -r '.items[0].status.nodeName')
+held_claim=$(claim_on "$held_node")
+other_claim=$(claims | jq -r --arg c "$held_claim" '.items[] | select(.metadata.name != $c) | .metadata.name')
+held_pod=$(pod_on "$held_node")
+kc annotate pod -n "$APPS" "$held_pod" karpenter.sh/do-not-disrupt=true >/dev/null
+kc patch sshjoinprofile drift-tls --type=merge -p '{"spec":{"version":"3"}}' >/dev/null
+check "do-not-disrupt: the other NodeClaim $other_claim is replaced and gone" wait_until 420 old_gone "$other_claim"
+check "do-not-disrupt: $held_node: DisruptionBlocked names the pod and the annotation" wait_until 60 eval \
+    "kc get events -A --field-selector involvedObject.name=$held_node,reason=DisruptionBlocked -o json | jq -e '[.items[] | select((.message | contains(\"karpenter.sh/do-not-disrupt\")) and (.message | contains(\"$held_pod\")))] | length > 0' >/dev/null"
+check "do-not-disrupt: $held_claim is still there and Drifted 20 s later" eval \
+    "sleep 20; kc get nodeclaim $held_claim -o json | jq -e '.metadata.deletionTimestamp == null and any(.status.conditions[]; .type == \"Drifted\" and .status == \"True\")' >/dev/null"
+# A terminationGracePeriod in the template drifts both NodeClaims (it is part of the NodePool's
+# hash); the held one goes once its pod loses the annotation. Their replacements carry it.
+kc patch nodepool "$NP" --type merge -p '{"spec":{"template":{"spec":{"terminationGracePeriod":"30s"}}}}' >/dev/null
+kc annotate pod -n "$APPS" "$held_pod" karpenter.sh/do-not-disrupt- >/dev/null
+check "terminationGracePeriod 30s: both NodeClaims replaced by ones that carry it" \
+    wait_until 480 eval "tgp_everywhere && cond_count_is Drifted 0"
+check "web: both pods run" wait_until 120 running_is 2
+# Eventual: with a terminationGracePeriod, drift takes a Node despite its do-not-disrupt pod; the
+# drain waits on that pod until the grace period has run out, then deletes it (Disrupted).
+held_node=$(claims | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].status.nodeName')
+held_claim=$(claim_on "$held_node")
+held_pod=$(pod_on "$held_node")
+kc annotate pod -n "$APPS" "$held_pod" karpenter.sh/do-not-disrupt=true >/dev/null
+kc patch sshjoinprofile drift-tls --type=merge -p '{"spec":{"version":"4"}}' >/dev/null
+check "terminationGracePeriod: $held_claim is disrupted despite its do-not-disrupt pod" \
+    wait_until 420 claim_deleting "$held_claim"
+t_tgp=$(now_ms)
+check "terminationGracePeriod: the drain waits on $held_pod (not deleted 15 s later)" eval \
+    "sleep 15; kc get pod -n $APPS $held_pod -o json | jq -e '.metadata.deletionTimestamp == null' >/dev/null"
+check "terminationGracePeriod: $held_pod is deleted once it runs out (Disrupted event)" wait_until 90 eval \
+    "kc get events -n $APPS --field-selector involvedObject.name=$held_pod,reason=Disrupted -o json | jq -e '[.items[] | select(.message | contains(\"bypasses the PDB of the pod and the do-not-disrupt annotation\"))] | length > 0' >/dev/null"
+t_forced=$(($(now_ms) - t_tgp))
+check "terminationGracePeriod: $held_claim is gone" wait_until 120 old_gone "$held_claim"
+check "two NodeClaims again, none drifted" wait_until 420 eval "claim_count_is 2 && cond_count_is Drifted 0"
+check "web: both pods run" wait_until 120 running_is 2
+
 # --- 3. events and metrics ---------------------------------------------------------------------
 for nn in "${old_nodes[@]}"; do
     check "$nn: DisruptionLaunching says Drifted" eval \
@@ -166,6 +216,7 @@ check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
 echo "# label changed -> both nodes replaced: ${t_drift} ms (one at a time, replacement first)"
 echo "# profile bumped -> ProfileDrift marked: ${t_marked} ms; -> both nodes replaced: ${t_roll} ms"
+echo "# terminationGracePeriod 30s: NodeClaim deleting -> do-not-disrupt pod forced: ${t_forced} ms"
 kill -TERM "$pid_ctl"
 wait "$pid_ctl" || true
 pid_ctl=""
