@@ -47,3 +47,9 @@ int kp_informers_pdbs(struct kp_registry *reg, struct kp_informer **ret)
 {
     return kp_registry_typed(reg, &KP_RES_PDB, kp_pdb_project, kp_kind_pdb, NULL, ret);
 }
+
+int kp_informers_daemonsets(struct kp_registry *reg, struct kp_informer **ret)
+{
+    return kp_registry_typed(reg, &KP_RES_DAEMONSET, kp_daemonset_project, kp_kind_daemonset, NULL,
+                             ret);
+}

@@ -24,5 +24,7 @@ int kp_informers_volumeattachments(struct kp_registry *reg, struct kp_informer *
 int kp_informers_pvcs(struct kp_registry *reg, struct kp_informer **ret) KP_WUR;
 /* policy/v1 PodDisruptionBudgets (api/obj-misc.h). */
 int kp_informers_pdbs(struct kp_registry *reg, struct kp_informer **ret) KP_WUR;
+/* apps/v1 DaemonSets (api/obj-misc.h): the pods every new node will also run. */
+int kp_informers_daemonsets(struct kp_registry *reg, struct kp_informer **ret) KP_WUR;
 
 #endif

@@ -100,7 +100,9 @@ static int kp_daemonset_fill(const json_t *obj, struct kp_pack *p, void *view)
     if (kp_json_pathv(obj, KP_JSON_PATH("spec", "template", "spec"), &spec) < 0 ||
         kp_json_typeof(spec) != KP_JSON_OBJECT)
         return -KP_EPARSE;
-    if ((r = kp_pod_spec_requests(spec, p, &v->requests)) < 0 ||
+    if ((r = kp_pod_template_requests(spec, p, &v->requests)) < 0 ||
+        (r = kp_pod_spec_host_ports(spec, p, &v->host_ports, &v->n_host_ports)) < 0 ||
+        (r = kp_pod_spec_dra(spec, &v->dra)) < 0 ||
         (r = kp_obj_opt_object(spec, "nodeSelector", &ns_sel)) < 0 ||
         (r = kp_obj_labels(ns_sel, NULL, p, &v->node_selector)) < 0 ||
         (r = kp_obj_opt_array(spec, "tolerations", &tol)) < 0 ||

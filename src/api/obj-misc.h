@@ -28,18 +28,28 @@ static inline const struct kp_pdb_view *kp_pdb_view(const struct kp_entry *e)
     return (const struct kp_pdb_view *)kp_obj_checked(e, kp_kind_pdb);
 }
 
-/* apps/v1 DaemonSet: what a new node will run (Karpenter counts daemon overhead per node). */
+/* apps/v1 DaemonSet: what a new node will run (Karpenter counts daemon overhead per node, from
+ * the pod template as its PodForDaemonSet reads it). */
 struct kp_daemonset_view {
     struct kp_entry e;
     struct kp_meta meta;
-    struct kp_resources requests;   /* effective requests of the pod template */
+    /* Effective requests of the pod template, a container's limit standing in for a request
+     * it does not set (kp_pod_template_requests). */
+    struct kp_resources requests;
     struct kp_labels node_selector; /* template nodeSelector */
     struct kp_tolerations tolerations;
     const struct kp_node_term *required; /* template required node affinity terms (ORed) */
     size_t n_required;
+    const struct kp_host_port *host_ports; /* template containers' hostPorts */
+    size_t n_host_ports;
+    bool dra; /* the template has Dynamic Resource Allocation claims (HasDRARequirements) */
 };
 int kp_daemonset_project(const json_t *obj, struct kp_entry **ret) KP_WUR;
 int kp_daemonset_decode(const char *p, size_t n, struct kp_entry **ret) KP_WUR;
+static inline const struct kp_daemonset_view *kp_daemonset_view(const struct kp_entry *e)
+{
+    return (const struct kp_daemonset_view *)kp_obj_checked(e, kp_kind_daemonset);
+}
 
 /* coordination.k8s.io/v1 Lease. */
 struct kp_lease_view {

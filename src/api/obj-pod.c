@@ -209,19 +209,56 @@ static const json_t *kp_container_status(const json_t *status, const char *name)
     return NULL;
 }
 
-/* The amounts container c counts with, into out: its spec's resources.<field>; with rs, while
- * the status reports resources for it, Kubernetes' determineContainerReqs: the max of spec,
- * status resources.requests and allocatedResources (without the spec when the resize is
- * infeasible). */
-static int kp_container_acc(const json_t *c, const char *field, const struct kp_resize *rs,
-                            struct kp_acc *out)
+/* Adds each quantity of ResourceList list whose name a does not hold yet (the API server's
+ * defaulting of a container's requests from its limits). An object's keys are unique, so a name
+ * added here is never met again in the same walk. */
+static int kp_acc_merge_missing(struct kp_acc *a, const json_t *list)
 {
-    json_t *req = NULL, *res = NULL, *sreq = NULL, *alloc = NULL;
+    struct kp_json_iter it = KP_JSON_ITER_INIT;
+    const char *k;
+    json_t *val;
+
+    if (!list)
+        return 0;
+    if (kp_json_typeof(list) != KP_JSON_OBJECT)
+        return -KP_EPARSE;
+    while (kp_json_object_next(list, &it, &k, &val)) {
+        struct kp_quantity q;
+        const char *s;
+        int64_t *slot;
+        bool have = false;
+
+        for (size_t i = 0; i < a->n && !have; i++)
+            have = strcmp(a->name[i], k) == 0;
+        if (have)
+            continue;
+        if (kp_json_as_str(val, &s) < 0 ||
+            kp_quantity_parse(s, strlen(s), KP_QUANTITY_ROUND_UP, &q) < 0)
+            return -KP_EPARSE;
+        if (!(slot = kp_acc_slot(a, k)))
+            return -KP_ELIMIT;
+        *slot = q.milli;
+    }
+    return 0;
+}
+
+/* The amounts container c counts with, into out: its spec's resources.<field>; with
+ * limits_default, a limit stands in for a request the container does not set (what the API
+ * server's defaulting does to a pod, but not to a pod template); with rs, while the status
+ * reports resources for it, Kubernetes' determineContainerReqs: the max of spec, status
+ * resources.requests and allocatedResources (without the spec when the resize is infeasible). */
+static int kp_container_acc(const json_t *c, const char *field, bool limits_default,
+                            const struct kp_resize *rs, struct kp_acc *out)
+{
+    json_t *req = NULL, *lim = NULL, *res = NULL, *sreq = NULL, *alloc = NULL;
     const json_t *cs;
     const char *name = NULL;
     int r;
 
     if ((r = kp_container_resources(c, field, &req)) < 0 || (r = kp_acc_merge(out, req, false)) < 0)
+        return r;
+    if (limits_default && ((r = kp_container_resources(c, "limits", &lim)) < 0 ||
+                           (r = kp_acc_merge_missing(out, lim)) < 0))
         return r;
     if (!rs || kp_json_get_str(c, "name", &name) < 0 ||
         !(cs = kp_container_status(rs->status, name)))
@@ -239,9 +276,9 @@ static int kp_container_acc(const json_t *c, const char *field, const struct kp_
 }
 
 /* The aggregation Kubernetes' resourcehelper.PodRequests / PodLimits share, over field, into
- * total (names borrowed from the tree). */
-static int kp_pod_aggregate(const json_t *spec, const char *field, const struct kp_resize *rs,
-                            struct kp_acc *total)
+ * total (names borrowed from the tree); limits_default as in kp_container_acc. */
+static int kp_pod_aggregate(const json_t *spec, const char *field, bool limits_default,
+                            const struct kp_resize *rs, struct kp_acc *total)
 {
     struct kp_acc sidecars = {0}, init_max = {0};
     json_t *arr = NULL, *overhead = NULL;
@@ -256,7 +293,7 @@ static int kp_pod_aggregate(const json_t *spec, const char *field, const struct 
     for (size_t i = 0; i < n; i++) {
         struct kp_acc one = {0};
 
-        if ((r = kp_container_acc(kp_json_array_at(arr, i), field, rs, &one)) < 0 ||
+        if ((r = kp_container_acc(kp_json_array_at(arr, i), field, limits_default, rs, &one)) < 0 ||
             (r = kp_acc_merge_acc(total, &one, false)) < 0)
             return r;
     }
@@ -278,7 +315,7 @@ static int kp_pod_aggregate(const json_t *spec, const char *field, const struct 
             return r;
         sidecar = policy && strcmp(policy, "Always") == 0;
         /* Only sidecars follow a resize; an ordinary init container has run to completion. */
-        if ((r = kp_container_acc(c, field, sidecar ? rs : NULL, &one)) < 0)
+        if ((r = kp_container_acc(c, field, limits_default, sidecar ? rs : NULL, &one)) < 0)
             return r;
         if (sidecar) {
             /* A sidecar keeps running beside everything after it: it joins the total, and the
@@ -333,13 +370,13 @@ static bool kp_acc_equal(const struct kp_acc *a, const struct kp_acc *b)
     return true;
 }
 
-static int kp_pod_spec_aggregate(const json_t *spec, const char *field, struct kp_pack *p,
-                                 struct kp_resources *ret)
+static int kp_pod_spec_aggregate(const json_t *spec, const char *field, bool limits_default,
+                                 struct kp_pack *p, struct kp_resources *ret)
 {
     struct kp_acc total = {0};
     int r;
 
-    if ((r = kp_pod_aggregate(spec, field, NULL, &total)) < 0)
+    if ((r = kp_pod_aggregate(spec, field, limits_default, NULL, &total)) < 0)
         return r;
     kp_acc_pack(&total, p, ret);
     return 0;
@@ -382,8 +419,8 @@ static int kp_pod_resize_requests(const json_t *spec, const json_t *status, stru
     if (!status)
         return 0;
     rs.infeasible = kp_resize_infeasible(status);
-    if ((r = kp_pod_aggregate(spec, "requests", NULL, &spec_total)) < 0 ||
-        (r = kp_pod_aggregate(spec, "requests", &rs, &total)) < 0)
+    if ((r = kp_pod_aggregate(spec, "requests", false, NULL, &spec_total)) < 0 ||
+        (r = kp_pod_aggregate(spec, "requests", false, &rs, &total)) < 0)
         return r;
     if (kp_acc_equal(&spec_total, &total))
         return 0;
@@ -394,12 +431,17 @@ static int kp_pod_resize_requests(const json_t *spec, const json_t *status, stru
 
 int kp_pod_spec_requests(const json_t *spec, struct kp_pack *p, struct kp_resources *ret)
 {
-    return kp_pod_spec_aggregate(spec, "requests", p, ret);
+    return kp_pod_spec_aggregate(spec, "requests", false, p, ret);
+}
+
+int kp_pod_template_requests(const json_t *spec, struct kp_pack *p, struct kp_resources *ret)
+{
+    return kp_pod_spec_aggregate(spec, "requests", true, p, ret);
 }
 
 int kp_pod_spec_limits(const json_t *spec, struct kp_pack *p, struct kp_resources *ret)
 {
-    return kp_pod_spec_aggregate(spec, "limits", p, ret);
+    return kp_pod_spec_aggregate(spec, "limits", false, p, ret);
 }
 
 static int kp_protocol_of(const char *s, enum kp_protocol *ret)
@@ -415,8 +457,8 @@ static int kp_protocol_of(const char *s, enum kp_protocol *ret)
     return 0;
 }
 
-/* The containerPorts of the regular containers that have a hostPort (GetHostPorts). */
-static int kp_pod_host_ports(const json_t *spec, struct kp_pack *p, struct kp_pod_view *v)
+int kp_pod_spec_host_ports(const json_t *spec, struct kp_pack *p, const struct kp_host_port **ret,
+                           size_t *ret_n)
 {
     struct kp_host_port *out = NULL, scratch = {0};
     json_t *cs = NULL;
@@ -465,8 +507,8 @@ static int kp_pod_host_ports(const json_t *spec, struct kp_pack *p, struct kp_po
             }
         }
     }
-    v->host_ports = out;
-    v->n_host_ports = count;
+    *ret = out;
+    *ret_n = count;
     return 0;
 }
 
@@ -798,9 +840,7 @@ static int kp_nonempty_array(const json_t *obj, const char *key, bool *ret)
     return 0;
 }
 
-/* Karpenter's HasDRARequirements: pod-level resourceClaims, or claims of any regular or init
- * container's resources (ephemeral containers are not looked at, as in Karpenter). */
-static int kp_pod_spec_dra(const json_t *spec, bool *ret)
+int kp_pod_spec_dra(const json_t *spec, bool *ret)
 {
     static const char *const lists[] = {"initContainers", "containers"};
     bool any = false;
@@ -854,7 +894,7 @@ static int kp_pod_spec_fill(const json_t *spec, struct kp_pack *p, struct kp_pod
     v->priority_class = kp_pack_str(p, pc && *pc ? pc : NULL);
     if ((r = kp_pod_spec_requests(spec, p, &v->requests)) < 0 ||
         (r = kp_pod_spec_limits(spec, p, &v->limits)) < 0 ||
-        (r = kp_pod_host_ports(spec, p, v)) < 0)
+        (r = kp_pod_spec_host_ports(spec, p, &v->host_ports, &v->n_host_ports)) < 0)
         return r;
     if ((r = kp_obj_opt_object(spec, "nodeSelector", &ns_sel)) < 0 ||
         (r = kp_obj_labels(ns_sel, NULL, p, &v->node_selector)) < 0)

@@ -141,6 +141,16 @@ struct kp_pod_view {
 
 /* Pieces of a pod spec, shared with the DaemonSet projection (pack passes as in api/obj.h). */
 int kp_pod_spec_requests(const json_t *spec, struct kp_pack *p, struct kp_resources *ret) KP_WUR;
+/* The effective requests of a pod template, which the API server has not defaulted: a
+ * container's limit stands in for a request it does not set (Karpenter's PodForDaemonSet). */
+int kp_pod_template_requests(const json_t *spec, struct kp_pack *p,
+                             struct kp_resources *ret) KP_WUR;
+/* The containerPorts of the regular containers that have a hostPort (GetHostPorts). */
+int kp_pod_spec_host_ports(const json_t *spec, struct kp_pack *p, const struct kp_host_port **ret,
+                           size_t *ret_n) KP_WUR;
+/* Karpenter's HasDRARequirements: pod-level resourceClaims, or claims of any regular or init
+ * container's resources (ephemeral containers are not looked at, as in Karpenter). */
+int kp_pod_spec_dra(const json_t *spec, bool *ret) KP_WUR;
 int kp_pod_spec_limits(const json_t *spec, struct kp_pack *p, struct kp_resources *ret) KP_WUR;
 int kp_pod_spec_required_terms(const json_t *spec, struct kp_pack *p,
                                const struct kp_node_term **ret, size_t *ret_n) KP_WUR;

@@ -1,7 +1,8 @@
 /* Fuzz driver: every built-in projection decoder over the same bytes. Each must either refuse
  * the input or produce an entry whose fields are consistent (key built from ns and name, every
  * array of the length it claims) and whose fingerprint does not depend on the address it was
- * packed at (decoding twice gives equal hashes). */
+ * packed at (decoding twice gives equal hashes). Pods, DaemonSets and PVCs have their arrays
+ * walked in full. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             total += strlen(p->do_not_disrupt);
         for (size_t i = 0; i < p->tolerations.n; i++)
             total += p->tolerations.v[i].key ? strlen(p->tolerations.v[i].key) : 0;
+        if (total > size)
+            abort();
+        kp_entry_unref(e);
+    }
+    /* So are a DaemonSet's: what the scheduler reads of every template. */
+    if (kp_daemonset_decode((const char *)data, size, &e) == 0) {
+        const struct kp_daemonset_view *d = kp_daemonset_view(e);
+        size_t total = 0;
+
+        for (size_t i = 0; i < d->requests.n; i++)
+            total += strlen(d->requests.v[i].name);
+        for (size_t i = 0; i < d->node_selector.n; i++)
+            total += strlen(d->node_selector.v[i].key);
+        for (size_t i = 0; i < d->tolerations.n; i++)
+            total += d->tolerations.v[i].key ? strlen(d->tolerations.v[i].key) : 0;
+        for (size_t i = 0; i < d->n_required; i++)
+            for (size_t j = 0; j < d->required[i].exprs.n; j++)
+                total += strlen(d->required[i].exprs.v[j].key);
+        for (size_t i = 0; i < d->n_host_ports; i++) {
+            if (d->host_ports[i].port < 1 || d->host_ports[i].port > 65535)
+                abort();
+            total += d->host_ports[i].ip ? strlen(d->host_ports[i].ip) : 0;
+        }
         if (total > size)
             abort();
         kp_entry_unref(e);

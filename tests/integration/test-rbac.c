@@ -283,6 +283,9 @@ static void test_allowed(void **state)
     kp_lab_check(r, &e, "list pods");
     r = kp_client_list(t.sa, &KP_RES_NODECLAIM, NULL, NULL, count_page, &n, NULL, &e);
     kp_lab_check(r, &e, "list nodeclaims");
+    /* The provisioner's and consolidation's shared DaemonSet informer (overhead). */
+    r = kp_client_list(t.sa, &KP_RES_DAEMONSET, NULL, NULL, count_page, &n, NULL, &e);
+    kp_lab_check(r, &e, "list daemonsets (all namespaces)");
 
     r = patch(&sshhosts, t.pool, "h1", "status", "{\"status\":{\"state\":\"Available\"}}", &got,
               &e);

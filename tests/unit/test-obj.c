@@ -643,6 +643,38 @@ static void test_pdb_daemonset_lease(void **state)
     kp_entry_unref(e);
 }
 
+/* A DaemonSet's template is not defaulted by the API server as a pod is: a container's limit
+ * stands in for a request it does not set (an init container's too), host ports are kept, and
+ * a template with DRA claims says so. */
+static void test_daemonset_template(void **state)
+{
+    static const char dra[] =
+        "{\"metadata\":{\"name\":\"gpu\",\"namespace\":\"d\",\"uid\":\"u\"},\"spec\":{"
+        "\"template\":{\"spec\":{\"resourceClaims\":[{\"name\":\"g\"}],\"containers\":[]}}}}";
+    struct kp_entry *e = decode_file("objects/daemonset-template.json", kp_daemonset_decode);
+    const struct kp_daemonset_view *ds = kp_daemonset_view(e);
+
+    (void)state;
+    /* containers: 200m (limit) + 50m (request, not its 1-CPU limit); the init container's
+     * 2-CPU limit is its request and the larger step */
+    assert_int_equal(kp_resources_get(&ds->requests, "cpu", NULL), 2000);
+    /* 256Mi (limit) + 64Mi (the second container's limit, no memory request) */
+    assert_int_equal(kp_resources_get(&ds->requests, "memory", NULL), 320 * MI);
+    assert_int_equal(ds->n_host_ports, 1);
+    assert_int_equal(ds->host_ports[0].port, 9100);
+    assert_int_equal(ds->host_ports[0].protocol, KP_PROTO_TCP);
+    assert_null(ds->host_ports[0].ip);
+    assert_string_equal(ds->node_selector.v[0].value, "linux");
+    assert_int_equal(ds->tolerations.n, 1);
+    assert_false(ds->dra);
+    kp_entry_unref(e);
+
+    assert_int_equal(kp_daemonset_decode(dra, strlen(dra), &e), 0);
+    assert_true(kp_daemonset_view(e)->dra);
+    assert_int_equal(kp_daemonset_view(e)->requests.n, 0);
+    kp_entry_unref(e);
+}
+
 /* The fixture is read with the C library's allocator, so the sweep's failure points fall only
  * on the decoder's own allocations. */
 static char *read_fixture_plain(const char *rel, size_t *ret_len)
@@ -739,6 +771,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_node_heartbeat_same_fingerprint),
         cmocka_unit_test(test_node_ip_index),
         cmocka_unit_test(test_pdb_daemonset_lease),
+        cmocka_unit_test(test_daemonset_template),
         cmocka_unit_test(test_view_kind_checked),
     };
     static const struct kp_torture_case torture[] = {

@@ -1,7 +1,8 @@
 /* DESIGN: `kpssh simulate`, the provisioner's plan for the pending pods, without acting on it.
  *
  * What: gathers NodePools, SSHNodeClasses, SSHHosts, Nodes, NodeClaims, Pods,
- * PersistentVolumeClaims and PodDisruptionBudgets either from manifest files (-f, manifest.h)
+ * PersistentVolumeClaims, PodDisruptionBudgets and DaemonSets either from manifest files (-f,
+ * manifest.h)
  * or from one LIST of each kind in the cluster, projects each object with the kp_<kind>_project
  * function the controller's informers use, and runs one provisioning round's simulation over
  * them: the SSH provider's catalog (provider/ssh/provider.h, over in-memory stores), the core's
@@ -82,6 +83,7 @@ enum store_ix {
     S_CLASSES,
     S_PVCS,
     S_PDBS,
+    S_DAEMONSETS,
     S_N
 };
 
@@ -116,6 +118,8 @@ static const struct kind_def *kind_defs(size_t *ret_n)
         "", "PersistentVolumeClaim", &KP_RES_PVC, kp_pvc_project, S_PVCS, NAMESPACED};
     defs[S_PDBS] = (struct kind_def){
         "policy", "PodDisruptionBudget", &KP_RES_PDB, kp_pdb_project, S_PDBS, NAMESPACED};
+    defs[S_DAEMONSETS] = (struct kind_def){
+        "apps", "DaemonSet", &KP_RES_DAEMONSET, kp_daemonset_project, S_DAEMONSETS, NAMESPACED};
     *ret_n = S_N;
     return defs;
 }
@@ -162,7 +166,8 @@ static void usage(FILE *f, const char *prog)
         "Options:\n"
         "  -f, --filename FILE  YAML or JSON manifests (- for stdin); repeatable. Kinds:\n"
         "                       NodePool, SSHNodeClass, SSHHost, Pod, Node, NodeClaim,\n"
-        "                       PersistentVolumeClaim, PodDisruptionBudget (or a List)\n"
+        "                       PersistentVolumeClaim, PodDisruptionBudget, DaemonSet\n"
+        "                       (or a List)\n"
         "  -n, --namespace NS   pool namespace (default: $%s, else %s)\n"
         "  -o, --output FMT     table (a summary, the default), json or yaml\n"
         "      --kubeconfig F   kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
@@ -381,7 +386,7 @@ static int on_object(const struct kp_manifest_obj *o, void *ctx, char **ret_msg)
         kp_msg_set(ret_msg,
                    "%s:%u: %s: kind \"%s\" of apiVersion \"%s\" is not read by simulate (kinds: "
                    "NodePool, SSHNodeClass, SSHHost, Pod, Node, NodeClaim, "
-                   "PersistentVolumeClaim, PodDisruptionBudget)",
+                   "PersistentVolumeClaim, PodDisruptionBudget, DaemonSet)",
                    o->file, o->line, where, kind ? kind : "", av ? av : "");
         r = -KP_EPARSE;
         goto out;
@@ -918,7 +923,8 @@ static int simulate(const struct sim_opts *o, struct sim_stores *st, const char 
                                   .pods = st->s[S_PODS],
                                   .nodepools = st->s[S_NODEPOOLS],
                                   .pvcs = st->s[S_PVCS],
-                                  .pdbs = st->s[S_PDBS]};
+                                  .pdbs = st->s[S_PDBS],
+                                  .daemonsets = st->s[S_DAEMONSETS]};
     step = "the scheduler's input";
     if ((r = kp_sim_build(&src, snap, /* c= */ NULL, /* cx= */ NULL, &sim)) < 0 ||
         (r = kp_sim_prepare(&sim, NULL, 0, (int64_t)kp_core_now(&env), &run, &in)) < 0)

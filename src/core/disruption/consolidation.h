@@ -12,7 +12,9 @@
  *
  * For one candidate the simulation takes it away and places its pods, the pending pods and the
  * deleting nodes' pods (kp_sim_prepare with the candidate moving); kp_consolidation_decide reads
- * the plan: DELETE when every pod that was running fits on the remaining nodes with no new
+ * the plan (a new NodeClaim sized with the DaemonSet pods it would run, and each remaining node
+ * keeping room for those it should run but does not yet, as in a provisioning round): DELETE
+ * when every pod that was running fits on the remaining nodes with no new
  * NodeClaim; REPLACE when exactly one new NodeClaim is needed and some of its instance types
  * are strictly cheaper than the candidate (options filtered to those); otherwise nothing, with
  * Karpenter's Unconsolidatable sentence. A running pod that would land on a node that is not

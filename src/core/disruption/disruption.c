@@ -220,7 +220,7 @@ enum method {
 
 struct kp_disruption_controller {
     const struct kp_core_env *env;
-    struct kp_store *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs;
+    struct kp_store *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs, *daemonsets;
     struct kp_sim_sources sources; /* what consolidation's simulations read */
     struct kp_controller *base;
     /* The command waiting for its validation: providerIDs (owned), its method, and when it
@@ -1439,7 +1439,7 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
 {
     struct kp_disruption_controller *ctl = NULL;
     struct kp_controller_opts co = {0};
-    struct kp_informer *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs;
+    struct kp_informer *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs, *daemonsets;
     int r;
 
     if (!env || !env->client || !env->informers || !env->provider || !env->cluster || !ret)
@@ -1449,7 +1449,8 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
         (r = kp_informers_nodes(env->informers, &nodes)) < 0 ||
         (r = kp_informers_nodeclaims(env->informers, &nodeclaims)) < 0 ||
         (r = kp_informers_pvcs(env->informers, &pvcs)) < 0 ||
-        (r = kp_informers_pdbs(env->informers, &pdbs)) < 0)
+        (r = kp_informers_pdbs(env->informers, &pdbs)) < 0 ||
+        (r = kp_informers_daemonsets(env->informers, &daemonsets)) < 0)
         return r;
     if (!(ctl = kp_calloc(1, sizeof(*ctl))))
         return -ENOMEM;
@@ -1460,11 +1461,13 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     ctl->nodeclaims = kp_informer_store(nodeclaims);
     ctl->pvcs = kp_informer_store(pvcs);
     ctl->pdbs = kp_informer_store(pdbs);
+    ctl->daemonsets = kp_informer_store(daemonsets);
     ctl->sources = (struct kp_sim_sources){.env = env,
                                            .pods = ctl->pods,
                                            .nodepools = ctl->nodepools,
                                            .pvcs = ctl->pvcs,
-                                           .pdbs = ctl->pdbs};
+                                           .pdbs = ctl->pdbs,
+                                           .daemonsets = ctl->daemonsets};
     co.name = "disruption";
     co.group = "karpenter.sh";
     co.kind = "NodePool";
@@ -1482,7 +1485,8 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
         (r = kp_controller_read(ctl->base, nodes)) < 0 ||
         (r = kp_controller_read(ctl->base, nodeclaims)) < 0 ||
         (r = kp_controller_read(ctl->base, pvcs)) < 0 ||
-        (r = kp_controller_read(ctl->base, pdbs)) < 0)
+        (r = kp_controller_read(ctl->base, pdbs)) < 0 ||
+        (r = kp_controller_read(ctl->base, daemonsets)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;

@@ -131,8 +131,9 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only,
 
 struct kp_disruption_controller;
 
-/* A stopped controller reading env's Node, NodeClaim, NodePool and Pod informers and
- * env->cluster (which must be set). env is borrowed and outlives it. Main thread, before the
+/* A stopped controller reading env's Node, NodeClaim, NodePool, Pod, PVC,
+ * PodDisruptionBudget and DaemonSet informers (consolidation's simulations read the last three
+ * as the provisioner's rounds do) and env->cluster (which must be set). env is borrowed and outlives it. Main thread, before the
  * informers start. 0, -EINVAL, -EBUSY, -ENOMEM. */
 int kp_disruption_controller_new(const struct kp_core_env *env,
                                  struct kp_disruption_controller **ret) KP_WUR;

@@ -339,7 +339,7 @@ out:
 struct kp_provisioner_controller {
     const struct kp_core_env *env;
     struct kp_cluster_state *cluster;
-    struct kp_informer *pods, *nodes, *nodeclaims, *nodepools, *pvcs, *pdbs;
+    struct kp_informer *pods, *nodes, *nodeclaims, *nodepools, *pvcs, *pdbs, *daemonsets;
     struct kp_controller *base;
     pthread_mutex_t mu; /* guards b */
     struct kp_batcher b;
@@ -718,13 +718,15 @@ int kp_provisioner_controller_new(const struct kp_core_env *env,
         (r = kp_informers_nodeclaims(env->informers, &ctl->nodeclaims)) < 0 ||
         (r = kp_informers_nodepools(env->informers, &ctl->nodepools)) < 0 ||
         (r = kp_informers_pvcs(env->informers, &ctl->pvcs)) < 0 ||
-        (r = kp_informers_pdbs(env->informers, &ctl->pdbs)) < 0)
+        (r = kp_informers_pdbs(env->informers, &ctl->pdbs)) < 0 ||
+        (r = kp_informers_daemonsets(env->informers, &ctl->daemonsets)) < 0)
         goto out;
     ctl->sources = (struct kp_sim_sources){.env = env,
                                            .pods = kp_informer_store(ctl->pods),
                                            .nodepools = kp_informer_store(ctl->nodepools),
                                            .pvcs = kp_informer_store(ctl->pvcs),
-                                           .pdbs = kp_informer_store(ctl->pdbs)};
+                                           .pdbs = kp_informer_store(ctl->pdbs),
+                                           .daemonsets = kp_informer_store(ctl->daemonsets)};
     co.name = "provisioner";
     co.group = "";
     co.kind = "Pod";
@@ -747,7 +749,8 @@ int kp_provisioner_controller_new(const struct kp_core_env *env,
         (r = kp_controller_read(ctl->base, ctl->nodeclaims)) < 0 ||
         (r = kp_controller_read(ctl->base, ctl->nodepools)) < 0 ||
         (r = kp_controller_read(ctl->base, ctl->pvcs)) < 0 ||
-        (r = kp_controller_read(ctl->base, ctl->pdbs)) < 0)
+        (r = kp_controller_read(ctl->base, ctl->pdbs)) < 0 ||
+        (r = kp_controller_read(ctl->base, ctl->daemonsets)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;

@@ -18,8 +18,18 @@
  * kp_podsel_reschedulable) is not provisioned for: it will not leave until the PDB changes.
  * The PDBs come from the shared PDB informer, listed once per round.
  *
- * Not modelled yet (the scheduler takes it, nothing feeds it): DaemonSet overhead (no
- * DaemonSet informer).
+ * DaemonSet overhead: the shared DaemonSet informer's DaemonSets, listed once per round
+ * (simulation.h), are the scheduler's daemons, as Karpenter's getDaemonSetPods feeds its
+ * scheduler. A DaemonSet counts on a NodePool's instance type only when its pod template
+ * tolerates the NodePool's taints (PreferNoSchedule always) and its nodeSelector with one of
+ * its required node affinity terms is compatible with the NodePool's requirements and
+ * intersects the type's; on an existing node, when it tolerates the node's taints and its
+ * nodeSelector and first term match the node's labels, less what its pods already bound there
+ * request. A template with Dynamic Resource
+ * Allocation claims is left out, as Karpenter does by default. Not modelled: Karpenter sizes a
+ * DaemonSet by its newest existing pod when there is one (requests an admission webhook or a
+ * LimitRange changed); kpssh reads the template only, its limits standing in for requests it
+ * does not set, as Karpenter's PodForDaemonSet does.
  *
  * The controller is one key (KP_PROVISIONER_KEY) on a reconciler; the batcher's state machine
  * decides, under a mutex, whether a reconcile runs a round or requeues itself for the window's
@@ -72,8 +82,8 @@ int kp_provisioner_create(struct kp_client *c, const struct kp_nodepool_view *np
 
 struct kp_provisioner_controller;
 
-/* A stopped provisioner reading env's Pod, Node, NodeClaim, NodePool, PVC and
- * PodDisruptionBudget informers and the cluster state env->cluster (which must be set); it is
+/* A stopped provisioner reading env's Pod, Node, NodeClaim, NodePool, PVC,
+ * PodDisruptionBudget and DaemonSet informers and the cluster state env->cluster (which must be set); it is
  * ready once each of them has synced. Main thread, before the informers start.
  * 0, -EINVAL, -EBUSY, -ENOMEM. */
 int kp_provisioner_controller_new(const struct kp_core_env *env,

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -158,7 +159,9 @@ void kp_sim_done(struct kp_sim *sim)
     kp_free(sim->pvc_refs);
     kp_free(sim->pdbs);
     kp_store_list_free(&sim->pdbs_l);
-    sim->prep = kp_sched_prepared_free(sim->prep);
+    sim->prep = kp_sched_prepared_free(sim->prep); /* borrows daemons: freed before them */
+    kp_free(sim->daemons);
+    kp_store_list_free(&sim->daemonsets_l);
     memset(sim, 0, sizeof(*sim));
 }
 
@@ -283,6 +286,47 @@ static int build_pdbs(struct kp_sim *sim)
     return 0;
 }
 
+static int cmp_daemon(const void *a, const void *b)
+{
+    return strcmp(((const struct kp_sched_daemon *)a)->name,
+                  ((const struct kp_sched_daemon *)b)->name);
+}
+
+/* The DaemonSets, once per build (no store: none), as the scheduler's daemons: each template's
+ * requests, nodeSelector, tolerations, required node affinity and host ports. Which NodePools
+ * and instance types, and which existing nodes, a daemon counts on is the scheduler's to decide
+ * (taints, requirements), the same for every caller. */
+static int build_daemons(struct kp_sim *sim)
+{
+    int r;
+
+    if (!sim->src->daemonsets)
+        return 0;
+    if ((r = kp_store_list(sim->src->daemonsets, &sim->daemonsets_l)) < 0)
+        return r;
+    if (!(sim->daemons = kp_calloc(sim->daemonsets_l.n + 1, sizeof(*sim->daemons))))
+        return -ENOMEM;
+    for (size_t i = 0; i < sim->daemonsets_l.n; i++) {
+        const struct kp_daemonset_view *ds = kp_daemonset_view(sim->daemonsets_l.v[i]);
+
+        if (ds->dra)
+            continue;
+        sim->daemons[sim->n_daemons++] = (struct kp_sched_daemon){
+            .name = ds->e.key,
+            .requests = ds->requests,
+            .node_selector = ds->node_selector,
+            .tolerations = ds->tolerations,
+            .required = ds->required,
+            .n_required = ds->n_required,
+            .host_ports = ds->host_ports,
+            .n_host_ports = ds->n_host_ports,
+        };
+    }
+    /* The store's order is a hash's; the scheduler's inputs are totally ordered. */
+    qsort(sim->daemons, sim->n_daemons, sizeof(*sim->daemons), cmp_daemon);
+    return 0;
+}
+
 int kp_sim_build(const struct kp_sim_sources *src, const struct kp_state_snapshot *snap,
                  struct kp_client *c, const struct kp_ctx *cx, struct kp_sim *sim)
 {
@@ -317,12 +361,13 @@ int kp_sim_build(const struct kp_sim_sources *src, const struct kp_state_snapsho
                                                     &sim->bound[i])) < 0)
             return r;
     }
-    if ((r = build_pdbs(sim)) < 0 || (r = build_inflight(sim)) < 0 || (r = build_nodes(sim)) < 0)
+    if ((r = build_pdbs(sim)) < 0 || (r = build_daemons(sim)) < 0 ||
+        (r = build_inflight(sim)) < 0 || (r = build_nodes(sim)) < 0)
         return r;
-    /* The node arrays are final now (never grown again): the prepared state may borrow them.
-     * Daemons: none, as every prepare's input passes none. */
+    /* The node and daemon arrays are final now (never grown again): the prepared state may
+     * borrow them, and every prepare's input passes the same daemons. */
     r = kp_sched_prepare_nodes(sim->nodes, sim->n_nodes, sim->inflight, sim->n_inflight,
-                               /* daemons= */ NULL, 0, &sim->prep);
+                               sim->daemons, sim->n_daemons, &sim->prep);
     if (r == -EINVAL)
         r = 0; /* each solve sets the nodes up itself and fails only when it uses that node */
     if (r < 0)
@@ -406,6 +451,8 @@ int kp_sim_prepare(struct kp_sim *sim, const size_t *moving, size_t n_moving, in
         .n_inflight = sim->n_inflight,
         .pools = sim->pools,
         .n_pools = sim->n_pools,
+        .daemons = sim->daemons,
+        .n_daemons = sim->n_daemons,
         .prepared = sim->prep,
         .prepared_of = sim->prep ? run->prep_of : NULL,
     };

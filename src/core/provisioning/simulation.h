@@ -8,7 +8,10 @@
  * NodeClaim without a Node an in-flight node; the Ready NodePools of this provider come with
  * their instance types; the unbound pods of the Pod cache are the pending candidates; the
  * PodDisruptionBudgets (when the sources have them) decide which deleting or moving pods are
- * currently reschedulable (pods.h kp_podsel_reschedulable: a fully blocked pod stays). Then
+ * currently reschedulable (pods.h kp_podsel_reschedulable: a fully blocked pod stays); the
+ * DaemonSets (when the sources have them) are every input's daemons, so a new node is sized
+ * with the DaemonSet pods it will run and an existing node keeps room for those not running on
+ * it yet (the scheduler decides per NodePool and instance type which of them would). Then
  * kp_sim_prepare picks one simulation's pods and nodes: the pending pods, the pods of nodes
  * marked for deletion, and the pods of the nodes named as moving (Karpenter's
  * SimulateScheduling: candidates' pods are migrating like a deleting node's), all through
@@ -43,10 +46,10 @@ struct kp_state_snapshot;
 
 /* Where a build reads from; all borrowed. pvcs NULL: no volume checks; pdbs NULL: no
  * PodDisruptionBudgets (every deleting or moving pod that pods.h finds reschedulable without
- * PDBs moves). */
+ * PDBs moves); daemonsets NULL: no DaemonSet overhead. */
 struct kp_sim_sources {
     const struct kp_core_env *env; /* provider, clock */
-    struct kp_store *pods, *nodepools, *pvcs, *pdbs;
+    struct kp_store *pods, *nodepools, *pvcs, *pdbs, *daemonsets;
 };
 
 struct kp_sim {
@@ -74,6 +77,12 @@ struct kp_sim {
     struct kp_store_list pdbs_l;
     const struct kp_pdb_view **pdbs;
     size_t n_pdbs;
+    /* Every DaemonSet, listed once per build and held until kp_sim_done, as the scheduler's
+     * daemons in key order (namespace/name); those with Dynamic Resource Allocation claims are
+     * left out, as Karpenter leaves out such pods (IGNORE_DRA_REQUESTS, its default). */
+    struct kp_store_list daemonsets_l;
+    struct kp_sched_daemon *daemons;
+    size_t n_daemons;
     /* The scheduler's per-node set-up of nodes and inflight, made once per build so that each
      * prepare's solve borrows it (NULL when a node's labels are invalid: the solves then set
      * every node up themselves and report it, as before). */
