@@ -19,7 +19,9 @@
 #include "core/disruption/consolidation.h"
 #include "core/disruption/disruption.h"
 #include "core/disruption/drift.h"
+#include "core/disruption/budget.h"
 #include "core/disruption/marking.h"
+#include "core/observe.h"
 #include "core/provider.h"
 #include "core/provisioning/scheduler.h"
 #include "core/state/cluster.h"
@@ -319,6 +321,103 @@ static void test_select_budgets(void **state)
     assert_string_equal(f.d[idx[0]].sn->name, "d0");
     assert_string_equal(f.d[idx[1]].sn->name, "t0");
     assert_true(blocked);
+    fx_done(&f);
+}
+
+/* What kp_disruption_report_budgets reports: gauges through the observer (as "family
+ * nodepool reason = value" lines) and the NodePools' DisruptionBlocked sentences. */
+struct rec {
+    char lines[16][160];
+    size_t n;
+};
+
+static void rec_gauge(void *ctx, enum kp_core_metric m, const char *const *labels, double v)
+{
+    struct rec *r = ctx;
+
+    assert_true(r->n < KP_ARRAY_SIZE(r->lines));
+    (void)snprintf(r->lines[r->n++], sizeof(r->lines[0]), "%s %s %s = %g",
+                   kp_core_metric_defs[m].name, labels[0], labels[1], v);
+}
+
+static void rec_blocked(void *ctx, const struct kp_nodepool_view *np, const char *note)
+{
+    struct rec *r = ctx;
+
+    assert_true(r->n < KP_ARRAY_SIZE(r->lines));
+    (void)snprintf(r->lines[r->n++], sizeof(r->lines[0]), "DisruptionBlocked %s: %s", np->e.name,
+                   note);
+}
+
+/* Upstream's budget mapping, per reason: allowed_disruptions is the budgets' allowance (before
+ * the disrupting nodes are taken off), nodes_consuming_budgets the NotReady or disrupting nodes,
+ * both labelled with the DisruptionReason as written ("Empty"); a NodePool with nodes whose
+ * budgets allow none for the reason gets DisruptionBlocked with upstream's sentence, for any
+ * reason (Emptiness, Drift and both consolidations alike). */
+static void test_budget_report(void **state)
+{
+    struct fx f = {0};
+    struct kp_entry *open =
+        keep(&f, nodepool("open", "'consolidateAfter':'0s','budgets':[{'nodes':'2'}]", ""));
+    struct kp_entry *shut =
+        keep(&f, nodepool("shut",
+                          "'consolidateAfter':'0s','budgets':[{'nodes':'0','reasons':['Empty',"
+                          "'Drifted','Underutilized']}]",
+                          ""));
+    struct kp_entry *idle = keep(&f, nodepool("idle", "'budgets':[{'nodes':'0'}]", ""));
+    struct rec r = {0};
+    struct kp_core_observer o = {.gauge = rec_gauge, .ctx = &r};
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } reasons[] = {{KP_DISRUPT_EMPTY, "Empty"},
+                   {KP_DISRUPT_DRIFTED, "Drifted"},
+                   {KP_DISRUPT_UNDERUTILIZED, "Underutilized"}};
+    char want[160];
+
+    (void)state;
+    add(&f, "o0", T0, EMPTY_OK, open, "True");
+    add(&f, "o1", T0, EMPTY_OK, open, "False"); /* NotReady: consumes one */
+    add(&f, "s0", T0, EMPTY_OK, shut, "True");
+    sn_of(&f, add(&f, "i0", T0, EMPTY_OK, idle, "True"))->flags &= ~KP_STATE_NODE_INITIALIZED;
+    for (size_t k = 0; k < KP_ARRAY_SIZE(reasons); k++) {
+        memset(&r, 0, sizeof(r));
+        kp_disruption_report_budgets(f.d, f.n, reasons[k].bit, reasons[k].name, t0, &o, rec_blocked,
+                                     &r);
+        assert_int_equal(r.n, 7);
+        (void)snprintf(want, sizeof(want), "karpenter_nodepools_allowed_disruptions open %s = 2",
+                       reasons[k].name);
+        assert_string_equal(r.lines[0], want);
+        (void)snprintf(want, sizeof(want),
+                       "karpenter_nodepools_nodes_consuming_budgets open %s = 1", reasons[k].name);
+        assert_string_equal(r.lines[1], want);
+        (void)snprintf(want, sizeof(want), "karpenter_nodepools_allowed_disruptions shut %s = 0",
+                       reasons[k].name);
+        assert_string_equal(r.lines[2], want);
+        (void)snprintf(want, sizeof(want),
+                       "karpenter_nodepools_nodes_consuming_budgets shut %s = 0", reasons[k].name);
+        assert_string_equal(r.lines[3], want);
+        (void)snprintf(want, sizeof(want),
+                       "DisruptionBlocked shut: No allowed disruptions for disruption reason %s "
+                       "due to blocking budget",
+                       reasons[k].name);
+        assert_string_equal(r.lines[4], want);
+        /* idle has no node its budgets count (i0 is not initialized): no event. */
+        (void)snprintf(want, sizeof(want), "karpenter_nodepools_allowed_disruptions idle %s = 0",
+                       reasons[k].name);
+        assert_string_equal(r.lines[5], want);
+    }
+    /* Budgets that name other reasons do not limit this one: the pool's node count stands. */
+    memset(&r, 0, sizeof(r));
+    fx_done(&f);
+    memset(&f, 0, sizeof(f));
+    shut = keep(&f, nodepool("shut", "'budgets':[{'nodes':'0','reasons':['Drifted']}]", ""));
+    add(&f, "s0", T0, EMPTY_OK, shut, "True");
+    kp_disruption_report_budgets(f.d, f.n, KP_DISRUPT_EMPTY, "Empty", t0, &o, rec_blocked, &r);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.lines[0], "karpenter_nodepools_allowed_disruptions shut Empty = 1");
+    /* No observer and no callback: nothing to report to, nothing breaks. */
+    kp_disruption_report_budgets(f.d, f.n, KP_DISRUPT_EMPTY, "Empty", t0, NULL, NULL, NULL);
     fx_done(&f);
 }
 
@@ -788,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_consolidatable_plan),  cmocka_unit_test(test_consolidation_unwanted),
         cmocka_unit_test(test_disruption_costs),     cmocka_unit_test(test_node_price),
         cmocka_unit_test(test_consolidation_decide), cmocka_unit_test(test_drift_candidates),
+        cmocka_unit_test(test_budget_report),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
