@@ -175,23 +175,28 @@ static void test_blocked_sentences(void **state)
 
     d->blocking_pod = "default/web-1";
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "pod \"default/web-1\" has \"karpenter.sh/do-not-disrupt\" annotation");
+                        "pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/web-1)");
     d->blocking_pod = NULL;
 
     d->np = NULL;
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "nodepool \"np\" not found");
+                        "NodePool not found (NodePool=np)");
     d->np = kp_nodepool_view(np);
     sn_of(&f, d)->nodepool = NULL;
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "node doesn't have required label \"karpenter.sh/nodepool\"");
+                        "node doesn't have required label (label=karpenter.sh/nodepool)");
     sn_of(&f, d)->nodepool = "np";
 
     saved = d->sn->nodeclaim;
     sn_of(&f, d)->nodeclaim = NULL;
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "state node doesn't contain both a node and a nodeclaim");
+                        "node isn't managed by karpenter");
     sn_of(&f, d)->nodeclaim = saved;
+    saved = d->sn->node;
+    sn_of(&f, d)->node = NULL;
+    assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
+                        "nodeclaim does not have an associated node");
+    sn_of(&f, d)->node = saved;
 
     /* The node annotation counts only as exactly "true". */
     sn_of(&f, d)->node = keep(&f, node("a", "True", "'karpenter.sh/do-not-disrupt':'true'"));
@@ -208,7 +213,25 @@ static void test_blocked_sentences(void **state)
                         "pdb prevents pod evictions (PodDisruptionBudget=[default/web])");
     d->blocking_pod = "default/keep";
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "pod \"default/keep\" has \"karpenter.sh/do-not-disrupt\" annotation");
+                        "pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/keep)");
+    /* The events' message: upstream's Blocked event writes the sentence capitalised, the same
+     * on the Node and the NodeClaim, with no prefix. */
+    {
+        char note[256];
+
+        assert_string_equal(
+            kp_disruption_blocked_note(kp_disruption_blocked(d, t0, buf, sizeof(buf)), note,
+                                       sizeof(note)),
+            "Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/keep)");
+        d->blocking_pod = NULL;
+        assert_string_equal(kp_disruption_blocked_note(
+                                kp_disruption_blocked(d, t0, buf, sizeof(buf)), note, sizeof(note)),
+                            "Pdb prevents pod evictions (PodDisruptionBudget=[default/web])");
+        assert_string_equal(
+            kp_disruption_blocked_note("NodePool not found (NodePool=np)", note, sizeof(note)),
+            "NodePool not found (NodePool=np)");
+        assert_string_equal(kp_disruption_blocked_note("", note, sizeof(note)), "");
+    }
     d->blocking_pod = d->blocking_pdb = NULL;
     fx_done(&f);
 }

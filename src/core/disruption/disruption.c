@@ -79,8 +79,10 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
     int n;
 
     (void)now_usec;
-    if (!sn->node || !sn->nodeclaim)
-        n = snprintf(buf, size, "state node doesn't contain both a node and a nodeclaim");
+    if (!sn->nodeclaim)
+        n = snprintf(buf, size, "node isn't managed by karpenter");
+    else if (!sn->node)
+        n = snprintf(buf, size, "nodeclaim does not have an associated node");
     else if (!(sn->flags & KP_STATE_NODE_INITIALIZED))
         n = snprintf(buf, size, "node isn't initialized");
     else if (sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION))
@@ -93,17 +95,28 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
         n = snprintf(buf, size, "disruption is blocked through the \"%s\" annotation",
                      KP_CORE_ANN_DO_NOT_DISRUPT);
     else if (!sn->nodepool)
-        n = snprintf(buf, size, "node doesn't have required label \"%s\"", KP_CORE_LABEL_NODEPOOL);
+        n = snprintf(buf, size, "node doesn't have required label (label=%s)",
+                     KP_CORE_LABEL_NODEPOOL);
     else if (!d->np)
-        n = snprintf(buf, size, "nodepool \"%s\" not found", sn->nodepool);
+        n = snprintf(buf, size, "NodePool not found (NodePool=%s)", sn->nodepool);
     else if (d->blocking_pod)
-        n = snprintf(buf, size, "pod \"%s\" has \"%s\" annotation", d->blocking_pod,
-                     KP_CORE_ANN_DO_NOT_DISRUPT);
+        n = snprintf(buf, size, "pod has \"%s\" annotation (Pod=%s)", KP_CORE_ANN_DO_NOT_DISRUPT,
+                     d->blocking_pod);
     else if (d->blocking_pdb)
         n = snprintf(buf, size, "%s", d->blocking_pdb);
     else
         return NULL;
     return n < 0 ? "" : buf;
+}
+
+const char *kp_disruption_blocked_note(const char *why, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    (void)snprintf(buf, size, "%s", why);
+    if (buf[0] >= 'a' && buf[0] <= 'z')
+        buf[0] = (char)(buf[0] - 'a' + 'A');
+    return buf;
 }
 
 void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *nodepool,
@@ -793,12 +806,25 @@ static void count_decision(struct kp_disruption_controller *ctl, const struct kp
                   KP_CM_LABELS(decision, why->label, type));
 }
 
+/* DisruptionBlocked on d's Node and NodeClaim with why as upstream's Blocked event writes it:
+ * the same message on both, its first letter upper-case (pretty.Sentence). */
+static void blocked_event(struct kp_disruption_controller *ctl, const struct kp_dnode *d,
+                          const char *why)
+{
+    char note[640];
+
+    kp_disruption_blocked_note(why, note, sizeof(note));
+    emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
+    emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+         "DisruptionBlocked", note);
+}
+
 /* DisruptionBlocked on the Node and the NodeClaim of every node a method could take (it is
  * Consolidatable or Drifted) but may not, with Karpenter's sentence: what keeps it is then
  * visible in kubectl describe. Only those: a busy, settled node is not news. */
 static void report_blocked(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now)
 {
-    char why[256], note[320];
+    char why[256];
 
     for (size_t i = 0; i < p->n; i++) {
         const struct kp_dnode *d = &p->v[i];
@@ -808,11 +834,7 @@ static void report_blocked(struct kp_disruption_controller *ctl, const struct pa
             !(b = kp_disruption_blocked(d, now, why, sizeof(why))) ||
             (d->sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION)))
             continue;
-        (void)snprintf(note, sizeof(note), "Cannot disrupt Node: %s", b);
-        emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
-        (void)snprintf(note, sizeof(note), "Cannot disrupt NodeClaim: %s", b);
-        emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-             "DisruptionBlocked", note);
+        blocked_event(ctl, d, b);
     }
 }
 
@@ -1082,14 +1104,7 @@ static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_clien
 
 static void drift_blocked_cb(void *ctx, const struct kp_dnode *d, const char *why)
 {
-    struct kp_disruption_controller *ctl = ctx;
-    char note[640];
-
-    (void)snprintf(note, sizeof(note), "Cannot disrupt Node: %s", why);
-    emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
-    (void)snprintf(note, sizeof(note), "Cannot disrupt NodeClaim: %s", why);
-    emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-         "DisruptionBlocked", note);
+    blocked_event(ctx, d, why);
 }
 
 /* The Drift method (drift.h): acts at once on the first drifted node whose pods all find a

@@ -100,6 +100,11 @@ struct kp_dnode {
 const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, char *buf,
                                   size_t size) KP_NONNULL(1, 3);
 
+/* The message of Karpenter's DisruptionBlocked event on a Node and its NodeClaim for why (a
+ * sentence of kp_disruption_blocked or of a search): why with its first letter upper-case
+ * (pretty.Sentence), written into buf[size] (cut short when it does not fit). Returns buf. Pure. */
+const char *kp_disruption_blocked_note(const char *why, char *buf, size_t size) KP_NONNULL(1, 2);
+
 /* Karpenter's budget mapping for the nodes of nodepool among v[0..n): *ret_nodes managed,
  * initialized, not InstanceTerminating; *ret_disrupting those among them whose Node is not
  * Ready or that are deleting or marked for deletion. Pure. */
