@@ -444,6 +444,51 @@ static void test_budget_report(void **state)
     fx_done(&f);
 }
 
+/* Karpenter's InvalidDoNotDisruptAnnotation message, for a value it ignores: not "true" and not
+ * a positive Go duration (pkg/utils/pod/events.go, scheduling.go). */
+static void test_invalid_do_not_disrupt(void **state)
+{
+    static const struct {
+        const char *value, *note; /* note NULL: no event */
+    } cases[] = {
+        {NULL, NULL},
+        {"true", NULL},
+        {"5m", NULL},
+        {"abc", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"abc\" as a "
+                "duration: time: invalid duration \"abc\", ignoring annotation"},
+        {"5d", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"5d\" as a "
+               "duration: time: unknown unit \"d\" in duration \"5d\", ignoring annotation"},
+        {"30", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"30\" as a "
+               "duration: time: missing unit in duration \"30\", ignoring annotation"},
+        {"0s", "Invalid karpenter.sh/do-not-disrupt annotation: duration \"0s\" must be positive, "
+               "ignoring annotation"},
+        {"-5m", "Invalid karpenter.sh/do-not-disrupt annotation: duration \"-5m\" must be "
+                "positive, ignoring annotation"},
+        {"True", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"True\" as a "
+                 "duration: time: invalid duration \"True\", ignoring annotation"},
+    };
+    char meta[128], buf[512];
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        struct kp_entry *p;
+        const char *got;
+
+        if (cases[i].value)
+            (void)snprintf(meta, sizeof(meta),
+                           ",'annotations':{'karpenter.sh/do-not-disrupt':'%s'}", cases[i].value);
+        else
+            meta[0] = '\0';
+        p = pod("n", "ReplicaSet", meta, "Running");
+        got = kp_disruption_invalid_do_not_disrupt(kp_pod_view(p), buf, sizeof(buf));
+        if (!cases[i].note && got)
+            fail_msg("%s: unexpected %s", cases[i].value, got);
+        if (cases[i].note && (!got || strcmp(got, cases[i].note) != 0))
+            fail_msg("%s: got %s", cases[i].value, got ? got : "(null)");
+        kp_entry_unref(p);
+    }
+}
+
 static void test_select_schedule(void **state)
 {
     struct fx f = {0};
@@ -910,7 +955,7 @@ int main(void)
         cmocka_unit_test(test_consolidatable_plan),  cmocka_unit_test(test_consolidation_unwanted),
         cmocka_unit_test(test_disruption_costs),     cmocka_unit_test(test_node_price),
         cmocka_unit_test(test_consolidation_decide), cmocka_unit_test(test_drift_candidates),
-        cmocka_unit_test(test_budget_report),
+        cmocka_unit_test(test_budget_report),        cmocka_unit_test(test_invalid_do_not_disrupt),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

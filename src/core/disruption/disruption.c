@@ -38,6 +38,7 @@
 #include "k8s/informer.h"
 #include "k8s/reconciler.h"
 #include "k8s/store.h"
+#include "api/duration.h"
 #include "api/indexes.h"
 #include "api/informers.h"
 #include "api/obj-karpenter.h"
@@ -118,6 +119,73 @@ const char *kp_disruption_blocked_note(const char *why, char *buf, size_t size)
         buf[0] = (char)(buf[0] - 'a' + 'A');
     return buf;
 }
+
+/* Appends text to buf[size] at *len, cut short at the end (buf stays terminated). */
+static void put(char *buf, size_t size, size_t *len, const char *text, size_t n)
+{
+    for (size_t i = 0; i < n && *len + 1 < size; i++)
+        buf[(*len)++] = text[i];
+    buf[*len] = '\0';
+}
+
+/* Appends s quoted as Go's %q (strconv.Quote) writes it: \" and \\ escaped, Go's short escapes
+ * for control characters, other bytes below 0x20 and 0x7f as \xNN. XXX: bytes from 0x80 up are
+ * copied as they are, which is strconv.Quote's output for printable UTF-8 only (it escapes
+ * invalid UTF-8 and unprintable runes); an annotation value like that is far-fetched. */
+static void put_go_quoted(char *buf, size_t size, size_t *len, const char *s)
+{
+    static const char shorts[] = "abtnvfr"; /* \a .. \r for 0x07 .. 0x0d */
+    static const char hex[] = "0123456789abcdef";
+
+    put(buf, size, len, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[4] = {'\\', (char)c, 0, 0};
+
+        if (c == '"' || c == '\\')
+            put(buf, size, len, e, 2);
+        else if (c >= 0x07 && c <= 0x0d) {
+            e[1] = shorts[c - 0x07];
+            put(buf, size, len, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            e[1] = 'x';
+            e[2] = hex[c >> 4];
+            e[3] = hex[c & 0xf];
+            put(buf, size, len, e, 4);
+        } else
+            put(buf, size, len, s, 1);
+    }
+    put(buf, size, len, "\"", 1);
+}
+
+#define PUT(text) put(buf, size, &len, (text), strlen(text))
+
+const char *kp_disruption_invalid_do_not_disrupt(const struct kp_pod_view *p, char *buf,
+                                                 size_t size)
+{
+    const char *v = p->do_not_disrupt;
+    char err[512];
+    size_t len = 0;
+
+    if (!v || strcmp(v, "true") == 0 || p->do_not_disrupt_ns > 0 || size == 0)
+        return NULL;
+    buf[0] = '\0';
+    PUT("Invalid " KP_CORE_ANN_DO_NOT_DISRUPT " annotation: ");
+    if (kp_duration_parse_error(v, strlen(v), err, sizeof(err))) {
+        PUT("failed to parse ");
+        put_go_quoted(buf, size, &len, v);
+        PUT(" as a duration: ");
+        PUT(err);
+    } else {
+        PUT("duration ");
+        put_go_quoted(buf, size, &len, v);
+        PUT(" must be positive");
+    }
+    PUT(", ignoring annotation");
+    return buf;
+}
+
+#undef PUT
 
 void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *nodepool,
                                int64_t *ret_nodes, int64_t *ret_disrupting)
@@ -325,6 +393,9 @@ static void pass_done(struct pass *p)
     memset(p, 0, sizeof(*p));
 }
 
+static void invalid_do_not_disrupt(struct kp_disruption_controller *ctl,
+                                   const struct kp_pod_view *const *pv, size_t n);
+
 /* What d's pods say (kp_dnode_count_pods), from the pods bound to node name; the first
  * do-not-disrupt pod's "ns/name" in *ret_blocking (owned, NULL when none). */
 static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p, const char *name,
@@ -344,6 +415,7 @@ static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p,
     for (size_t i = 0; i < l.n; i++)
         pv[i] = kp_pod_view(l.v[i]);
     kp_dnode_count_pods(d, pv, l.n, now, &blocking);
+    invalid_do_not_disrupt(ctl, pv, l.n);
     if (blocking && !(*ret_blocking = kp_strjoin(blocking->e.ns ? blocking->e.ns : "", "/",
                                                  blocking->e.name, (const char *)NULL)))
         r = -ENOMEM;
@@ -464,6 +536,30 @@ static void emit(struct kp_disruption_controller *ctl, const struct kp_entry *e,
     ref.name = e->name;
     ref.uid = e->uid;
     (void)kp_events_emit(ev, &ref, type, reason, /* action= */ "Disruption", note);
+}
+
+/* InvalidDoNotDisruptAnnotation (Warning) on each active pod of pv[0..n) whose
+ * karpenter.sh/do-not-disrupt value Karpenter ignores, as upstream's IsDoNotDisruptActive
+ * publishes it while it looks at a candidate's pods (the recorder folds the repeats of every
+ * pass). */
+static void invalid_do_not_disrupt(struct kp_disruption_controller *ctl,
+                                   const struct kp_pod_view *const *pv, size_t n)
+{
+    struct kp_events *ev = events(ctl);
+    char note[768];
+
+    for (size_t i = 0; ev && i < n; i++) {
+        struct kp_event_ref ref = {.kind = "Pod", .api_version = "v1"};
+
+        if (!kp_pod_active(pv[i]) ||
+            !kp_disruption_invalid_do_not_disrupt(pv[i], note, sizeof(note)))
+            continue;
+        ref.ns = pv[i]->e.ns;
+        ref.name = pv[i]->e.name;
+        ref.uid = pv[i]->e.uid;
+        (void)kp_events_emit(ev, &ref, KP_EVENT_WARNING, "InvalidDoNotDisruptAnnotation",
+                             /* action= */ "Disruption", note);
+    }
 }
 
 /* The informer's current entry of key in store when it is still the incarnation uid: a new

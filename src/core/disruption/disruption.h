@@ -105,6 +105,17 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
  * (pretty.Sentence), written into buf[size] (cut short when it does not fit). Returns buf. Pure. */
 const char *kp_disruption_blocked_note(const char *why, char *buf, size_t size) KP_NONNULL(1, 2);
 
+struct kp_pod_view;
+
+/* Karpenter's InvalidDoNotDisruptAnnotation message (a Warning on the pod) when pod p's
+ * karpenter.sh/do-not-disrupt annotation is neither "true" nor a positive Go duration, which
+ * Karpenter then ignores: "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"x\"
+ * as a duration: time: invalid duration \"x\", ignoring annotation", or "...: duration \"0s\" must
+ * be positive, ignoring annotation"; written into buf[size] (cut short when it does not fit).
+ * NULL when the annotation is absent or valid. Pure. */
+const char *kp_disruption_invalid_do_not_disrupt(const struct kp_pod_view *p, char *buf,
+                                                 size_t size) KP_NONNULL(1, 2);
+
 /* Karpenter's budget mapping for the nodes of nodepool among v[0..n): *ret_nodes managed,
  * initialized, not InstanceTerminating; *ret_disrupting those among them whose Node is not
  * Ready or that are deleting or marked for deletion. Pure. */
