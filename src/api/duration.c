@@ -226,3 +226,169 @@ int kp_duration_format_nillable(const struct kp_duration_nillable *d, char *buf,
     memcpy(buf, "Never", sizeof("Never"));
     return 0;
 }
+
+/* --- Go's error texts ------------------------------------------------------------------------ */
+
+/* Appends s[0..n) quoted as Go's time.quote does to buf[*len..size). */
+static void go_time_quote(const char *s, size_t n, char *buf, size_t size, size_t *len)
+{
+    static const char hex[] = "0123456789abcdef";
+    char one[5];
+
+    for (size_t i = 0; i <= n + 1; i++) {
+        size_t k = 0;
+
+        if (i == 0 || i == n + 1) {
+            one[k++] = '"';
+        } else {
+            unsigned char c = (unsigned char)s[i - 1];
+
+            if (c < 0x20 || c >= 0x80) {
+                /* Go escapes each byte of a non-ASCII rune the same way. */
+                one[k++] = '\\';
+                one[k++] = 'x';
+                one[k++] = hex[c >> 4];
+                one[k++] = hex[c & 0xf];
+            } else {
+                if (c == '"' || c == '\\')
+                    one[k++] = '\\';
+                one[k++] = (char)c;
+            }
+        }
+        for (size_t j = 0; j < k && *len + 1 < size; j++)
+            buf[(*len)++] = one[j];
+    }
+    if (size)
+        buf[*len < size ? *len : size - 1] = '\0';
+}
+
+static void go_append(const char *text, char *buf, size_t size, size_t *len)
+{
+    for (; *text && *len + 1 < size; text++)
+        buf[(*len)++] = *text;
+    if (size)
+        buf[*len < size ? *len : size - 1] = '\0';
+}
+
+static uint64_t go_unit(const char *u, size_t n)
+{
+    static const struct {
+        const char *name;
+        uint64_t ns;
+    } units[] = {
+        {"ns", 1},       {"us", 1000},      {"\xc2\xb5s", 1000},       {"\xce\xbcs", 1000},
+        {"ms", 1000000}, {"s", 1000000000}, {"m", 60ULL * 1000000000}, {"h", 3600ULL * 1000000000}};
+
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strlen(units[i].name) == n && memcmp(units[i].name, u, n) == 0)
+            return units[i].ns;
+    return 0;
+}
+
+enum go_dur_err { GO_DUR_OK = 0, GO_DUR_INVALID, GO_DUR_MISSING_UNIT, GO_DUR_UNKNOWN_UNIT };
+
+/* Go's ParseDuration (src/time/format.go), only to learn which error it returns: the unknown
+ * unit in *ret_unit / *ret_unit_n. */
+static enum go_dur_err go_parse_duration(const char *s, size_t n, const char **ret_unit,
+                                         size_t *ret_unit_n)
+{
+    const uint64_t big = 1ULL << 63;
+    uint64_t d = 0;
+    size_t i = 0;
+    bool neg = false;
+
+    if (n > 0 && (s[0] == '-' || s[0] == '+')) {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    if (n - i == 1 && s[i] == '0')
+        return GO_DUR_OK;
+    if (i == n)
+        return GO_DUR_INVALID;
+    while (i < n) {
+        uint64_t v = 0, f = 0, unit;
+        double scale = 1;
+        bool pre, post = false, overflow = false;
+        size_t start, u;
+
+        if (!(s[i] == '.' || (s[i] >= '0' && s[i] <= '9')))
+            return GO_DUR_INVALID;
+        for (start = i; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (v > big / 10)
+                return GO_DUR_INVALID;
+            v = v * 10 + (uint64_t)(s[i] - '0');
+            if (v > big)
+                return GO_DUR_INVALID;
+        }
+        pre = i != start;
+        if (i < n && s[i] == '.') {
+            for (start = ++i; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+                uint64_t y;
+
+                if (overflow)
+                    continue;
+                if (f > (big - 1) / 10) {
+                    overflow = true;
+                    continue;
+                }
+                y = f * 10 + (uint64_t)(s[i] - '0');
+                if (y > big) {
+                    overflow = true;
+                    continue;
+                }
+                f = y;
+                scale *= 10;
+            }
+            post = i != start;
+        }
+        if (!pre && !post)
+            return GO_DUR_INVALID;
+        for (u = i; i < n && s[i] != '.' && !(s[i] >= '0' && s[i] <= '9'); i++)
+            ;
+        if (i == u)
+            return GO_DUR_MISSING_UNIT;
+        if (!(unit = go_unit(s + u, i - u))) {
+            *ret_unit = s + u;
+            *ret_unit_n = i - u;
+            return GO_DUR_UNKNOWN_UNIT;
+        }
+        if (v > big / unit)
+            return GO_DUR_INVALID;
+        v *= unit;
+        if (f > 0) {
+            v += (uint64_t)((double)f * ((double)unit / scale));
+            if (v > big)
+                return GO_DUR_INVALID;
+        }
+        d += v;
+        if (d > big)
+            return GO_DUR_INVALID;
+    }
+    if (!neg && d > big - 1)
+        return GO_DUR_INVALID;
+    return GO_DUR_OK;
+}
+
+const char *kp_duration_parse_error(const char *p, size_t n, char *buf, size_t size)
+{
+    const char *unit = NULL;
+    size_t unit_n = 0, len = 0;
+
+    switch (go_parse_duration(p, n, &unit, &unit_n)) {
+    case GO_DUR_OK:
+        return NULL;
+    case GO_DUR_INVALID:
+        go_append("time: invalid duration ", buf, size, &len);
+        break;
+    case GO_DUR_MISSING_UNIT:
+        go_append("time: missing unit in duration ", buf, size, &len);
+        break;
+    case GO_DUR_UNKNOWN_UNIT:
+        go_append("time: unknown unit ", buf, size, &len);
+        go_time_quote(unit, unit_n, buf, size, &len);
+        go_append(" in duration ", buf, size, &len);
+        break;
+    }
+    go_time_quote(p, n, buf, size, &len);
+    return buf;
+}

@@ -114,6 +114,37 @@ const struct kp_core_metric_def kp_core_metric_defs[KP_CM_N] = {
         {"karpenter_voluntary_disruption_failed_validations_total",
          "Candidates selected for disruption that failed validation, by consolidation type.",
          KP_CM_COUNTER, L("consolidation_type"), N("consolidation_type"), NULL, 0},
+    [KP_CM_VOLUNTARY_DISRUPTION_EVALUATION_DURATION] =
+        {"karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+         "Seconds one disruption method took to look for a command, by reason and consolidation "
+         "type.",
+         KP_CM_HISTOGRAM, L("reason", "consolidation_type"), N("reason", "consolidation_type"),
+         B(duration_buckets)},
+    [KP_CM_VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL] =
+        {"karpenter_voluntary_disruption_decisions_by_nodepool_total",
+         "Disruption decisions carried out, once per NodePool of their nodes, by NodePool, "
+         "decision, reason and consolidation type.",
+         KP_CM_COUNTER, L("nodepool", "decision", "reason", "consolidation_type"),
+         N("nodepool", "decision", "reason", "consolidation_type"), NULL, 0},
+    [KP_CM_VOLUNTARY_DISRUPTION_ELIGIBLE_NODES] =
+        {"karpenter_voluntary_disruption_eligible_nodes",
+         "Nodes a disruption method could take at its last evaluation, by reason.", KP_CM_GAUGE,
+         L("reason"), N("reason"), NULL, 0},
+    [KP_CM_VOLUNTARY_DISRUPTION_CONSOLIDATION_TIMEOUTS] =
+        {"karpenter_voluntary_disruption_consolidation_timeouts_total",
+         "Consolidation searches stopped by their time limit, by consolidation type.",
+         KP_CM_COUNTER, L("consolidation_type"), N("consolidation_type"), NULL, 0},
+    [KP_CM_NODEPOOLS_NODES_CONSUMING_BUDGETS] =
+        {"karpenter_nodepools_nodes_consuming_budgets",
+         "Nodes of a NodePool that take from its disruption budgets now (not Ready, or being "
+         "disrupted), by reason.",
+         KP_CM_GAUGE, L("nodepool", "reason"), N("nodepool", "reason"), NULL, 0},
+};
+
+/* Upstream's disruption metrics.go starts both timeout series at 0. */
+const struct kp_core_metric_series kp_core_initial_series[KP_CM_INITIAL_SERIES_N] = {
+    {KP_CM_VOLUNTARY_DISRUPTION_CONSOLIDATION_TIMEOUTS, L("multi")},
+    {KP_CM_VOLUNTARY_DISRUPTION_CONSOLIDATION_TIMEOUTS, L("single")},
 };
 
 const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc)

@@ -28,12 +28,13 @@ enum kp_core_metric {
      * summary type, so here it is a histogram with upstream's DurationBuckets: _sum and _count
      * match, a dashboard's quantile= selector does not. */
     KP_CM_NODES_TERMINATION_DURATION,
-    KP_CM_NODES_LIFETIME_DURATION,       /* histogram {nodepool} */
-    KP_CM_NODEPOOLS_USAGE,               /* gauge {nodepool,resource_type} */
-    KP_CM_NODEPOOLS_LIMIT,               /* gauge {nodepool,resource_type} */
-    KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS, /* gauge {nodepool,reason} (core III fills it) */
-    KP_CM_CLUSTER_STATE_SYNCED,          /* gauge {} */
-    KP_CM_CLUSTER_STATE_NODE_COUNT,      /* gauge {} */
+    KP_CM_NODES_LIFETIME_DURATION, /* histogram {nodepool} */
+    KP_CM_NODEPOOLS_USAGE,         /* gauge {nodepool,resource_type} */
+    KP_CM_NODEPOOLS_LIMIT,         /* gauge {nodepool,resource_type} */
+    /* gauge {nodepool,reason}: reason as DisruptionReason (Empty, Drifted, Underutilized) */
+    KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS,
+    KP_CM_CLUSTER_STATE_SYNCED,     /* gauge {} */
+    KP_CM_CLUSTER_STATE_NODE_COUNT, /* gauge {} */
     /* {decision,reason,consolidation_type}: a command of the disruption loop carried out */
     KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
     KP_CM_PODS_DRAINED,           /* {reason}: a pod evicted or deleted by a drain */
@@ -43,6 +44,16 @@ enum kp_core_metric {
     KP_CM_PODS_DISRUPTION_INITIATED,
     KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,     /* {decision,reason,consolidation_type} */
     KP_CM_VOLUNTARY_DISRUPTION_FAILED_VALIDATIONS, /* {consolidation_type} */
+    /* histogram {reason,consolidation_type}: one method's evaluation in a pass (reason
+     * lower-case: empty, drifted, underutilized; consolidation_type empty, "", multi, single) */
+    KP_CM_VOLUNTARY_DISRUPTION_EVALUATION_DURATION,
+    /* {nodepool,decision,reason,consolidation_type}: a decision, once per NodePool it touches */
+    KP_CM_VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+    KP_CM_VOLUNTARY_DISRUPTION_ELIGIBLE_NODES,         /* gauge {reason}: a method's candidates */
+    KP_CM_VOLUNTARY_DISRUPTION_CONSOLIDATION_TIMEOUTS, /* {consolidation_type}: multi, single */
+    /* gauge {nodepool,reason}: a NodePool's nodes that are not Ready or are being disrupted,
+     * which its budgets count as taken (reason as DisruptionReason: Empty, Drifted, ...) */
+    KP_CM_NODEPOOLS_NODES_CONSUMING_BUDGETS,
     KP_CM_N
 };
 
@@ -117,6 +128,15 @@ const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc);
  * termination_mode} grows by one for nc (the core's deletions that are not consolidation). */
 void kp_core_count_disrupted(const struct kp_core_observer *o, const struct kp_nodeclaim_view *nc,
                              const char *reason);
+
+/* Series that exist from start-up at 0 before anything counts them, as upstream adds them in
+ * an init(): kpssh-controller makes each right after registering the families. */
+struct kp_core_metric_series {
+    enum kp_core_metric metric;
+    const char *const *labels;
+};
+#define KP_CM_INITIAL_SERIES_N 2
+extern const struct kp_core_metric_series kp_core_initial_series[KP_CM_INITIAL_SERIES_N];
 
 /* A label array literal: KP_CM_LABELS("provisioned", np, "false"). */
 #define KP_CM_LABELS(...) ((const char *const[]){__VA_ARGS__, NULL})

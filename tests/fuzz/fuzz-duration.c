@@ -1,12 +1,14 @@
 /* Fuzz driver for api/duration.h. Properties (abort on violation): parse writes nothing on
  * failure; format of any parsed value fits KP_DURATION_STRMAX and parses back to the same
- * nanoseconds; the formatted text is a fixed point; the nillable form agrees. The first 8 bytes
- * are also formatted as a raw int64 so the formatter sees every value, not only parsed ones. */
+ * nanoseconds; the formatted text is a fixed point; the nillable form agrees; Go's error text
+ * comes for every value the grammar refuses and for none that parses away from the int64
+ * limits. The first 8 bytes are also formatted as a raw int64 so the formatter sees every value, not only parsed ones. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/duration.h"
+#include "base/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -40,6 +42,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (rn < 0 && (r != rn || nd.ns != 99))
         abort();
+    /* Go's error text: only for what the grammar refuses (a value that parses far from the
+     * int64 limits, where Go's float64 fraction cannot tip it over, has none), and always a
+     * terminated string inside its buffer. */
+    {
+        char err[64];
+        const char *e = kp_duration_parse_error(p, size, err, sizeof(err));
+
+        if (r == -KP_EPARSE && !e)
+            abort();
+        if (r == 0 && ns > -(INT64_C(1) << 62) && ns < (INT64_C(1) << 62) && e)
+            abort();
+        if (e && (e != err || strlen(err) >= sizeof(err)))
+            abort();
+    }
     if (size >= sizeof(raw)) {
         memcpy(&raw, data, sizeof(raw));
         check_round_trip(raw);

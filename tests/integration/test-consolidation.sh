@@ -11,7 +11,7 @@
 #                   constraints: kube-scheduler can only put one beside each filler pod.
 #   2. scale-down   "filler" deleted: each node holds one web pod and is underutilized, since
 #                   two web pods fit one host. A PDB with minAvailable 4 holds every node first
-#                   (DisruptionBlocked "pdb prevents pod evictions ..."); once it is deleted,
+#                   (DisruptionBlocked "Pdb prevents pod evictions ..."); once it is deleted,
 #                   multi-node consolidation takes two nodes in one command (budget nodes:
 #                   "2"), their pods evicted onto the others: the NodeClaims go down to two, the freed hosts leave (kubelet inactive over
 #                   SSH) and are Available, every pod of the Deployment Runs at the end.
@@ -104,7 +104,7 @@ filler_gone() { [ "$(kc get pods -n "$APPS" -l app=filler -o json | jq '.items |
 check "filler: gone" wait_until 60 filler_gone
 pdb_blocked() {
     kc get events -A --field-selector reason=DisruptionBlocked -o json |
-        jq -e '[.items[] | select(.involvedObject.kind == "Node" and (.message | contains("pdb prevents pod evictions (PodDisruptionBudget=[con-apps/web])")))] | length > 0' >/dev/null
+        jq -e '[.items[] | select(.involvedObject.kind == "Node" and (.message | contains("Pdb prevents pod evictions (PodDisruptionBudget=[con-apps/web])")))] | length > 0' >/dev/null
 }
 check "the PDB blocks: DisruptionBlocked names it" wait_until 90 pdb_blocked
 check "the PDB holds every node (four NodeClaims, 30 s on)" eval "sleep 30; claim_count_is 4"

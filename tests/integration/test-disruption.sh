@@ -199,7 +199,7 @@ check "budget nodes: \"1\": never more than one Node disrupting at once (most se
 check "karpenter_nodeclaims_disrupted_total{reason=\"empty\"} counts 3" eval \
     "body http://127.0.0.1:$PORT/metrics | grep '^karpenter_nodeclaims_disrupted_total{' | grep -F 'reason=\"empty\"' | grep -F 'nodepool=\"$NP\"' | grep -q ' 3$'"
 check "karpenter_nodepools_allowed_disruptions reports the budget" eval \
-    "body http://127.0.0.1:$PORT/metrics | grep -F 'karpenter_nodepools_allowed_disruptions{' | grep -F 'nodepool=\"$NP\"' | grep -F 'reason=\"empty\"' | grep -q ' 1$'"
+    "body http://127.0.0.1:$PORT/metrics | grep -F 'karpenter_nodepools_allowed_disruptions{' | grep -F 'nodepool=\"$NP\"' | grep -F 'reason=\"Empty\"' | grep -q ' 1$'"
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
 echo "# pods gone -> first NodeClaim deleted: ${t_first} ms (consolidateAfter 20 s + 15 s validation); pods gone -> two hosts Available: ${t_avail} ms"

@@ -19,7 +19,9 @@
 #include "core/disruption/consolidation.h"
 #include "core/disruption/disruption.h"
 #include "core/disruption/drift.h"
+#include "core/disruption/budget.h"
 #include "core/disruption/marking.h"
+#include "core/observe.h"
 #include "core/provider.h"
 #include "core/provisioning/scheduler.h"
 #include "core/state/cluster.h"
@@ -173,23 +175,28 @@ static void test_blocked_sentences(void **state)
 
     d->blocking_pod = "default/web-1";
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "pod \"default/web-1\" has \"karpenter.sh/do-not-disrupt\" annotation");
+                        "pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/web-1)");
     d->blocking_pod = NULL;
 
     d->np = NULL;
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "nodepool \"np\" not found");
+                        "NodePool not found (NodePool=np)");
     d->np = kp_nodepool_view(np);
     sn_of(&f, d)->nodepool = NULL;
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "node doesn't have required label \"karpenter.sh/nodepool\"");
+                        "node doesn't have required label (label=karpenter.sh/nodepool)");
     sn_of(&f, d)->nodepool = "np";
 
     saved = d->sn->nodeclaim;
     sn_of(&f, d)->nodeclaim = NULL;
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "state node doesn't contain both a node and a nodeclaim");
+                        "node isn't managed by karpenter");
     sn_of(&f, d)->nodeclaim = saved;
+    saved = d->sn->node;
+    sn_of(&f, d)->node = NULL;
+    assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
+                        "nodeclaim does not have an associated node");
+    sn_of(&f, d)->node = saved;
 
     /* The node annotation counts only as exactly "true". */
     sn_of(&f, d)->node = keep(&f, node("a", "True", "'karpenter.sh/do-not-disrupt':'true'"));
@@ -206,7 +213,25 @@ static void test_blocked_sentences(void **state)
                         "pdb prevents pod evictions (PodDisruptionBudget=[default/web])");
     d->blocking_pod = "default/keep";
     assert_string_equal(kp_disruption_blocked(d, t0, buf, sizeof(buf)),
-                        "pod \"default/keep\" has \"karpenter.sh/do-not-disrupt\" annotation");
+                        "pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/keep)");
+    /* The events' message: upstream's Blocked event writes the sentence capitalised, the same
+     * on the Node and the NodeClaim, with no prefix. */
+    {
+        char note[256];
+
+        assert_string_equal(
+            kp_disruption_blocked_note(kp_disruption_blocked(d, t0, buf, sizeof(buf)), note,
+                                       sizeof(note)),
+            "Pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/keep)");
+        d->blocking_pod = NULL;
+        assert_string_equal(kp_disruption_blocked_note(
+                                kp_disruption_blocked(d, t0, buf, sizeof(buf)), note, sizeof(note)),
+                            "Pdb prevents pod evictions (PodDisruptionBudget=[default/web])");
+        assert_string_equal(
+            kp_disruption_blocked_note("NodePool not found (NodePool=np)", note, sizeof(note)),
+            "NodePool not found (NodePool=np)");
+        assert_string_equal(kp_disruption_blocked_note("", note, sizeof(note)), "");
+    }
     d->blocking_pod = d->blocking_pdb = NULL;
     fx_done(&f);
 }
@@ -320,6 +345,148 @@ static void test_select_budgets(void **state)
     assert_string_equal(f.d[idx[1]].sn->name, "t0");
     assert_true(blocked);
     fx_done(&f);
+}
+
+/* What kp_disruption_report_budgets reports: gauges through the observer (as "family
+ * nodepool reason = value" lines) and the NodePools' DisruptionBlocked sentences. */
+struct rec {
+    char lines[16][160];
+    size_t n;
+};
+
+static void rec_gauge(void *ctx, enum kp_core_metric m, const char *const *labels, double v)
+{
+    struct rec *r = ctx;
+
+    assert_true(r->n < KP_ARRAY_SIZE(r->lines));
+    (void)snprintf(r->lines[r->n++], sizeof(r->lines[0]), "%s %s %s = %g",
+                   kp_core_metric_defs[m].name, labels[0], labels[1], v);
+}
+
+static void rec_blocked(void *ctx, const struct kp_nodepool_view *np, const char *note)
+{
+    struct rec *r = ctx;
+
+    assert_true(r->n < KP_ARRAY_SIZE(r->lines));
+    (void)snprintf(r->lines[r->n++], sizeof(r->lines[0]), "DisruptionBlocked %s: %s", np->e.name,
+                   note);
+}
+
+/* Upstream's budget mapping, per reason: allowed_disruptions is the budgets' allowance (before
+ * the disrupting nodes are taken off), nodes_consuming_budgets the NotReady or disrupting nodes,
+ * both labelled with the DisruptionReason as written ("Empty"); a NodePool with nodes whose
+ * budgets allow none for the reason gets DisruptionBlocked with upstream's sentence, for any
+ * reason (Emptiness, Drift and both consolidations alike). */
+static void test_budget_report(void **state)
+{
+    struct fx f = {0};
+    struct kp_entry *open =
+        keep(&f, nodepool("open", "'consolidateAfter':'0s','budgets':[{'nodes':'2'}]", ""));
+    struct kp_entry *shut =
+        keep(&f, nodepool("shut",
+                          "'consolidateAfter':'0s','budgets':[{'nodes':'0','reasons':['Empty',"
+                          "'Drifted','Underutilized']}]",
+                          ""));
+    struct kp_entry *idle = keep(&f, nodepool("idle", "'budgets':[{'nodes':'0'}]", ""));
+    struct rec r = {0};
+    struct kp_core_observer o = {.gauge = rec_gauge, .ctx = &r};
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } reasons[] = {{KP_DISRUPT_EMPTY, "Empty"},
+                   {KP_DISRUPT_DRIFTED, "Drifted"},
+                   {KP_DISRUPT_UNDERUTILIZED, "Underutilized"}};
+    char want[160];
+
+    (void)state;
+    add(&f, "o0", T0, EMPTY_OK, open, "True");
+    add(&f, "o1", T0, EMPTY_OK, open, "False"); /* NotReady: consumes one */
+    add(&f, "s0", T0, EMPTY_OK, shut, "True");
+    sn_of(&f, add(&f, "i0", T0, EMPTY_OK, idle, "True"))->flags &= ~KP_STATE_NODE_INITIALIZED;
+    for (size_t k = 0; k < KP_ARRAY_SIZE(reasons); k++) {
+        memset(&r, 0, sizeof(r));
+        kp_disruption_report_budgets(f.d, f.n, reasons[k].bit, reasons[k].name, t0, &o, rec_blocked,
+                                     &r);
+        assert_int_equal(r.n, 7);
+        (void)snprintf(want, sizeof(want), "karpenter_nodepools_allowed_disruptions open %s = 2",
+                       reasons[k].name);
+        assert_string_equal(r.lines[0], want);
+        (void)snprintf(want, sizeof(want),
+                       "karpenter_nodepools_nodes_consuming_budgets open %s = 1", reasons[k].name);
+        assert_string_equal(r.lines[1], want);
+        (void)snprintf(want, sizeof(want), "karpenter_nodepools_allowed_disruptions shut %s = 0",
+                       reasons[k].name);
+        assert_string_equal(r.lines[2], want);
+        (void)snprintf(want, sizeof(want),
+                       "karpenter_nodepools_nodes_consuming_budgets shut %s = 0", reasons[k].name);
+        assert_string_equal(r.lines[3], want);
+        (void)snprintf(want, sizeof(want),
+                       "DisruptionBlocked shut: No allowed disruptions for disruption reason %s "
+                       "due to blocking budget",
+                       reasons[k].name);
+        assert_string_equal(r.lines[4], want);
+        /* idle has no node its budgets count (i0 is not initialized): no event. */
+        (void)snprintf(want, sizeof(want), "karpenter_nodepools_allowed_disruptions idle %s = 0",
+                       reasons[k].name);
+        assert_string_equal(r.lines[5], want);
+    }
+    /* Budgets that name other reasons do not limit this one: the pool's node count stands. */
+    memset(&r, 0, sizeof(r));
+    fx_done(&f);
+    memset(&f, 0, sizeof(f));
+    shut = keep(&f, nodepool("shut", "'budgets':[{'nodes':'0','reasons':['Drifted']}]", ""));
+    add(&f, "s0", T0, EMPTY_OK, shut, "True");
+    kp_disruption_report_budgets(f.d, f.n, KP_DISRUPT_EMPTY, "Empty", t0, &o, rec_blocked, &r);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.lines[0], "karpenter_nodepools_allowed_disruptions shut Empty = 1");
+    /* No observer and no callback: nothing to report to, nothing breaks. */
+    kp_disruption_report_budgets(f.d, f.n, KP_DISRUPT_EMPTY, "Empty", t0, NULL, NULL, NULL);
+    fx_done(&f);
+}
+
+/* Karpenter's InvalidDoNotDisruptAnnotation message, for a value it ignores: not "true" and not
+ * a positive Go duration (pkg/utils/pod/events.go, scheduling.go). */
+static void test_invalid_do_not_disrupt(void **state)
+{
+    static const struct {
+        const char *value, *note; /* note NULL: no event */
+    } cases[] = {
+        {NULL, NULL},
+        {"true", NULL},
+        {"5m", NULL},
+        {"abc", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"abc\" as a "
+                "duration: time: invalid duration \"abc\", ignoring annotation"},
+        {"5d", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"5d\" as a "
+               "duration: time: unknown unit \"d\" in duration \"5d\", ignoring annotation"},
+        {"30", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"30\" as a "
+               "duration: time: missing unit in duration \"30\", ignoring annotation"},
+        {"0s", "Invalid karpenter.sh/do-not-disrupt annotation: duration \"0s\" must be positive, "
+               "ignoring annotation"},
+        {"-5m", "Invalid karpenter.sh/do-not-disrupt annotation: duration \"-5m\" must be "
+                "positive, ignoring annotation"},
+        {"True", "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"True\" as a "
+                 "duration: time: invalid duration \"True\", ignoring annotation"},
+    };
+    char meta[128], buf[512];
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        struct kp_entry *p;
+        const char *got;
+
+        if (cases[i].value)
+            (void)snprintf(meta, sizeof(meta),
+                           ",'annotations':{'karpenter.sh/do-not-disrupt':'%s'}", cases[i].value);
+        else
+            meta[0] = '\0';
+        p = pod("n", "ReplicaSet", meta, "Running");
+        got = kp_disruption_invalid_do_not_disrupt(kp_pod_view(p), buf, sizeof(buf));
+        if (!cases[i].note && got)
+            fail_msg("%s: unexpected %s", cases[i].value, got);
+        if (cases[i].note && (!got || strcmp(got, cases[i].note) != 0))
+            fail_msg("%s: got %s", cases[i].value, got ? got : "(null)");
+        kp_entry_unref(p);
+    }
 }
 
 static void test_select_schedule(void **state)
@@ -788,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_consolidatable_plan),  cmocka_unit_test(test_consolidation_unwanted),
         cmocka_unit_test(test_disruption_costs),     cmocka_unit_test(test_node_price),
         cmocka_unit_test(test_consolidation_decide), cmocka_unit_test(test_drift_candidates),
+        cmocka_unit_test(test_budget_report),        cmocka_unit_test(test_invalid_do_not_disrupt),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

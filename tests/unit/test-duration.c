@@ -121,6 +121,53 @@ static void test_parse_invalid(void **state)
     }
 }
 
+/* Go's ParseDuration error texts, which Karpenter's InvalidDoNotDisruptAnnotation event quotes:
+ * the first problem Go's parser meets, strings quoted as its time package quotes them. */
+static void test_parse_error(void **state)
+{
+    static const struct {
+        const char *in, *err; /* err NULL: Go accepts it */
+    } cases[] = {
+        {"5m", NULL},
+        {"0", NULL},
+        {"+0", NULL},
+        {"-5m", NULL},
+        {"1.5h", NULL},
+        {".5s", NULL},
+        {"1h30m0.5s", NULL},
+        {"-9223372036854775808ns", NULL},
+        {"", "time: invalid duration \"\""},
+        {"-", "time: invalid duration \"-\""},
+        {".", "time: invalid duration \".\""},
+        {"abc", "time: invalid duration \"abc\""},
+        {"yes", "time: invalid duration \"yes\""},
+        {"5", "time: missing unit in duration \"5\""},
+        {"1h30", "time: missing unit in duration \"1h30\""},
+        {"1.2.3s", "time: missing unit in duration \"1.2.3s\""},
+        {"5d", "time: unknown unit \"d\" in duration \"5d\""},
+        {"5 m", "time: unknown unit \" m\" in duration \"5 m\""},
+        {"5\"d", "time: unknown unit \"\\\"d\" in duration \"5\\\"d\""},
+        {"1\xc2s", "time: unknown unit \"\\xc2s\" in duration \"1\\xc2s\""},
+        {"\xc2\xb5s", "time: invalid duration \"\\xc2\\xb5s\""},
+        {"9223372036854775808ns", "time: invalid duration \"9223372036854775808ns\""},
+        {"99999999999999999999999h", "time: invalid duration \"99999999999999999999999h\""},
+        {"2562048h", "time: invalid duration \"2562048h\""},
+    };
+    char buf[128], small[8];
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        const char *e = kp_duration_parse_error(cases[i].in, strlen(cases[i].in), buf, sizeof(buf));
+
+        if (!cases[i].err && e)
+            fail_msg("%s: Go accepts it, got %s", cases[i].in, e);
+        if (cases[i].err && (!e || strcmp(e, cases[i].err) != 0))
+            fail_msg("%s: got %s, want %s", cases[i].in, e ? e : "(null)", cases[i].err);
+    }
+    /* Cut short, still terminated. */
+    assert_string_equal(kp_duration_parse_error("abc", 3, small, sizeof(small)), "time: i");
+}
+
 static void test_format(void **state)
 {
     static const struct {
@@ -189,9 +236,8 @@ static void test_nillable(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_valid),
-        cmocka_unit_test(test_parse_invalid),
-        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_parse_valid), cmocka_unit_test(test_parse_invalid),
+        cmocka_unit_test(test_parse_error), cmocka_unit_test(test_format),
         cmocka_unit_test(test_nillable),
     };
 

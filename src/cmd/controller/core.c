@@ -116,6 +116,11 @@ static int register_metrics(struct core_state *s, struct kp_metrics *m)
             return kp_log_error_errno(r, "cannot register a core metric family",
                                       KP_LF("metric", d->name));
     }
+    /* Made now, so a scrape shows them at 0 before the first count; a series that cannot be
+     * made is only counted as dropped (http/metrics.h) and made again on its first count. */
+    for (size_t i = 0; i < KP_CM_INITIAL_SERIES_N; i++)
+        (void)kp_metric_labelv(s->m[kp_core_initial_series[i].metric],
+                               kp_core_initial_series[i].labels);
     return 0;
 }
 

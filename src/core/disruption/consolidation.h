@@ -133,6 +133,14 @@ int kp_consolidation_single(struct kp_sim *sim, const struct kp_dnode *v, size_t
 /* Karpenter's cap on multi-node consolidation's candidates. */
 #define KP_CONSOLIDATION_MULTI_MAX 100u
 
+/* Karpenter's time limits on one search (MultiNodeConsolidationTimeoutDuration,
+ * SingleNodeConsolidationTimeoutDuration). The disruption loop runs each search under a context
+ * with this deadline and counts karpenter_voluntary_disruption_consolidation_timeouts_total
+ * when it fires; at pool scale a pass takes well under a second (bench/bench-disruption.c), so
+ * they are a guard for clusters far larger than that. */
+#define KP_CONSOLIDATION_MULTI_TIMEOUT_USEC (60ULL * 1000000ULL)
+#define KP_CONSOLIDATION_SINGLE_TIMEOUT_USEC (180ULL * 1000000ULL)
+
 /* Multi-node consolidation (§5.4): the candidates cand[0..n_cand) in order, each within its
  * NodePool's Underutilized budget (counted over v), at most KP_CONSOLIDATION_MULTI_MAX; a binary
  * search for the longest prefix of at least two whose simulation, all of them moving together,

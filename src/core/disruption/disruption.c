@@ -30,6 +30,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "base/time.h"
 #include "json/json.h"
 #include "k8s/client.h"
 #include "k8s/controller.h"
@@ -37,6 +38,7 @@
 #include "k8s/informer.h"
 #include "k8s/reconciler.h"
 #include "k8s/store.h"
+#include "api/duration.h"
 #include "api/indexes.h"
 #include "api/informers.h"
 #include "api/obj-karpenter.h"
@@ -78,8 +80,10 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
     int n;
 
     (void)now_usec;
-    if (!sn->node || !sn->nodeclaim)
-        n = snprintf(buf, size, "state node doesn't contain both a node and a nodeclaim");
+    if (!sn->nodeclaim)
+        n = snprintf(buf, size, "node isn't managed by karpenter");
+    else if (!sn->node)
+        n = snprintf(buf, size, "nodeclaim does not have an associated node");
     else if (!(sn->flags & KP_STATE_NODE_INITIALIZED))
         n = snprintf(buf, size, "node isn't initialized");
     else if (sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION))
@@ -92,18 +96,96 @@ const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, ch
         n = snprintf(buf, size, "disruption is blocked through the \"%s\" annotation",
                      KP_CORE_ANN_DO_NOT_DISRUPT);
     else if (!sn->nodepool)
-        n = snprintf(buf, size, "node doesn't have required label \"%s\"", KP_CORE_LABEL_NODEPOOL);
+        n = snprintf(buf, size, "node doesn't have required label (label=%s)",
+                     KP_CORE_LABEL_NODEPOOL);
     else if (!d->np)
-        n = snprintf(buf, size, "nodepool \"%s\" not found", sn->nodepool);
+        n = snprintf(buf, size, "NodePool not found (NodePool=%s)", sn->nodepool);
     else if (d->blocking_pod)
-        n = snprintf(buf, size, "pod \"%s\" has \"%s\" annotation", d->blocking_pod,
-                     KP_CORE_ANN_DO_NOT_DISRUPT);
+        n = snprintf(buf, size, "pod has \"%s\" annotation (Pod=%s)", KP_CORE_ANN_DO_NOT_DISRUPT,
+                     d->blocking_pod);
     else if (d->blocking_pdb)
         n = snprintf(buf, size, "%s", d->blocking_pdb);
     else
         return NULL;
     return n < 0 ? "" : buf;
 }
+
+const char *kp_disruption_blocked_note(const char *why, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    (void)snprintf(buf, size, "%s", why);
+    if (buf[0] >= 'a' && buf[0] <= 'z')
+        buf[0] = (char)(buf[0] - 'a' + 'A');
+    return buf;
+}
+
+/* Appends text to buf[size] at *len, cut short at the end (buf stays terminated). */
+static void put(char *buf, size_t size, size_t *len, const char *text, size_t n)
+{
+    for (size_t i = 0; i < n && *len + 1 < size; i++)
+        buf[(*len)++] = text[i];
+    buf[*len] = '\0';
+}
+
+/* Appends s quoted as Go's %q (strconv.Quote) writes it: \" and \\ escaped, Go's short escapes
+ * for control characters, other bytes below 0x20 and 0x7f as \xNN. XXX: bytes from 0x80 up are
+ * copied as they are, which is strconv.Quote's output for printable UTF-8 only (it escapes
+ * invalid UTF-8 and unprintable runes); an annotation value like that is far-fetched. */
+static void put_go_quoted(char *buf, size_t size, size_t *len, const char *s)
+{
+    static const char shorts[] = "abtnvfr"; /* \a .. \r for 0x07 .. 0x0d */
+    static const char hex[] = "0123456789abcdef";
+
+    put(buf, size, len, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[4] = {'\\', (char)c, 0, 0};
+
+        if (c == '"' || c == '\\')
+            put(buf, size, len, e, 2);
+        else if (c >= 0x07 && c <= 0x0d) {
+            e[1] = shorts[c - 0x07];
+            put(buf, size, len, e, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            e[1] = 'x';
+            e[2] = hex[c >> 4];
+            e[3] = hex[c & 0xf];
+            put(buf, size, len, e, 4);
+        } else
+            put(buf, size, len, s, 1);
+    }
+    put(buf, size, len, "\"", 1);
+}
+
+#define PUT(text) put(buf, size, &len, (text), strlen(text))
+
+const char *kp_disruption_invalid_do_not_disrupt(const struct kp_pod_view *p, char *buf,
+                                                 size_t size)
+{
+    const char *v = p->do_not_disrupt;
+    char err[512];
+    size_t len = 0;
+
+    if (!v || strcmp(v, "true") == 0 || p->do_not_disrupt_ns > 0 || size == 0)
+        return NULL;
+    buf[0] = '\0';
+    PUT("Invalid " KP_CORE_ANN_DO_NOT_DISRUPT " annotation: ");
+    if (kp_duration_parse_error(v, strlen(v), err, sizeof(err))) {
+        PUT("failed to parse ");
+        put_go_quoted(buf, size, &len, v);
+        PUT(" as a duration: ");
+        PUT(err);
+    } else {
+        PUT("duration ");
+        put_go_quoted(buf, size, &len, v);
+        PUT(" must be positive");
+    }
+    PUT(", ignoring annotation");
+    return buf;
+}
+
+#undef PUT
 
 void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *nodepool,
                                int64_t *ret_nodes, int64_t *ret_disrupting)
@@ -165,6 +247,38 @@ struct kp_pool_budget *kp_pool_budget(struct kp_pool_budget *pools, size_t *n_po
     pb->nodepool = d->sn->nodepool;
     pb->remaining = kp_budget_remaining(allowed, disrupting);
     return pb;
+}
+
+void kp_disruption_report_budgets(const struct kp_dnode *v, size_t n, uint32_t reason_bit,
+                                  const char *reason, int64_t now_usec,
+                                  const struct kp_core_observer *o, kp_pool_blocked_fn blocked,
+                                  void *ctx)
+{
+    char note[160];
+
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_nodepool_view *np = v[i].np;
+        bool first = true;
+        int64_t nodes, disrupting, allowed;
+
+        if (!np)
+            continue;
+        for (size_t k = 0; k < i && first; k++)
+            first = !v[k].np || !kp_streq(v[k].np->e.name, np->e.name);
+        if (!first)
+            continue;
+        kp_disruption_pool_counts(v, n, np->e.name, &nodes, &disrupting);
+        allowed = kp_budget_allowed(np->budgets, np->n_budgets, reason_bit, nodes,
+                                    now_usec / USEC_PER_SEC);
+        kp_core_gauge(o, KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS, KP_CM_LABELS(np->e.name, reason),
+                      (double)(allowed == KP_BUDGET_UNLIMITED ? nodes : allowed));
+        kp_core_gauge(o, KP_CM_NODEPOOLS_NODES_CONSUMING_BUDGETS, KP_CM_LABELS(np->e.name, reason),
+                      (double)disrupting);
+        if (blocked && nodes > 0 && allowed == 0) {
+            (void)snprintf(note, sizeof(note), KP_DISRUPTION_POOL_BLOCKED_FMT, reason);
+            blocked(ctx, np, note);
+        }
+    }
 }
 
 size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only, int64_t now_usec,
@@ -279,6 +393,9 @@ static void pass_done(struct pass *p)
     memset(p, 0, sizeof(*p));
 }
 
+static void invalid_do_not_disrupt(struct kp_disruption_controller *ctl,
+                                   const struct kp_pod_view *const *pv, size_t n);
+
 /* What d's pods say (kp_dnode_count_pods), from the pods bound to node name; the first
  * do-not-disrupt pod's "ns/name" in *ret_blocking (owned, NULL when none). */
 static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p, const char *name,
@@ -298,6 +415,7 @@ static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p,
     for (size_t i = 0; i < l.n; i++)
         pv[i] = kp_pod_view(l.v[i]);
     kp_dnode_count_pods(d, pv, l.n, now, &blocking);
+    invalid_do_not_disrupt(ctl, pv, l.n);
     if (blocking && !(*ret_blocking = kp_strjoin(blocking->e.ns ? blocking->e.ns : "", "/",
                                                  blocking->e.name, (const char *)NULL)))
         r = -ENOMEM;
@@ -420,6 +538,30 @@ static void emit(struct kp_disruption_controller *ctl, const struct kp_entry *e,
     (void)kp_events_emit(ev, &ref, type, reason, /* action= */ "Disruption", note);
 }
 
+/* InvalidDoNotDisruptAnnotation (Warning) on each active pod of pv[0..n) whose
+ * karpenter.sh/do-not-disrupt value Karpenter ignores, as upstream's IsDoNotDisruptActive
+ * publishes it while it looks at a candidate's pods (the recorder folds the repeats of every
+ * pass). */
+static void invalid_do_not_disrupt(struct kp_disruption_controller *ctl,
+                                   const struct kp_pod_view *const *pv, size_t n)
+{
+    struct kp_events *ev = events(ctl);
+    char note[768];
+
+    for (size_t i = 0; ev && i < n; i++) {
+        struct kp_event_ref ref = {.kind = "Pod", .api_version = "v1"};
+
+        if (!kp_pod_active(pv[i]) ||
+            !kp_disruption_invalid_do_not_disrupt(pv[i], note, sizeof(note)))
+            continue;
+        ref.ns = pv[i]->e.ns;
+        ref.name = pv[i]->e.name;
+        ref.uid = pv[i]->e.uid;
+        (void)kp_events_emit(ev, &ref, KP_EVENT_WARNING, "InvalidDoNotDisruptAnnotation",
+                             /* action= */ "Disruption", note);
+    }
+}
+
 /* The informer's current entry of key in store when it is still the incarnation uid: a new
  * reference, or NULL. The cluster state's entries decide; writes carry the store's
  * resourceVersion, which moves on updates the projection does not show (a kubelet's heartbeat),
@@ -539,15 +681,17 @@ static bool nominated_now(struct kp_disruption_controller *ctl, const char *prov
     return r;
 }
 
-/* A disruption reason and its spelling in metric labels. */
+/* A disruption reason, its spelling in most metric labels, and its budget bit. */
 struct reason {
-    const char *name;  /* DisruptionReason, events: "Empty" */
-    const char *label; /* metrics: "empty" */
+    const char *name;  /* DisruptionReason, events, the nodepools_* metrics: "Empty" */
+    const char *label; /* the other metrics: "empty" */
+    uint32_t bit;      /* budget.h */
 };
-static const struct reason REASON_EMPTY = {KP_DISRUPTION_REASON_EMPTY, "empty"};
+static const struct reason REASON_EMPTY = {KP_DISRUPTION_REASON_EMPTY, "empty", KP_DISRUPT_EMPTY};
 static const struct reason REASON_UNDERUTILIZED = {KP_DISRUPTION_REASON_UNDERUTILIZED,
-                                                   "underutilized"};
-static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted"};
+                                                   "underutilized", KP_DISRUPT_UNDERUTILIZED};
+static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted",
+                                             KP_DISRUPT_DRIFTED};
 
 /* Undoes what disrupt_begin did to sn: the taint (from the store's newest Node; a conflict
  * leaves it to the next pass's clean-up), the DisruptionReason (with_reason), the mark. */
@@ -686,44 +830,89 @@ static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
     return r;
 }
 
-/* karpenter_nodepools_allowed_disruptions{nodepool, reason} for every NodePool with nodes, and
- * the NodePool's DisruptionBlocked event when its budgets allow no Empty disruption at all while
- * it has nodes (the recorder folds the repeats of every pass). */
+/* karpenter_nodepools_allowed_disruptions and _nodes_consuming_budgets for every NodePool with
+ * nodes and every reason, each pass. Upstream sets them only for the methods a pass reaches
+ * with candidates; each pass here keeps every series current instead, with the same values. */
 static void report_budgets(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now)
 {
-    static const struct {
-        uint32_t bit;
-        const char *label;
-    } reasons[] = {{KP_DISRUPT_EMPTY, "empty"},
-                   {KP_DISRUPT_DRIFTED, "drifted"},
-                   {KP_DISRUPT_UNDERUTILIZED, "underutilized"}};
+    static const struct reason *const reasons[] = {&REASON_EMPTY, &REASON_DRIFTED,
+                                                   &REASON_UNDERUTILIZED};
 
-    for (size_t i = 0; i < p->n; i++) {
-        const struct kp_dnode *d = &p->v[i];
+    for (size_t k = 0; k < KP_ARRAY_SIZE(reasons); k++)
+        kp_disruption_report_budgets(p->v, p->n, reasons[k]->bit, reasons[k]->name, now,
+                                     ctl->env->observer, /* blocked= */ NULL, NULL);
+}
+
+static void pool_blocked_cb(void *ctx, const struct kp_nodepool_view *np, const char *note)
+{
+    emit(ctx, &np->e, "NodePool", "karpenter.sh/v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
+}
+
+/* One method's evaluation, reported as upstream's disrupt() does for each method it tries:
+ * karpenter_voluntary_disruption_eligible_nodes{reason} (its candidates),
+ * _decision_evaluation_duration_seconds{reason, consolidation_type} (from eval_begin to
+ * eval_end: the search, not the 15 s validation wait, which here is a later pass), and, when it
+ * has candidates, the DisruptionBlocked event of every NodePool with nodes whose budgets allow
+ * none for its reason (the recorder folds the repeats of every pass). */
+struct eval {
+    const struct reason *why;
+    const char *type; /* consolidation_type */
+    uint64_t started_usec;
+};
+
+static struct eval eval_begin(const struct reason *why, const char *type)
+{
+    return (struct eval){.why = why, .type = type, .started_usec = kp_mono_usec()};
+}
+
+static void eval_end(struct kp_disruption_controller *ctl, const struct pass *p,
+                     const struct eval *e, size_t eligible, int64_t now)
+{
+    const struct kp_core_observer *o = ctl->env->observer;
+
+    kp_core_gauge(o, KP_CM_VOLUNTARY_DISRUPTION_ELIGIBLE_NODES, KP_CM_LABELS(e->why->label),
+                  (double)eligible);
+    if (eligible > 0)
+        kp_disruption_report_budgets(p->v, p->n, e->why->bit, e->why->name, now,
+                                     /* o= */ NULL, pool_blocked_cb, ctl);
+    kp_core_observe(o, KP_CM_VOLUNTARY_DISRUPTION_EVALUATION_DURATION,
+                    KP_CM_LABELS(e->why->label, e->type),
+                    (double)(kp_mono_usec() - e->started_usec) / (double)USEC_PER_SEC);
+}
+
+/* karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type} once,
+ * and _decisions_by_nodepool_total once for each NodePool of the nodes d[0..k). */
+static void count_decision(struct kp_disruption_controller *ctl, const struct kp_dnode *const *d,
+                           size_t k, const char *decision, const struct reason *why,
+                           const char *type)
+{
+    const struct kp_core_observer *o = ctl->env->observer;
+
+    for (size_t i = 0; i < k; i++) {
         bool first = true;
-        int64_t nodes, disrupting;
 
-        if (!d->np)
-            continue;
-        for (size_t k = 0; k < i && first; k++)
-            first = !p->v[k].np || !kp_streq(p->v[k].np->e.name, d->np->e.name);
-        if (!first)
-            continue;
-        kp_disruption_pool_counts(p->v, p->n, d->np->e.name, &nodes, &disrupting);
-        for (size_t k = 0; k < KP_ARRAY_SIZE(reasons); k++) {
-            int64_t a = kp_budget_allowed(d->np->budgets, d->np->n_budgets, reasons[k].bit, nodes,
-                                          now / USEC_PER_SEC);
-
-            kp_core_gauge(ctl->env->observer, KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS,
-                          KP_CM_LABELS(d->np->e.name, reasons[k].label),
-                          (double)(a == KP_BUDGET_UNLIMITED ? nodes : a));
-            if (reasons[k].bit == KP_DISRUPT_EMPTY && nodes > 0 && a == 0)
-                emit(ctl, &d->np->e, "NodePool", "karpenter.sh/v1", KP_EVENT_NORMAL,
-                     "DisruptionBlocked",
-                     "No allowed disruptions for disruption reason " KP_DISRUPTION_REASON_EMPTY
-                     " due to blocking budget");
-        }
+        for (size_t j = 0; j < i && first; j++)
+            first = !kp_streq(d[j]->sn->nodepool, d[i]->sn->nodepool);
+        if (first)
+            kp_core_count(o, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL,
+                          KP_CM_LABELS(d[i]->sn->nodepool ? d[i]->sn->nodepool : "", decision,
+                                       why->label, type));
     }
+    kp_core_count(o, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
+                  KP_CM_LABELS(decision, why->label, type));
+}
+
+/* DisruptionBlocked on d's Node and NodeClaim with why as upstream's Blocked event writes it:
+ * the same message on both, its first letter upper-case (pretty.Sentence). */
+static void blocked_event(struct kp_disruption_controller *ctl, const struct kp_dnode *d,
+                          const char *why)
+{
+    char note[640];
+
+    kp_disruption_blocked_note(why, note, sizeof(note));
+    emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
+    emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+         "DisruptionBlocked", note);
 }
 
 /* DisruptionBlocked on the Node and the NodeClaim of every node a method could take (it is
@@ -731,7 +920,7 @@ static void report_budgets(struct kp_disruption_controller *ctl, const struct pa
  * visible in kubectl describe. Only those: a busy, settled node is not news. */
 static void report_blocked(struct kp_disruption_controller *ctl, const struct pass *p, int64_t now)
 {
-    char why[256], note[320];
+    char why[256];
 
     for (size_t i = 0; i < p->n; i++) {
         const struct kp_dnode *d = &p->v[i];
@@ -741,11 +930,7 @@ static void report_blocked(struct kp_disruption_controller *ctl, const struct pa
             !(b = kp_disruption_blocked(d, now, why, sizeof(why))) ||
             (d->sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION)))
             continue;
-        (void)snprintf(note, sizeof(note), "Cannot disrupt Node: %s", b);
-        emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
-        (void)snprintf(note, sizeof(note), "Cannot disrupt NodeClaim: %s", b);
-        emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-             "DisruptionBlocked", note);
+        blocked_event(ctl, d, b);
     }
 }
 
@@ -765,27 +950,55 @@ static void unconsolidatable_cb(void *ctx, const struct kp_dnode *d, const char 
     unconsolidatable(ctx, d, why);
 }
 
+/* Whether a search run under own (a child of cx with the search's time limit) was ended by
+ * that limit rather than by cx. The search checks its context between trials, so one that
+ * finished in the moment after its last check and the limit also counts: a trial is well under
+ * a second (bench/bench-disruption.c) against limits of minutes. */
+static bool search_timed_out(const struct kp_ctx *cx, const struct kp_ctx *own)
+{
+    return kp_ctx_err(cx) == 0 && kp_ctx_err(own) == -ETIMEDOUT;
+}
+
+static void count_timeout(struct kp_disruption_controller *ctl, const char *type)
+{
+    kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_CONSOLIDATION_TIMEOUTS,
+                  KP_CM_LABELS(type));
+    kp_log_debug("consolidation search stopped by its time limit",
+                 KP_LF("consolidation-type", type));
+}
+
 /* Single-node consolidation over p (only: the command's node at validation; NULL: every node)
  * with the pass's simulation input (*ret, a REPLACE's run included, must be released before
- * the pass). quiet: no Unconsolidatable events (a validation's second look). 1 found
- * (*ret_idx, *ret), 0 none, or a negative error. */
+ * the pass). quiet: no Unconsolidatable events and no time limit (a validation's second look of
+ * one node); otherwise the search stops after KP_CONSOLIDATION_SINGLE_TIMEOUT_USEC with nothing
+ * found, as upstream's, and counts the timeout. *ret_eligible (optional): the candidates. 1
+ * found (*ret_idx, *ret), 0 none, or a negative error. */
 static int consolidation_single(struct kp_disruption_controller *ctl, struct kp_client *c,
                                 const struct kp_ctx *cx, struct pass *p, const bool *only,
                                 bool quiet, int64_t now, size_t *ret_idx,
-                                struct kp_consolidation_decision *ret)
+                                struct kp_consolidation_decision *ret, size_t *ret_eligible)
 {
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
     struct kp_sim *sim = NULL;
+    struct kp_ctx own;
     int r = 0;
 
     memset(ret, 0, sizeof(*ret));
     if (!cand)
         return -ENOMEM;
+    kp_ctx_init(&own, cx,
+                quiet ? kp_deadline_never() : kp_deadline_in(KP_CONSOLIDATION_SINGLE_TIMEOUT_USEC));
     n_cand = kp_consolidation_candidates(p->v, p->n, only, now, quiet ? NULL : unconsolidatable_cb,
                                          ctl, cand);
-    if (n_cand > 0 && (r = pass_sim(ctl, c, cx, p, &sim)) == 0)
+    if (ret_eligible)
+        *ret_eligible = n_cand;
+    if (n_cand > 0 && (r = pass_sim(ctl, c, &own, p, &sim)) == 0)
         r = kp_consolidation_single(sim, p->v, p->n, cand, n_cand, now,
-                                    quiet ? NULL : unconsolidatable_cb, ctl, cx, ret_idx, ret);
+                                    quiet ? NULL : unconsolidatable_cb, ctl, &own, ret_idx, ret);
+    if ((r == 0 || r == -ETIMEDOUT) && !quiet && search_timed_out(cx, &own)) {
+        count_timeout(ctl, "single");
+        r = 0; /* as upstream's: nothing this pass (the input's build included) */
+    }
     kp_free(cand);
     return r;
 }
@@ -834,8 +1047,7 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
     ctl->repl_reason = why;
     ctl->repl_type = consolidation_type;
     /* Counted when the command starts, as upstream: a failure shows in queue_failures too. */
-    kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                  KP_CM_LABELS("replace", why->label, consolidation_type));
+    count_decision(ctl, d, k, "replace", why, consolidation_type);
     ctl->repl_started_usec = now;
     ctl->repl_marked = false;
     ctl->cmd_method = METHOD_REPLACING;
@@ -988,21 +1200,14 @@ static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_clien
 
 static void drift_blocked_cb(void *ctx, const struct kp_dnode *d, const char *why)
 {
-    struct kp_disruption_controller *ctl = ctx;
-    char note[640];
-
-    (void)snprintf(note, sizeof(note), "Cannot disrupt Node: %s", why);
-    emit(ctl, d->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionBlocked", note);
-    (void)snprintf(note, sizeof(note), "Cannot disrupt NodeClaim: %s", why);
-    emit(ctl, d->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-         "DisruptionBlocked", note);
+    blocked_event(ctx, d, why);
 }
 
 /* The Drift method (drift.h): acts at once on the first drifted node whose pods all find a
  * place, deleting it (no replacement needed) or launching its replacements first. 1 acted, 0
  * nothing to do, or a negative error. */
 static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
-                     const struct kp_ctx *cx, struct pass *p, int64_t now)
+                     const struct kp_ctx *cx, struct pass *p, int64_t now, size_t *ret_eligible)
 {
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
     struct kp_drift_command cmd = {0};
@@ -1012,6 +1217,7 @@ static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
     if (!cand)
         return -ENOMEM;
     n_cand = kp_drift_candidates(p->v, p->n, now, cand);
+    *ret_eligible = n_cand;
     if (n_cand == 0 || (r = pass_sim(ctl, c, cx, p, &sim)) < 0 ||
         (r = kp_drift_search(sim, p->v, p->n, cand, n_cand, now, drift_blocked_cb, ctl, cx,
                              &cmd)) <= 0)
@@ -1034,8 +1240,9 @@ static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
             kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
                         KP_LF("reason", KP_DISRUPTION_REASON_DRIFTED), KP_LF("nodes", (uint64_t)1),
                         KP_LF("names", p->v[cmd.idx].sn->name));
-            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                          KP_CM_LABELS("delete", "drifted", ""));
+            const struct kp_dnode *d = &p->v[cmd.idx];
+
+            count_decision(ctl, &d, 1, "delete", &REASON_DRIFTED, "");
         }
     } else {
         const struct kp_dnode *d = &p->v[cmd.idx];
@@ -1130,23 +1337,36 @@ out:
 
 /* Multi-node consolidation's search over p (consolidation.h): 1 with the set in ret_idx
  * (room for p->n), *ret_n and the decision's verdict, 0 none, or a negative error. Quiet: the
- * single-node pass that follows says why nodes stay. */
+ * single-node pass that follows says why nodes stay. After KP_CONSOLIDATION_MULTI_TIMEOUT_USEC
+ * the best set found so far stands, as upstream's, and the timeout is counted.
+ * *ret_eligible: the candidates. */
 static int multi_find(struct kp_disruption_controller *ctl, struct kp_client *c,
                       const struct kp_ctx *cx, struct pass *p, int64_t now, size_t *ret_idx,
-                      size_t *ret_n, enum kp_consolidation_verdict *ret_verdict)
+                      size_t *ret_n, enum kp_consolidation_verdict *ret_verdict,
+                      size_t *ret_eligible)
 {
     size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), n_cand;
     struct kp_consolidation_decision dec = {0};
     struct kp_sim *sim = NULL;
+    struct kp_ctx own;
     int r = 0;
 
     if (!cand)
         return -ENOMEM;
+    kp_ctx_init(&own, cx, kp_deadline_in(KP_CONSOLIDATION_MULTI_TIMEOUT_USEC));
     n_cand = kp_consolidation_candidates(p->v, p->n, NULL, now, NULL, NULL, cand);
-    if (n_cand >= 2 && (r = pass_sim(ctl, c, cx, p, &sim)) == 0 &&
-        (r = kp_consolidation_multi(sim, p->v, p->n, cand, n_cand, now, cx, ret_idx, ret_n, &dec)) >
-            0)
+    *ret_eligible = n_cand;
+    if (n_cand >= 2 && (r = pass_sim(ctl, c, &own, p, &sim)) == 0 &&
+        (r = kp_consolidation_multi(sim, p->v, p->n, cand, n_cand, now, &own, ret_idx, ret_n,
+                                    &dec)) > 0)
         *ret_verdict = dec.verdict;
+    if (r >= 0 || r == -ETIMEDOUT) {
+        if (search_timed_out(cx, &own)) {
+            count_timeout(ctl, "multi");
+            if (r < 0) /* the simulation's input was not even built: nothing found */
+                r = 0;
+        }
+    }
     kp_consolidation_decision_done(&dec);
     kp_free(cand);
     return r;
@@ -1200,8 +1420,7 @@ static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct k
         kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
                     KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED),
                     KP_LF("nodes", (uint64_t)done), KP_LF("first", d[0]->sn->name));
-        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                      KP_CM_LABELS("delete", "underutilized", "multi"));
+        count_decision(ctl, d, n_cand, "delete", &REASON_UNDERUTILIZED, "multi");
     }
 out:
     kp_consolidation_decision_done(&dec);
@@ -1226,7 +1445,7 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
         return -ENOMEM;
     for (size_t k = 0; k < p->n; k++)
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
-    r = p->n ? consolidation_single(ctl, c, cx, p, only, true, now, &i, &dec) : 0;
+    r = p->n ? consolidation_single(ctl, c, cx, p, only, true, now, &i, &dec, NULL) : 0;
     kp_free(only);
     if (r == 0 || (r > 0 && dec.verdict != ctl->cmd_verdict)) {
         rejected(ctl, p, now, "single");
@@ -1252,8 +1471,11 @@ static int validate_and_run_single(struct kp_disruption_controller *ctl, struct 
     kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
                 KP_LF("reason", KP_DISRUPTION_REASON_UNDERUTILIZED), KP_LF("nodes", (uint64_t)1),
                 KP_LF("names", p->v[i].sn->name));
-    kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                  KP_CM_LABELS("delete", "underutilized", "single"));
+    {
+        const struct kp_dnode *d = &p->v[i];
+
+        count_decision(ctl, &d, 1, "delete", &REASON_UNDERUTILIZED, "single");
+    }
 out:
     kp_consolidation_decision_done(&dec);
     return r;
@@ -1267,12 +1489,16 @@ static int validate_and_run(struct kp_disruption_controller *ctl, struct kp_clie
                             const struct kp_ctx *cx, const struct pass *p, size_t *idx, int64_t now)
 {
     bool *only = p->n ? kp_calloc(p->n, sizeof(*only)) : NULL;
+    const struct kp_dnode **gone = p->n ? kp_calloc(p->n, sizeof(*gone)) : NULL;
     struct kp_buf names = KP_BUF_INIT(4096);
     size_t n_sel = 0, done = 0;
     int r, last = 0;
 
-    if (p->n && !only)
+    if (p->n && (!only || !gone)) {
+        kp_free(only);
+        kp_free(gone);
         return -ENOMEM;
+    }
     for (size_t i = 0; i < p->n; i++)
         only[i] = in_cmd(ctl, p->v[i].sn->provider_id);
     if (p->n)
@@ -1296,14 +1522,13 @@ static int validate_and_run(struct kp_disruption_controller *ctl, struct kp_clie
         /* A name past the buffer's ceiling only shortens the log line. */
         if (kp_buf_printf(&names, "%s%s", done ? ", " : "", d->sn->name) < 0)
             kp_log_debug("disrupted node left out of the log line", KP_LF("node", d->sn->name));
-        done++;
+        gone[done++] = d;
     }
     if (done > 0) {
         kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
                     KP_LF("reason", KP_DISRUPTION_REASON_EMPTY), KP_LF("nodes", (uint64_t)done),
                     KP_LF("names", kp_buf_str(&names)));
-        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_DECISIONS,
-                      KP_CM_LABELS("delete", "empty", "empty"));
+        count_decision(ctl, gone, done, "delete", &REASON_EMPTY, "empty");
     }
     if (n_sel < ctl->n_cmd) {
         kp_log_debug("disruption command validated",
@@ -1313,8 +1538,21 @@ static int validate_and_run(struct kp_disruption_controller *ctl, struct kp_clie
                           KP_CM_LABELS("empty"));
     }
     kp_buf_done(&names);
+    kp_free(gone);
     kp_free(only);
     return last;
+}
+
+/* Emptiness's candidates in p: the nodes not blocked that it wants. */
+static size_t emptiness_eligible(const struct pass *p, int64_t now)
+{
+    size_t k = 0;
+    char why[256];
+
+    for (size_t i = 0; i < p->n; i++)
+        k +=
+            !kp_disruption_blocked(&p->v[i], now, why, sizeof(why)) && kp_emptiness_wants(&p->v[i]);
+    return k;
 }
 
 static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
@@ -1326,6 +1564,8 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     int64_t now = (int64_t)kp_core_now(ctl->env);
     bool budget_blocked = false;
     enum method method;
+    struct eval ev;
+    size_t eligible = 0;
     int r;
 
     (void)key;
@@ -1348,8 +1588,6 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         r = replacing_step(ctl, c, &p, now, ret_requeue);
         goto out;
     }
-    if (p.n && ctl->n_cmd == 0)
-        n_sel = kp_emptiness_select(p.v, p.n, NULL, now, idx, &budget_blocked);
     for (size_t i = 0; i < p.n && kp_log_enabled(KP_LOG_DEBUG); i++) {
         char why[256];
         const char *b = kp_disruption_blocked(&p.v[i], now, why, sizeof(why));
@@ -1374,27 +1612,42 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         *ret_requeue = SOON_USEC;
         goto out;
     }
+    /* The methods in Karpenter's order, each evaluated (eval_begin/eval_end) only when the ones
+     * before found nothing. A pass with no state node evaluates them too, with no candidates,
+     * so their eligible_nodes gauges go to 0. */
     method = METHOD_EMPTINESS;
-    if (n_sel == 0 && p.n) {
+    ev = eval_begin(&REASON_EMPTY, "empty");
+    if (p.n)
+        n_sel = kp_emptiness_select(p.v, p.n, NULL, now, idx, &budget_blocked);
+    eval_end(ctl, &p, &ev, emptiness_eligible(&p, now), now);
+    if (n_sel == 0) {
         /* Nothing empty: Drift's turn, which acts at once (no validation delay). */
-        if ((r = drift_run(ctl, c, cx, &p, now)) != 0) {
+        ev = eval_begin(&REASON_DRIFTED, "");
+        r = drift_run(ctl, c, cx, &p, now, &eligible);
+        eval_end(ctl, &p, &ev, eligible, now);
+        if (r != 0) {
             *ret_requeue = SOON_USEC;
             if (r > 0)
                 r = 0;
             goto out;
         }
     }
-    if (n_sel == 0 && p.n) {
+    if (n_sel == 0) {
         /* Nothing empty or drifted: multi-node consolidation's turn, then single-node's. */
-        if ((r = multi_find(ctl, c, cx, &p, now, idx, &n_sel, &ctl->cmd_verdict)) < 0)
+        ev = eval_begin(&REASON_UNDERUTILIZED, "multi");
+        r = multi_find(ctl, c, cx, &p, now, idx, &n_sel, &ctl->cmd_verdict, &eligible);
+        eval_end(ctl, &p, &ev, eligible, now);
+        if (r < 0)
             goto out;
         if (n_sel > 0)
             method = METHOD_MULTI;
     }
-    if (n_sel == 0 && p.n) {
+    if (n_sel == 0) {
         struct kp_consolidation_decision dec;
 
-        r = consolidation_single(ctl, c, cx, &p, NULL, false, now, &idx[0], &dec);
+        ev = eval_begin(&REASON_UNDERUTILIZED, "single");
+        r = consolidation_single(ctl, c, cx, &p, NULL, false, now, &idx[0], &dec, &eligible);
+        eval_end(ctl, &p, &ev, eligible, now);
         ctl->cmd_verdict = dec.verdict;
         kp_consolidation_decision_done(&dec);
         if (r <= 0)
@@ -1475,6 +1728,7 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     co.reconcile = reconcile;
     co.ctx = ctl;
     co.workers = 1; /* one key: one command at a time */
+    co.timeout_usec = KP_DISRUPTION_PASS_TIMEOUT_USEC;
     co.parent = env->parent;
     co.events = env->events;
     co.events_component = "karpenter";

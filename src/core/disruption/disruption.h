@@ -60,6 +60,7 @@
 #include "base/macro.h"
 
 struct kp_core_env;
+struct kp_core_observer;
 struct kp_nodepool_view;
 struct kp_state_node;
 
@@ -71,6 +72,10 @@ struct kp_state_node;
  * at least 10 min), and show up in the cache within 30 s. */
 #define KP_DISRUPTION_REPLACE_TIMEOUT_USEC (10ULL * 60 * 1000000ULL)
 #define KP_DISRUPTION_REPLACE_CACHE_USEC (30ULL * 1000000ULL)
+/* The deadline of one pass: room for both consolidation searches' own limits (1 + 3 min,
+ * consolidation.h) and the rest of the pass, so that those limits, not the pass's, end a long
+ * search and are counted. */
+#define KP_DISRUPTION_PASS_TIMEOUT_USEC (5ULL * 60 * 1000000ULL)
 
 /* What disruption knows of one state node, gathered from the caches. */
 struct kp_dnode {
@@ -95,6 +100,22 @@ struct kp_dnode {
 const char *kp_disruption_blocked(const struct kp_dnode *d, int64_t now_usec, char *buf,
                                   size_t size) KP_NONNULL(1, 3);
 
+/* The message of Karpenter's DisruptionBlocked event on a Node and its NodeClaim for why (a
+ * sentence of kp_disruption_blocked or of a search): why with its first letter upper-case
+ * (pretty.Sentence), written into buf[size] (cut short when it does not fit). Returns buf. Pure. */
+const char *kp_disruption_blocked_note(const char *why, char *buf, size_t size) KP_NONNULL(1, 2);
+
+struct kp_pod_view;
+
+/* Karpenter's InvalidDoNotDisruptAnnotation message (a Warning on the pod) when pod p's
+ * karpenter.sh/do-not-disrupt annotation is neither "true" nor a positive Go duration, which
+ * Karpenter then ignores: "Invalid karpenter.sh/do-not-disrupt annotation: failed to parse \"x\"
+ * as a duration: time: invalid duration \"x\", ignoring annotation", or "...: duration \"0s\" must
+ * be positive, ignoring annotation"; written into buf[size] (cut short when it does not fit).
+ * NULL when the annotation is absent or valid. Pure. */
+const char *kp_disruption_invalid_do_not_disrupt(const struct kp_pod_view *p, char *buf,
+                                                 size_t size) KP_NONNULL(1, 2);
+
 /* Karpenter's budget mapping for the nodes of nodepool among v[0..n): *ret_nodes managed,
  * initialized, not InstanceTerminating; *ret_disrupting those among them whose Node is not
  * Ready or that are deleting or marked for deletion. Pure. */
@@ -115,6 +136,26 @@ struct kp_pool_budget {
 struct kp_pool_budget *kp_pool_budget(struct kp_pool_budget *pools, size_t *n_pools,
                                       const struct kp_dnode *v, size_t n, const struct kp_dnode *d,
                                       uint32_t reason, int64_t now_usec) KP_NONNULL(1, 2, 5);
+
+/* The sentence of Karpenter's DisruptionBlocked event on a NodePool whose budgets allow no
+ * disruption for a reason (%s: the DisruptionReason, "Empty", "Drifted", "Underutilized"). */
+#define KP_DISRUPTION_POOL_BLOCKED_FMT                                                             \
+    "No allowed disruptions for disruption reason %s due to blocking budget"
+
+/* Told of a NodePool whose budgets allow no disruption, with the sentence above. */
+typedef void (*kp_pool_blocked_fn)(void *ctx, const struct kp_nodepool_view *np, const char *note);
+
+/* The budgets of every NodePool of v[0..n) (in the order of its first node) for one reason: its
+ * budget bit (budget.h) and its DisruptionReason spelling, which is also the metrics' label
+ * value. Through o (may be NULL) karpenter_nodepools_allowed_disruptions{nodepool, reason} (the
+ * budgets' allowance at now_usec; a pool no budget limits shows its node count) and
+ * karpenter_nodepools_nodes_consuming_budgets{nodepool, reason}; to blocked (may be NULL) each
+ * pool that has nodes and whose budgets allow none, as upstream's budget mapping does. Pure
+ * apart from o and blocked. */
+void kp_disruption_report_budgets(const struct kp_dnode *v, size_t n, uint32_t reason_bit,
+                                  const char *reason, int64_t now_usec,
+                                  const struct kp_core_observer *o, kp_pool_blocked_fn blocked,
+                                  void *ctx) KP_NONNULL(4);
 
 /* Whether d is empty and consolidatable (the Emptiness method's ShouldDisrupt, candidate rules
  * aside). Pure. */
