@@ -517,3 +517,36 @@ int kp_consolidation_set(struct kp_sim *sim, const struct kp_dnode *v, const siz
     }
     return r;
 }
+
+/* Whether the nodes idx[0..k) of v[0..n) fit their NodePools' Underutilized budgets together. */
+static bool budgets_allow(const struct kp_dnode *v, size_t n, const size_t *idx, size_t k,
+                          int64_t now_usec)
+{
+    for (size_t i = 0; i < k; i++) {
+        const struct kp_dnode *d = &v[idx[i]];
+        int64_t nodes, disrupting, allowed, left, want = 0;
+
+        for (size_t j = 0; j < k; j++)
+            want += kp_streq(v[idx[j]].sn->nodepool, d->sn->nodepool);
+        kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
+        allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
+                                    nodes, now_usec / 1000000);
+        left = kp_budget_remaining(allowed, disrupting);
+        if (left != KP_BUDGET_UNLIMITED && left < want)
+            return false;
+    }
+    return true;
+}
+
+enum kp_consolidation_check kp_consolidation_recheck(const struct kp_dnode *v, size_t n,
+                                                     const bool *cmd, size_t n_cmd,
+                                                     int64_t now_usec, size_t *ret_idx,
+                                                     size_t *ret_n)
+{
+    *ret_n = kp_consolidation_candidates(v, n, cmd, now_usec, NULL, NULL, ret_idx);
+    if (*ret_n != n_cmd)
+        return KP_CONSOL_CHECK_CHURN;
+    if (!budgets_allow(v, n, ret_idx, *ret_n, now_usec))
+        return KP_CONSOL_CHECK_BUDGET;
+    return KP_CONSOL_CHECK_VALID;
+}

@@ -150,4 +150,25 @@ int kp_consolidation_set(struct kp_sim *sim, const struct kp_dnode *v, const siz
                          int64_t now_usec, struct kp_consolidation_decision *ret)
     KP_NONNULL(1, 2, 3, 6) KP_WUR;
 
+/* How a consolidation command computed by an earlier pass stands at its validation, before
+ * the new simulation (Karpenter's validateCandidates; the simulation's part is "scheduling"). */
+enum kp_consolidation_check {
+    KP_CONSOL_CHECK_VALID = 0,
+    /* A node of the command is no longer a consolidation candidate: gone, deleting or marked,
+     * nominated, a do-not-disrupt or PDB-blocked pod, no longer Consolidatable, ... */
+    KP_CONSOL_CHECK_CHURN,
+    /* Together they no longer fit their NodePools' Underutilized budgets of now. */
+    KP_CONSOL_CHECK_BUDGET,
+};
+
+/* The check above for the command's nodes, v[i] with cmd[i] set (n_cmd of them when the
+ * command was made): each must still be a consolidation candidate (kp_consolidation_candidates
+ * with only = cmd), and all of them must fit their pools' Underutilized budgets at once.
+ * ret_idx (room for n) gets the candidates in consolidation order and *ret_n how many, whatever
+ * the answer. Upstream's labels for the ConsolidationRejected reason: churn, budget. Pure. */
+enum kp_consolidation_check kp_consolidation_recheck(const struct kp_dnode *v, size_t n,
+                                                     const bool *cmd, size_t n_cmd,
+                                                     int64_t now_usec, size_t *ret_idx,
+                                                     size_t *ret_n) KP_NONNULL(3, 6, 7);
+
 #endif

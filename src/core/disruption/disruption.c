@@ -1107,25 +1107,6 @@ out:
 
 /* --- multi-node consolidation ------------------------------------------------------------------ */
 
-/* Whether the nodes idx[0..k) of p fit their NodePools' Underutilized budgets together. */
-static bool budgets_allow(const struct pass *p, const size_t *idx, size_t k, int64_t now)
-{
-    for (size_t i = 0; i < k; i++) {
-        const struct kp_dnode *d = &p->v[idx[i]];
-        int64_t nodes, disrupting, allowed, left, want = 0;
-
-        for (size_t j = 0; j < k; j++)
-            want += kp_streq(p->v[idx[j]].sn->nodepool, d->sn->nodepool);
-        kp_disruption_pool_counts(p->v, p->n, d->sn->nodepool, &nodes, &disrupting);
-        allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
-                                    nodes, now / USEC_PER_SEC);
-        left = kp_budget_remaining(allowed, disrupting);
-        if (left != KP_BUDGET_UNLIMITED && left < want)
-            return false;
-    }
-    return true;
-}
-
 /* ConsolidationRejected on the Node and NodeClaim of every node of the dropped command still
  * there, with Karpenter's message and why: "churn" (no longer a candidate), "budget" (the
  * budget no longer allows it) or "scheduling" (the new simulation disagrees). */
@@ -1142,11 +1123,16 @@ static void rejected(struct kp_disruption_controller *ctl, const struct pass *p,
         goto out; /* no memory for events: the log line and the metric said it */
     for (size_t k = 0; k < p->n; k++)
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
-    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
-    if (n_cand < ctl->n_cmd)
+    switch (kp_consolidation_recheck(p->v, p->n, only, ctl->n_cmd, now, cand, &n_cand)) {
+    case KP_CONSOL_CHECK_CHURN:
         why = "churn";
-    else if (!budgets_allow(p, cand, n_cand, now))
+        break;
+    case KP_CONSOL_CHECK_BUDGET:
         why = "budget";
+        break;
+    case KP_CONSOL_CHECK_VALID:
+        break; /* the new simulation disagrees */
+    }
     for (size_t k = 0; k < p->n; k++) {
         const struct kp_state_node *sn = p->v[k].sn;
 
@@ -1218,8 +1204,8 @@ static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct k
     }
     for (size_t k = 0; k < p->n; k++)
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
-    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
-    if (n_cand != ctl->n_cmd || !budgets_allow(p, cand, n_cand, now) ||
+    if (kp_consolidation_recheck(p->v, p->n, only, ctl->n_cmd, now, cand, &n_cand) !=
+            KP_CONSOL_CHECK_VALID ||
         (r = pass_sim(ctl, c, cx, p, &sim)) < 0 ||
         (r = kp_consolidation_set(sim, p->v, cand, n_cand, now, &dec)) < 0 ||
         dec.verdict != ctl->cmd_verdict) {
