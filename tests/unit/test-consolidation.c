@@ -70,6 +70,8 @@ struct nspec {
     bool do_not_disrupt;     /* its first pod has karpenter.sh/do-not-disrupt: "true" */
     bool pdb;                /* a PDB blocks its pods' eviction (the sentence node_pods sets) */
     bool not_consolidatable; /* no Consolidatable condition: no candidate, a destination */
+    bool uninitialized;      /* a Node not initialized yet */
+    bool inflight;           /* a NodeClaim without a Node yet */
 };
 
 struct world {
@@ -264,8 +266,16 @@ static void world_node(struct world *w, const struct nspec *s)
     sn->nodeclaim_name = nc->e.name;
     sn->nodepool = nc->nodepool;
     sn->flags = KP_STATE_NODE_MANAGED | KP_STATE_NODE_REGISTERED | KP_STATE_NODE_INITIALIZED;
+    /* An in-flight NodeClaim's resources come from its status; the Node's stand in for them. */
     sn->allocatable = nv->allocatable;
     sn->capacity = nv->capacity;
+    if (s->uninitialized || s->inflight)
+        sn->flags &= ~(uint32_t)(KP_STATE_NODE_INITIALIZED | KP_STATE_NODE_REGISTERED);
+    if (s->inflight) {
+        sn->node = NULL;
+        sn->node_name = NULL;
+        sn->name = nc->e.name;
+    }
     for (int i = 0; i < MAXP && s->cpu[i]; i++)
         world_pod(w, s->name, i, s->cpu[i], s->priority, s->do_not_disrupt && i == 0);
     if (s->pdb)
@@ -287,7 +297,9 @@ static void world_gather(struct world *w)
         d->sn = &w->sn[i];
         if (kp_store_get(w->pools, w->sn[i].nodepool, &np) == 0)
             d->np = kp_nodepool_view(hold(w, np));
-        assert_int_equal(kp_store_by_index(w->pods, KP_INDEX_POD_NODE, w->sn[i].node_name, &l), 0);
+        if (w->sn[i].node_name)
+            assert_int_equal(kp_store_by_index(w->pods, KP_INDEX_POD_NODE, w->sn[i].node_name, &l),
+                             0);
         assert_true(l.n <= MAXP);
         for (size_t k = 0; k < l.n; k++)
             pv[k] = kp_pod_view(l.v[k]);
@@ -517,6 +529,18 @@ static struct row rows[] = {
      .found = 0,
      .picked = "",
      .told = "a: " CHEAPER "|b: " CHEAPER},
+    {.name = "single: pods that would land on a Node not initialized: no decision on that",
+     .nodes = {{"a", "np", "c2", {500}}, {"b", "np", "c2", {0}, .uninitialized = true}},
+     .order = "a",
+     .found = 0,
+     .picked = "",
+     .told = "a: would schedule against uninitialized node/b"},
+    {.name = "single: pods that would land on a NodeClaim in flight: no decision on that",
+     .nodes = {{"a", "np", "c2", {500}}, {"b", "np", "c2", {0}, .inflight = true}},
+     .order = "a",
+     .found = 0,
+     .picked = "",
+     .told = "a: would schedule against uninitialized nodeclaim/b"},
     {.name = "single: a pending pod that fits nowhere does not matter",
      .nodes = {{"a", "np", "c2", {500}}, {"b", "np", "c2", {500}}},
      .pending = {20000},
@@ -883,7 +907,7 @@ static void test_multi_cap(void **state)
     assert_int_equal(n_cand, 102);
     assert_int_equal(
         kp_consolidation_multi(&w->sim, w->d, w->n, cand, n_cand, now, NULL, idx, &n_idx, &dec), 1);
-    assert_int_equal(n_idx, KP_CONSOLIDATION_MULTI_MAX);
+    assert_int_equal(n_idx, 100); /* Karpenter's cap, whatever the macro says */
     assert_int_equal(dec.verdict, KP_CONSOL_DELETE);
     assert_string_equal(w->sn[idx[0]].name, "n000");
     assert_string_equal(w->sn[idx[99]].name, "n099");
