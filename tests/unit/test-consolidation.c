@@ -72,6 +72,7 @@ struct nspec {
     bool not_consolidatable; /* no Consolidatable condition: no candidate, a destination */
     bool uninitialized;      /* a Node not initialized yet */
     bool inflight;           /* a NodeClaim without a Node yet */
+    bool deleting;           /* being deleted (so marked for deletion): its pods move */
 };
 
 struct world {
@@ -271,6 +272,8 @@ static void world_node(struct world *w, const struct nspec *s)
     sn->capacity = nv->capacity;
     if (s->uninitialized || s->inflight)
         sn->flags &= ~(uint32_t)(KP_STATE_NODE_INITIALIZED | KP_STATE_NODE_REGISTERED);
+    if (s->deleting)
+        sn->flags |= KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION;
     if (s->inflight) {
         sn->node = NULL;
         sn->node_name = NULL;
@@ -541,6 +544,16 @@ static struct row rows[] = {
      .found = 0,
      .picked = "",
      .told = "a: would schedule against uninitialized nodeclaim/b"},
+    {.name = "single: pods of a node being deleted may land on a NodeClaim in flight",
+     .nodes = {{"a", "np", "c2", {300}},
+               {"c", "np", "c4", {100}, .not_consolidatable = true},
+               {"x", "np", "c4", {3950}, .deleting = true},
+               {"y", "np", "c4", {0}, .inflight = true}},
+     .order = "a",
+     .found = 1,
+     .verdict = KP_CONSOL_DELETE,
+     .picked = "a",
+     .told = ""},
     {.name = "single: a pending pod that fits nowhere does not matter",
      .nodes = {{"a", "np", "c2", {500}}, {"b", "np", "c2", {500}}},
      .pending = {20000},

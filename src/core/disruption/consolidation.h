@@ -83,20 +83,24 @@ struct kp_consolidation_decision {
 };
 
 /* Why a running pod of in (bound: node_name set) has no trustworthy place in plan, written
- * into buf[size]: it fits nowhere, or only on a node that is not initialized or a NodeClaim
- * still in flight (a decision resting on it cannot be trusted). NULL when every running pod
- * has one; pending pods do not count. Consolidation and Drift both ask it. Pure. */
+ * into buf[size]: it fits nowhere, or it is a pod of the nodes taken away (Node names
+ * moving[0..n_moving)) that would land only on a node that is not initialized or a NodeClaim
+ * still in flight (a decision resting on it cannot be trusted). A pod of a node already being
+ * deleted may land there: that node goes either way, and the capacity launched for its pods is
+ * expected to come up (upstream's SimulateScheduling skips them too). NULL when every running
+ * pod has a place; pending pods do not count. Consolidation and Drift both ask it. Pure. */
 const char *kp_disruption_unplaced(const struct kp_sched_input *in,
-                                   const struct kp_sched_plan *plan, char *buf, size_t size)
-    KP_NONNULL(1, 2, 3);
+                                   const struct kp_sched_plan *plan, const char *const *moving,
+                                   size_t n_moving, char *buf, size_t size) KP_NONNULL(1, 2, 5);
 
-/* The decision for candidates whose summed price is price_micro (-1: unknown, which allows no
- * replacement) from the simulation in/plan (kp_sim_prepare with them moving, kp_sched_solve).
- * A pod of in is "running" when it is bound (node_name set): pending pods that still fit
- * nowhere do not matter. 0 or -ENOMEM. */
+/* The decision for candidates (their Node names moving[0..n_moving)) whose summed price is
+ * price_micro (-1: unknown, which allows no replacement) from the simulation in/plan
+ * (kp_sim_prepare with them moving, kp_sched_solve), their running pods' places judged by
+ * kp_disruption_unplaced. A pod of in is "running" when it is bound (node_name set): pending
+ * pods that still fit nowhere do not matter. 0 or -ENOMEM. */
 int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sched_plan *plan,
-                            int64_t price_micro, struct kp_consolidation_decision *ret)
-    KP_NONNULL(1, 2, 4) KP_WUR;
+                            const char *const *moving, size_t n_moving, int64_t price_micro,
+                            struct kp_consolidation_decision *ret) KP_NONNULL(1, 2, 6) KP_WUR;
 void kp_consolidation_decision_done(struct kp_consolidation_decision *d);
 
 /* What the disruption loop knows of a node's pods, from the pods bound to it (the informer's
