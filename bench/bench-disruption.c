@@ -575,7 +575,7 @@ static void split_single(struct bench *b, struct split *ret)
             if (kp_streq(sim.pools[q].np->e.name, d->sn->nodepool))
                 price = kp_node_price(sim.pools[q].types, sim.pools[q].n_types,
                                       &kp_node_view(d->sn->node)->meta.labels);
-        must(kp_consolidation_decide(&in, &run.plan, price, &dec), "decide");
+        must(kp_consolidation_decide(&in, &run.plan, &d->sn->node_name, 1, price, &dec), "decide");
         t3 = kp_mono_usec();
         /* The same solve with no pod to place: what it costs before and after placing any. */
         none = in;

@@ -827,6 +827,7 @@ static void test_consolidation_decide(void **state)
     struct kp_sched_plan plan = {.claims = claims, .n_claims = 0, .pods = res, .n_pods = 2};
     struct kp_consolidation_decision d;
     char too_big[] = "too big", no_room[] = "no room";
+    const char *moving[] = {"gone"}, *others[] = {"other"};
 
     (void)state;
     itype(&t[0], "tiny", 50);
@@ -835,42 +836,51 @@ static void test_consolidation_decide(void **state)
     memset(res, 0, sizeof(res));
     res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 0};
     res[1] = (struct kp_sched_result){.where = KP_SCHED_FAILED, .error = too_big};
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 100, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_DELETE); /* the pending pod's failure does not count */
     kp_consolidation_decision_done(&d);
 
     res[0] = (struct kp_sched_result){.where = KP_SCHED_FAILED, .error = no_room};
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 100, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
     assert_string_equal(d.why, "not all pods would schedule, default/p => no room");
 
     res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 1};
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 100, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
     assert_string_equal(d.why, "would schedule against uninitialized node/n2");
 
     res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 2};
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 100, &d), 0);
     assert_string_equal(d.why, "would schedule against uninitialized nodeclaim/nc9");
+    /* A pod of a node already being deleted (not one of those taken away) may land there. */
+    assert_int_equal(kp_consolidation_decide(&in, &plan, others, 1, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_DELETE);
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_NODE, .index = 1};
+    assert_int_equal(kp_consolidation_decide(&in, &plan, others, 1, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_DELETE);
+    res[0] = (struct kp_sched_result){.where = KP_SCHED_FAILED, .error = no_room};
+    assert_int_equal(kp_consolidation_decide(&in, &plan, others, 1, 100, &d), 0);
+    assert_int_equal(d.verdict, KP_CONSOL_NOTHING); /* but it must fit somewhere */
 
     res[0] = (struct kp_sched_result){.where = KP_SCHED_CLAIM, .index = 0};
     plan.n_claims = 2;
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 100, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 100, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
     assert_string_equal(d.why, "Can't remove without creating 2 candidates");
 
     /* One claim: only the options strictly cheaper than the candidate remain. */
     plan.n_claims = 1;
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 400, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 400, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_REPLACE);
     assert_int_equal(d.n_types, 2);
     assert_string_equal(d.types[0]->name, "tiny");
     assert_string_equal(d.types[1]->name, "small");
     kp_consolidation_decision_done(&d);
-    assert_int_equal(kp_consolidation_decide(&in, &plan, 50, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 50, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_NOTHING); /* equal is not cheaper */
     assert_string_equal(d.why, "Can't replace with a cheaper node");
-    assert_int_equal(kp_consolidation_decide(&in, &plan, -1, &d), 0);
+    assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, -1, &d), 0);
     assert_int_equal(d.verdict, KP_CONSOL_NOTHING); /* unknown price: no replacement */
     /* minValues 3 on the instance type: two cheaper options are not enough to launch. */
     {
@@ -878,10 +888,10 @@ static void test_consolidation_decide(void **state)
 
         assert_int_equal(
             kp_reqset_add(&claims[0].reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, 3, 3), 0);
-        assert_int_equal(kp_consolidation_decide(&in, &plan, 400, &d), 0);
+        assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 400, &d), 0);
         assert_int_equal(d.verdict, KP_CONSOL_NOTHING);
         assert_string_equal(d.why, "Filtering by price: minValues requirement is not met");
-        assert_int_equal(kp_consolidation_decide(&in, &plan, 500, &d), 0);
+        assert_int_equal(kp_consolidation_decide(&in, &plan, moving, 1, 500, &d), 0);
         assert_int_equal(d.verdict, KP_CONSOL_REPLACE); /* all three cheaper: it still holds */
         kp_consolidation_decision_done(&d);
         kp_reqset_done(&claims[0].reqs);

@@ -167,8 +167,18 @@ static bool meets_min_values(const struct kp_reqset *reqs, const struct kp_insta
     return true;
 }
 
+/* Whether p is bound to one of the nodes moving[0..n). */
+static bool on_moving(const struct kp_pod_view *p, const char *const *moving, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (kp_streq(p->node_name, moving[i]))
+            return true;
+    return false;
+}
+
 const char *kp_disruption_unplaced(const struct kp_sched_input *in,
-                                   const struct kp_sched_plan *plan, char *buf, size_t size)
+                                   const struct kp_sched_plan *plan, const char *const *moving,
+                                   size_t n_moving, char *buf, size_t size)
 {
     for (size_t i = 0; i < plan->n_pods && i < in->n_pods; i++) {
         const struct kp_sched_result *res = &plan->pods[i];
@@ -183,7 +193,8 @@ const char *kp_disruption_unplaced(const struct kp_sched_input *in,
             return buf;
         }
         if (res->where != KP_SCHED_NODE ||
-            (res->index < in->n_nodes && in->nodes[res->index].initialized))
+            (res->index < in->n_nodes && in->nodes[res->index].initialized) ||
+            !on_moving(p, moving, n_moving))
             continue;
         n = res->index < in->n_nodes ? &in->nodes[res->index]
                                      : &in->inflight[res->index - in->n_nodes];
@@ -204,12 +215,13 @@ void kp_consolidation_decision_done(struct kp_consolidation_decision *d)
 }
 
 int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sched_plan *plan,
-                            int64_t price_micro, struct kp_consolidation_decision *ret)
+                            const char *const *moving, size_t n_moving, int64_t price_micro,
+                            struct kp_consolidation_decision *ret)
 {
     const struct kp_sched_claim *claim;
 
     memset(ret, 0, sizeof(*ret));
-    if (kp_disruption_unplaced(in, plan, ret->why, sizeof(ret->why)))
+    if (kp_disruption_unplaced(in, plan, moving, n_moving, ret->why, sizeof(ret->why)))
         return 0; /* a running pod without a trustworthy place */
     if (plan->n_claims == 0) {
         ret->verdict = KP_CONSOL_DELETE;
@@ -348,12 +360,18 @@ static int try_set(struct kp_sim *sim, const struct kp_dnode *v, const size_t *i
 {
     struct kp_sim_run run = {0};
     struct kp_sched_input in = {0};
+    const char **moving = kp_calloc(k ? k : 1, sizeof(*moving));
     int r;
 
     memset(ret, 0, sizeof(*ret));
+    if (!moving)
+        return -ENOMEM;
+    for (size_t i = 0; i < k; i++)
+        moving[i] = v[idx[i]].sn->node_name;
     if ((r = kp_sim_prepare(sim, idx, k, now, &run, &in)) == 0 &&
         (r = kp_sched_solve(&in, &run.plan)) == 0)
-        r = kp_consolidation_decide(&in, &run.plan, set_price(sim, v, idx, k), ret);
+        r = kp_consolidation_decide(&in, &run.plan, moving, k, set_price(sim, v, idx, k), ret);
+    kp_free(moving);
     if (r == 0 && ret->verdict == KP_CONSOL_REPLACE) {
         ret->run = run;
         ret->in = in;
@@ -516,4 +534,37 @@ int kp_consolidation_set(struct kp_sim *sim, const struct kp_dnode *v, const siz
         (void)snprintf(ret->why, sizeof(ret->why), "Can't replace with a cheaper node");
     }
     return r;
+}
+
+/* Whether the nodes idx[0..k) of v[0..n) fit their NodePools' Underutilized budgets together. */
+static bool budgets_allow(const struct kp_dnode *v, size_t n, const size_t *idx, size_t k,
+                          int64_t now_usec)
+{
+    for (size_t i = 0; i < k; i++) {
+        const struct kp_dnode *d = &v[idx[i]];
+        int64_t nodes, disrupting, allowed, left, want = 0;
+
+        for (size_t j = 0; j < k; j++)
+            want += kp_streq(v[idx[j]].sn->nodepool, d->sn->nodepool);
+        kp_disruption_pool_counts(v, n, d->sn->nodepool, &nodes, &disrupting);
+        allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
+                                    nodes, now_usec / 1000000);
+        left = kp_budget_remaining(allowed, disrupting);
+        if (left != KP_BUDGET_UNLIMITED && left < want)
+            return false;
+    }
+    return true;
+}
+
+enum kp_consolidation_check kp_consolidation_recheck(const struct kp_dnode *v, size_t n,
+                                                     const bool *cmd, size_t n_cmd,
+                                                     int64_t now_usec, size_t *ret_idx,
+                                                     size_t *ret_n)
+{
+    *ret_n = kp_consolidation_candidates(v, n, cmd, now_usec, NULL, NULL, ret_idx);
+    if (*ret_n != n_cmd)
+        return KP_CONSOL_CHECK_CHURN;
+    if (!budgets_allow(v, n, ret_idx, *ret_n, now_usec))
+        return KP_CONSOL_CHECK_BUDGET;
+    return KP_CONSOL_CHECK_VALID;
 }

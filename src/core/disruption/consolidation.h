@@ -85,20 +85,24 @@ struct kp_consolidation_decision {
 };
 
 /* Why a running pod of in (bound: node_name set) has no trustworthy place in plan, written
- * into buf[size]: it fits nowhere, or only on a node that is not initialized or a NodeClaim
- * still in flight (a decision resting on it cannot be trusted). NULL when every running pod
- * has one; pending pods do not count. Consolidation and Drift both ask it. Pure. */
+ * into buf[size]: it fits nowhere, or it is a pod of the nodes taken away (Node names
+ * moving[0..n_moving)) that would land only on a node that is not initialized or a NodeClaim
+ * still in flight (a decision resting on it cannot be trusted). A pod of a node already being
+ * deleted may land there: that node goes either way, and the capacity launched for its pods is
+ * expected to come up (upstream's SimulateScheduling skips them too). NULL when every running
+ * pod has a place; pending pods do not count. Consolidation and Drift both ask it. Pure. */
 const char *kp_disruption_unplaced(const struct kp_sched_input *in,
-                                   const struct kp_sched_plan *plan, char *buf, size_t size)
-    KP_NONNULL(1, 2, 3);
+                                   const struct kp_sched_plan *plan, const char *const *moving,
+                                   size_t n_moving, char *buf, size_t size) KP_NONNULL(1, 2, 5);
 
-/* The decision for candidates whose summed price is price_micro (-1: unknown, which allows no
- * replacement) from the simulation in/plan (kp_sim_prepare with them moving, kp_sched_solve).
- * A pod of in is "running" when it is bound (node_name set): pending pods that still fit
- * nowhere do not matter. 0 or -ENOMEM. */
+/* The decision for candidates (their Node names moving[0..n_moving)) whose summed price is
+ * price_micro (-1: unknown, which allows no replacement) from the simulation in/plan
+ * (kp_sim_prepare with them moving, kp_sched_solve), their running pods' places judged by
+ * kp_disruption_unplaced. A pod of in is "running" when it is bound (node_name set): pending
+ * pods that still fit nowhere do not matter. 0 or -ENOMEM. */
 int kp_consolidation_decide(const struct kp_sched_input *in, const struct kp_sched_plan *plan,
-                            int64_t price_micro, struct kp_consolidation_decision *ret)
-    KP_NONNULL(1, 2, 4) KP_WUR;
+                            const char *const *moving, size_t n_moving, int64_t price_micro,
+                            struct kp_consolidation_decision *ret) KP_NONNULL(1, 2, 6) KP_WUR;
 void kp_consolidation_decision_done(struct kp_consolidation_decision *d);
 
 /* What the disruption loop knows of a node's pods, from the pods bound to it (the informer's
@@ -159,5 +163,26 @@ int kp_consolidation_multi(struct kp_sim *sim, const struct kp_dnode *v, size_t 
 int kp_consolidation_set(struct kp_sim *sim, const struct kp_dnode *v, const size_t *idx, size_t k,
                          int64_t now_usec, struct kp_consolidation_decision *ret)
     KP_NONNULL(1, 2, 3, 6) KP_WUR;
+
+/* How a consolidation command computed by an earlier pass stands at its validation, before
+ * the new simulation (Karpenter's validateCandidates; the simulation's part is "scheduling"). */
+enum kp_consolidation_check {
+    KP_CONSOL_CHECK_VALID = 0,
+    /* A node of the command is no longer a consolidation candidate: gone, deleting or marked,
+     * nominated, a do-not-disrupt or PDB-blocked pod, no longer Consolidatable, ... */
+    KP_CONSOL_CHECK_CHURN,
+    /* Together they no longer fit their NodePools' Underutilized budgets of now. */
+    KP_CONSOL_CHECK_BUDGET,
+};
+
+/* The check above for the command's nodes, v[i] with cmd[i] set (n_cmd of them when the
+ * command was made): each must still be a consolidation candidate (kp_consolidation_candidates
+ * with only = cmd), and all of them must fit their pools' Underutilized budgets at once.
+ * ret_idx (room for n) gets the candidates in consolidation order and *ret_n how many, whatever
+ * the answer. Upstream's labels for the ConsolidationRejected reason: churn, budget. Pure. */
+enum kp_consolidation_check kp_consolidation_recheck(const struct kp_dnode *v, size_t n,
+                                                     const bool *cmd, size_t n_cmd,
+                                                     int64_t now_usec, size_t *ret_idx,
+                                                     size_t *ret_n) KP_NONNULL(3, 6, 7);
 
 #endif

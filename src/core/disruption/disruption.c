@@ -322,6 +322,57 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only,
     return out;
 }
 
+struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_seen *seen,
+                                         size_t n_repl, size_t in_state, bool marked,
+                                         int64_t elapsed_usec)
+{
+    struct kp_replace_step s = {.action = KP_REPLACE_WAIT, .requeue_usec = SOON_USEC};
+    size_t ready = 0;
+    bool failed = false;
+
+    if (n_cand == 0) {
+        s.action = KP_REPLACE_FORGET;
+        return s;
+    }
+    for (size_t k = 0; k < n_repl && !failed; k++) {
+        switch (seen[k]) {
+        case KP_REPLACE_SEEN_MISSING: /* the cache may lag the create a little, no more */
+            failed = elapsed_usec > (int64_t)KP_DISRUPTION_REPLACE_CACHE_USEC;
+            break;
+        case KP_REPLACE_SEEN_DELETING:
+            failed = true;
+            break;
+        case KP_REPLACE_SEEN_INITIALIZED:
+            ready++;
+            break;
+        case KP_REPLACE_SEEN_LAUNCHING:
+            break;
+        }
+    }
+    if (!failed && in_state == n_repl && !marked)
+        s.mark = marked = true;
+    /* Deletes that keep failing (a webhook, RBAC) must not hold the loop for ever either. */
+    if (!failed && elapsed_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC)
+        failed = true;
+    if (!failed && ready == n_repl) {
+        s.action = KP_REPLACE_DELETE;
+        return s;
+    }
+    if (!failed)
+        failed = elapsed_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
+    if (failed) {
+        s.action = KP_REPLACE_ROLLBACK;
+        s.unmark = marked;
+        s.requeue_usec = KP_DISRUPTION_POLL_USEC;
+        return s;
+    }
+    /* Polled every second at first, as a join is often quick, then every 5 s (upstream backs
+     * off to 10 s). */
+    if (elapsed_usec > 30 * USEC_PER_SEC)
+        s.requeue_usec = 5 * SOON_USEC;
+    return s;
+}
+
 /* --- the controller ------------------------------------------------------------------------------ */
 
 /* The methods a command comes from. */
@@ -1074,23 +1125,24 @@ fail:
     return r;
 }
 
-/* The replacements in flight, each pass (§5.8 steps 4-6): once every replacement NodeClaim is
- * in the cluster state the candidates are marked for deletion (not before: the provisioner
- * would plan their pods afresh); once every one is Initialized the candidates are deleted; one
- * that is gone or being deleted, or not Initialized within KP_DISRUPTION_REPLACE_TIMEOUT_USEC,
- * fails the command, which is rolled back. A candidate that went away meanwhile is left out.
- * *ret_requeue: when to look again. */
+/* The replacements in flight, each pass (§5.8 steps 4-6), as kp_replace_decide says: the
+ * candidates marked for deletion once every replacement is in the cluster state, deleted once
+ * every one is Initialized, the command rolled back when it failed. A candidate that went away
+ * meanwhile is left out. *ret_requeue: when to look again. */
 static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client *c,
                           const struct pass *p, int64_t now, uint64_t *ret_requeue)
 {
     const struct kp_dnode **cand = kp_calloc(ctl->n_cmd + 1, sizeof(*cand));
-    size_t n_cand = 0, in_state = 0, ready = 0;
-    bool failed = false;
+    enum kp_replace_seen *seen = kp_calloc(ctl->n_repl + 1, sizeof(*seen));
+    size_t n_cand = 0, in_state = 0;
+    struct kp_replace_step step;
     int r = 0;
 
     *ret_requeue = SOON_USEC;
-    if (!cand)
-        return -ENOMEM;
+    if (!cand || !seen) {
+        r = -ENOMEM;
+        goto out;
+    }
     for (size_t i = 0; i < p->n; i++) {
         const struct kp_state_node *sn = p->v[i].sn;
 
@@ -1100,26 +1152,23 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
             if (kp_streq(sn->nodeclaim_name, ctl->repl_names[k]))
                 in_state++;
     }
-    if (n_cand == 0) {
-        kp_log_info("replaced node(s) went away by themselves",
-                    KP_LF("replacement", ctl->repl_names[0]));
-        replacing_clear(ctl);
-        goto out;
-    }
-    for (size_t k = 0; k < ctl->n_repl && !failed; k++) {
+    for (size_t k = 0; k < ctl->n_repl && n_cand > 0; k++) {
         struct kp_entry *re = NULL;
 
-        if (kp_store_get(ctl->nodeclaims, ctl->repl_names[k], &re) < 0) {
-            failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_CACHE_USEC;
-            continue;
-        }
+        if (kp_store_get(ctl->nodeclaims, ctl->repl_names[k], &re) < 0)
+            continue; /* KP_REPLACE_SEEN_MISSING */
         if (kp_nodeclaim_view(re)->meta.deletion_usec)
-            failed = true;
+            seen[k] = KP_REPLACE_SEEN_DELETING;
         else if (cond_true(&kp_nodeclaim_view(re)->conditions, KP_NC_COND_INITIALIZED))
-            ready++;
+            seen[k] = KP_REPLACE_SEEN_INITIALIZED;
+        else
+            seen[k] = KP_REPLACE_SEEN_LAUNCHING;
         kp_entry_unref(re);
     }
-    if (!failed && in_state == ctl->n_repl && !ctl->repl_marked) {
+    step = kp_replace_decide(n_cand, seen, ctl->n_repl, in_state, ctl->repl_marked,
+                             now - ctl->repl_started_usec);
+    *ret_requeue = step.requeue_usec;
+    if (step.mark) {
         for (size_t i = 0; i < n_cand; i++)
             if (kp_cluster_state_mark_for_deletion(ctl->env->cluster, cand[i]->sn->provider_id,
                                                    true) < 0)
@@ -1127,10 +1176,13 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
                              KP_LF("node", cand[i]->sn->name));
         ctl->repl_marked = true;
     }
-    /* Deletes that keep failing (a webhook, RBAC) must not hold the loop for ever either. */
-    if (!failed && now - ctl->repl_started_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC)
-        failed = true;
-    if (!failed && ready == ctl->n_repl) {
+    switch (step.action) {
+    case KP_REPLACE_FORGET:
+        kp_log_info("replaced node(s) went away by themselves",
+                    KP_LF("replacement", ctl->repl_names[0]));
+        replacing_clear(ctl);
+        break;
+    case KP_REPLACE_DELETE:
         for (size_t i = 0; i < n_cand; i++) {
             int one = disrupt_delete(ctl, c, cand[i], ctl->repl_reason);
 
@@ -1139,32 +1191,27 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
         }
         if (r == 0)
             replacing_clear(ctl);
-        goto out;
-    }
-    if (!failed)
-        failed = now - ctl->repl_started_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
-    if (failed) {
+        break;
+    case KP_REPLACE_ROLLBACK:
         kp_log_warn("replacement failed; disruption rolled back",
                     KP_LF("replacement", ctl->repl_names[0]), KP_LF("node", cand[0]->sn->name));
         kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
                       KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
         for (size_t i = 0; i < n_cand; i++)
-            disrupt_rollback(ctl, c, cand[i]->sn, true, true, ctl->repl_marked, now);
+            disrupt_rollback(ctl, c, cand[i]->sn, true, true, step.unmark, now);
         replacing_clear(ctl);
-        *ret_requeue = KP_DISRUPTION_POLL_USEC;
-        goto out;
-    }
-    /* Polled every second at first, as a join is often quick, then every 5 s (upstream backs
-     * off to 10 s). */
-    if (now - ctl->repl_started_usec > 30 * USEC_PER_SEC)
-        *ret_requeue = 5 * SOON_USEC;
-    for (size_t i = 0; i < n_cand; i++) {
-        emit(ctl, cand[i]->sn->node, "Node", "v1", KP_EVENT_NORMAL, "DisruptionWaitingReadiness",
-             "Waiting on readiness to continue disruption");
-        emit(ctl, cand[i]->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
-             "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+        break;
+    case KP_REPLACE_WAIT:
+        for (size_t i = 0; i < n_cand; i++) {
+            emit(ctl, cand[i]->sn->node, "Node", "v1", KP_EVENT_NORMAL,
+                 "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+            emit(ctl, cand[i]->sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
+                 "DisruptionWaitingReadiness", "Waiting on readiness to continue disruption");
+        }
+        break;
     }
 out:
+    kp_free(seen);
     kp_free(cand);
     return r;
 }
@@ -1267,25 +1314,6 @@ out:
 
 /* --- multi-node consolidation ------------------------------------------------------------------ */
 
-/* Whether the nodes idx[0..k) of p fit their NodePools' Underutilized budgets together. */
-static bool budgets_allow(const struct pass *p, const size_t *idx, size_t k, int64_t now)
-{
-    for (size_t i = 0; i < k; i++) {
-        const struct kp_dnode *d = &p->v[idx[i]];
-        int64_t nodes, disrupting, allowed, left, want = 0;
-
-        for (size_t j = 0; j < k; j++)
-            want += kp_streq(p->v[idx[j]].sn->nodepool, d->sn->nodepool);
-        kp_disruption_pool_counts(p->v, p->n, d->sn->nodepool, &nodes, &disrupting);
-        allowed = kp_budget_allowed(d->np->budgets, d->np->n_budgets, KP_DISRUPT_UNDERUTILIZED,
-                                    nodes, now / USEC_PER_SEC);
-        left = kp_budget_remaining(allowed, disrupting);
-        if (left != KP_BUDGET_UNLIMITED && left < want)
-            return false;
-    }
-    return true;
-}
-
 /* ConsolidationRejected on the Node and NodeClaim of every node of the dropped command still
  * there, with Karpenter's message and why: "churn" (no longer a candidate), "budget" (the
  * budget no longer allows it) or "scheduling" (the new simulation disagrees). */
@@ -1302,11 +1330,16 @@ static void rejected(struct kp_disruption_controller *ctl, const struct pass *p,
         goto out; /* no memory for events: the log line and the metric said it */
     for (size_t k = 0; k < p->n; k++)
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
-    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
-    if (n_cand < ctl->n_cmd)
+    switch (kp_consolidation_recheck(p->v, p->n, only, ctl->n_cmd, now, cand, &n_cand)) {
+    case KP_CONSOL_CHECK_CHURN:
         why = "churn";
-    else if (!budgets_allow(p, cand, n_cand, now))
+        break;
+    case KP_CONSOL_CHECK_BUDGET:
         why = "budget";
+        break;
+    case KP_CONSOL_CHECK_VALID:
+        break; /* the new simulation disagrees */
+    }
     for (size_t k = 0; k < p->n; k++) {
         const struct kp_state_node *sn = p->v[k].sn;
 
@@ -1391,8 +1424,8 @@ static int validate_and_run_multi(struct kp_disruption_controller *ctl, struct k
     }
     for (size_t k = 0; k < p->n; k++)
         only[k] = in_cmd(ctl, p->v[k].sn->provider_id);
-    n_cand = kp_consolidation_candidates(p->v, p->n, only, now, NULL, NULL, cand);
-    if (n_cand != ctl->n_cmd || !budgets_allow(p, cand, n_cand, now) ||
+    if (kp_consolidation_recheck(p->v, p->n, only, ctl->n_cmd, now, cand, &n_cand) !=
+            KP_CONSOL_CHECK_VALID ||
         (r = pass_sim(ctl, c, cx, p, &sim)) < 0 ||
         (r = kp_consolidation_set(sim, p->v, cand, n_cand, now, &dec)) < 0 ||
         dec.verdict != ctl->cmd_verdict) {

@@ -170,6 +170,44 @@ bool kp_emptiness_wants(const struct kp_dnode *d) KP_NONNULL(1);
 size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only, int64_t now_usec,
                            size_t *ret_idx, bool *ret_blocked) KP_NONNULL(5);
 
+/* What a pass sees of one replacement NodeClaim of a command in flight. */
+enum kp_replace_seen {
+    KP_REPLACE_SEEN_MISSING = 0, /* not in the NodeClaim cache (yet, or any more) */
+    KP_REPLACE_SEEN_LAUNCHING,   /* there, not Initialized */
+    KP_REPLACE_SEEN_INITIALIZED,
+    KP_REPLACE_SEEN_DELETING, /* there, with a deletion timestamp */
+};
+
+enum kp_replace_action {
+    KP_REPLACE_WAIT = 0, /* look again after requeue_usec */
+    KP_REPLACE_FORGET,   /* every candidate went away by itself: drop the command */
+    KP_REPLACE_DELETE,   /* every replacement is Initialized: delete the candidates */
+    KP_REPLACE_ROLLBACK, /* the command failed: untaint the candidates, clear DisruptionReason */
+};
+
+struct kp_replace_step {
+    enum kp_replace_action action;
+    /* Mark the candidates for deletion in the cluster state now: every replacement is in it
+     * (not before, or the provisioner would plan their pods afresh). */
+    bool mark;
+    /* ROLLBACK: take the mark back too (it was set by this pass or an earlier one). */
+    bool unmark;
+    uint64_t requeue_usec;
+};
+
+/* One pass's decision for a command whose replacements are in flight (the orchestration
+ * queue's steps 4-6), from n_cand candidates still there (with a NodeClaim, not deleting),
+ * what is seen of each replacement seen[0..n_repl), how many of them are in the cluster state
+ * (in_state), whether the candidates are marked already, and the time since the replacements
+ * were created. A replacement being deleted fails the command; so does one missing from the
+ * cache after KP_DISRUPTION_REPLACE_CACHE_USEC, or any not Initialized after
+ * KP_DISRUPTION_REPLACE_TIMEOUT_USEC; past twice that even Initialized replacements fail it
+ * (deletes that keep failing must not hold the loop). Replacements that were created are left
+ * to Emptiness; the decision never deletes them. Pure. */
+struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_seen *seen,
+                                         size_t n_repl, size_t in_state, bool marked,
+                                         int64_t elapsed_usec);
+
 struct kp_disruption_controller;
 
 /* A stopped controller reading env's Node, NodeClaim, NodePool, Pod, PVC,

@@ -115,7 +115,7 @@ int kp_drift_search(struct kp_sim *sim, const struct kp_dnode *v, size_t n, cons
             kp_sim_run_done(&run);
             break;
         }
-        if ((no = kp_disruption_unplaced(&in, &run.plan, why, sizeof(why)))) {
+        if ((no = kp_disruption_unplaced(&in, &run.plan, &d->sn->node_name, 1, why, sizeof(why)))) {
             if (fn)
                 fn(ctx, d, no);
             kp_sim_run_done(&run);
