@@ -336,10 +336,13 @@ static int file_defaults(const struct kind_def *d, json_t *obj, const char *pool
 
 /* With --instance-types a NodePool is taken as Ready, whatever its status says: in the cluster
  * its Ready follows its node class's readiness, which is not consulted then (docs/cli.md). Its
- * status.conditions become that one condition. */
+ * status.conditions become that one condition. 0 or -ENOMEM: an object whose status cannot take
+ * it (status not a map) is left as it is, for its projection to judge. */
 static int pools_ready(json_t *nodepool)
 {
-    return set_condition(nodepool, "Ready", "True", "Ready");
+    int r = set_condition(nodepool, "Ready", "True", "Ready");
+
+    return r == -ENOMEM ? r : 0;
 }
 
 static const struct kind_def *find_kind(const char *api_version, const char *kind)
