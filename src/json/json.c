@@ -201,6 +201,16 @@ int kp_json_as_int(const json_t *v, int64_t *ret)
     return 0;
 }
 
+int kp_json_as_number(const json_t *v, double *ret)
+{
+    if (!v || json_is_null(v))
+        return -ENOENT;
+    if (!json_is_number(v))
+        return -KP_EPARSE;
+    *ret = json_number_value(v);
+    return 0;
+}
+
 int kp_json_as_bool(const json_t *v, bool *ret)
 {
     if (!v || json_is_null(v))

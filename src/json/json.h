@@ -76,6 +76,9 @@ enum kp_json_type kp_json_typeof(const json_t *v) KP_NONNULL(1);
 int kp_json_as_str(const json_t *v, const char **ret) KP_WUR;
 int kp_json_as_int(const json_t *v, int64_t *ret) KP_WUR;
 int kp_json_as_bool(const json_t *v, bool *ret) KP_WUR;
+/* Any JSON number, integer or real, as a double (an integer beyond 2^53 loses precision): for
+ * inputs whose format says "a number", such as a price. */
+int kp_json_as_number(const json_t *v, double *ret) KP_WUR;
 
 /* Typed getters by key in an object. See the conventions at the top. */
 int kp_json_get_str(const json_t *obj, const char *key, const char **ret) KP_WUR;

@@ -155,6 +155,28 @@ static void test_getters(void **state)
     v = kp_json_unref(v);
 }
 
+/* Integers and reals both read as numbers; a string, a boolean or null does not. */
+static void test_number(void **state)
+{
+    json_t *v = parse_ok("[2, 0.04, -1.5e3, \"0.04\", true, null]");
+    double d = 99;
+
+    (void)state;
+    assert_int_equal(kp_json_as_number(kp_json_array_at(v, 0), &d), 0);
+    assert_true(d == 2.0);
+    assert_int_equal(kp_json_as_number(kp_json_array_at(v, 1), &d), 0);
+    assert_true(d == 0.04);
+    assert_int_equal(kp_json_as_number(kp_json_array_at(v, 2), &d), 0);
+    assert_true(d == -1500.0);
+    d = 99;
+    assert_int_equal(kp_json_as_number(kp_json_array_at(v, 3), &d), -KP_EPARSE);
+    assert_int_equal(kp_json_as_number(kp_json_array_at(v, 4), &d), -KP_EPARSE);
+    assert_int_equal(kp_json_as_number(kp_json_array_at(v, 5), &d), -ENOENT);
+    assert_int_equal(kp_json_as_number(NULL, &d), -ENOENT);
+    assert_true(d == 99);
+    v = kp_json_unref(v);
+}
+
 static void test_iterate(void **state)
 {
     json_t *v = parse_ok("{\"a\":1,\"b\":2,\"c\":3}");
@@ -407,6 +429,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_getters),        cmocka_unit_test(test_iterate),
         cmocka_unit_test(test_dump),           cmocka_unit_test(test_patch),
         cmocka_unit_test(test_patch_bad_utf8), cmocka_unit_test(test_utf8_agrees_with_jansson),
+        cmocka_unit_test(test_number),
     };
     static const struct kp_torture_case torture[] = {
         KP_TORTURE(torture_parse_dump),

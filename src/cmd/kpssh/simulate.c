@@ -47,6 +47,7 @@
 #include "api/obj-pod.h"
 #include "api/obj-storage.h"
 #include "api/quantity.h"
+#include "api/requirements.h"
 #include "core/core.h"
 #include "core/provider.h"
 #include "core/provisioning/provisioner.h"
@@ -54,6 +55,7 @@
 #include "core/state/cluster.h"
 #include "provider/ssh/obj-kpssh.h"
 #include "provider/ssh/provider.h"
+#include "cmd/kpssh/itypes.h"
 #include "cmd/kpssh/manifest.h"
 #include "cmd/kpssh/poolview.h"
 #include "cmd/kpssh/verbs.h"
@@ -71,6 +73,7 @@ struct sim_opts {
     const char *ns;
     const char *kubeconfig;
     const char *context;
+    const char *itypes; /* --instance-types FILE, or NULL: the SSH provider's catalog */
     enum sim_format format;
 };
 
@@ -170,6 +173,10 @@ static void usage(FILE *f, const char *prog)
         "                       (or a List)\n"
         "  -n, --namespace NS   pool namespace (default: $%s, else %s)\n"
         "  -o, --output FMT     table (a summary, the default), json or yaml\n"
+        "      --instance-types FILE\n"
+        "                       every NodePool's instance types, from an InstanceTypes\n"
+        "                       document (apiVersion " KP_ITYPES_API_VERSION "), instead of\n"
+        "                       SSHNodeClasses and SSHHosts; NodePools are taken as Ready\n"
         "      --kubeconfig F   kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)\n"
         "      --context NAME   kubeconfig context (default: its current-context)\n"
         "  -h, --help           this text\n",
@@ -222,6 +229,14 @@ static int parse_opts(int argc, char **argv, const char *prog, struct sim_opts *
                         prog, v);
                 return -EINVAL;
             }
+        } else if ((n = kp_cli_opt_is(a, NULL, "--instance-types")) > 0) {
+            if (!(v = kp_cli_opt_value(argc, argv, &i, "--instance-types", n, prog, "simulate: ")))
+                return -EINVAL;
+            if (!*v) {
+                fprintf(stderr, "%s: simulate: --instance-types needs a file name\n", prog);
+                return -EINVAL;
+            }
+            o->itypes = v;
         } else if ((n = kp_cli_opt_is(a, NULL, "--kubeconfig")) > 0) {
             if (!(v = kp_cli_opt_value(argc, argv, &i, "--kubeconfig", n, prog, "simulate: ")))
                 return -EINVAL;
@@ -236,6 +251,12 @@ static int parse_opts(int argc, char **argv, const char *prog, struct sim_opts *
             return -EINVAL;
         }
     }
+    for (size_t k = 0; o->itypes && strcmp(o->itypes, "-") == 0 && k < o->n_files; k++)
+        if (strcmp(o->files[k], "-") == 0) {
+            fprintf(stderr, "%s: simulate: stdin can be read once: -f - or --instance-types -\n",
+                    prog);
+            return -EINVAL;
+        }
     return 0;
 }
 
@@ -318,6 +339,17 @@ static int file_defaults(const struct kind_def *d, json_t *obj, const char *pool
     return r;
 }
 
+/* With --instance-types a NodePool is taken as Ready, whatever its status says: in the cluster
+ * its Ready follows its node class's readiness, which is not consulted then (docs/cli.md). Its
+ * status.conditions become that one condition. 0 or -ENOMEM: an object whose status cannot take
+ * it (status not a map) is left as it is, for its projection to judge. */
+static int pools_ready(json_t *nodepool)
+{
+    int r = set_condition(nodepool, "Ready", "True", "Ready");
+
+    return r == -ENOMEM ? r : 0;
+}
+
 static const struct kind_def *find_kind(const char *api_version, const char *kind)
 {
     const struct kind_def *defs;
@@ -353,6 +385,7 @@ static int store_put(struct kp_store *s, struct kp_entry *e)
 struct file_ctx {
     struct sim_stores *st;
     const char *pool_ns;
+    bool pools_ready; /* --instance-types: NodePools are taken as Ready (pools_ready) */
 };
 
 static int on_object(const struct kp_manifest_obj *o, void *ctx, char **ret_msg)
@@ -391,7 +424,8 @@ static int on_object(const struct kp_manifest_obj *o, void *ctx, char **ret_msg)
         r = -KP_EPARSE;
         goto out;
     }
-    if ((r = file_defaults(d, obj, fc->pool_ns)) < 0)
+    if ((r = file_defaults(d, obj, fc->pool_ns)) < 0 ||
+        (fc->pools_ready && d->store == S_NODEPOOLS && (r = pools_ready(obj)) < 0))
         goto out;
     if ((r = d->project(obj, &e)) < 0) {
         if (r != -ENOMEM)
@@ -413,7 +447,7 @@ out:
 /* 0, or KP_CLI_USAGE/KP_CLI_FAILURE after printing why. */
 static int load_files(const struct sim_opts *o, struct sim_stores *st, const char *prog)
 {
-    struct file_ctx fc = {.st = st, .pool_ns = o->ns};
+    struct file_ctx fc = {.st = st, .pool_ns = o->ns, .pools_ready = o->itypes != NULL};
     int code = 0;
 
     for (size_t i = 0; i < o->n_files && code == 0; i++) {
@@ -441,6 +475,7 @@ static int load_files(const struct sim_opts *o, struct sim_stores *st, const cha
 struct list_ctx {
     const struct kind_def *d;
     struct kp_store *s;
+    bool pools_ready; /* as file_ctx's */
 };
 
 static int on_page(const struct kp_list_page *page, void *userdata)
@@ -451,6 +486,10 @@ static int on_page(const struct kp_list_page *page, void *userdata)
     for (size_t i = 0; i < kp_json_array_size(page->items); i++) {
         struct kp_entry *e = NULL;
 
+        /* The page's tree is this call's to read and drop, so it may be changed first. */
+        if (lc->pools_ready && lc->d->store == S_NODEPOOLS &&
+            (r = pools_ready(kp_json_array_at(page->items, i))) < 0)
+            return r;
         /* An object the controller's informer could not project either is left out, as there. */
         if ((r = lc->d->project(kp_json_array_at(page->items, i), &e)) == -KP_EPARSE)
             continue;
@@ -483,10 +522,14 @@ static int load_cluster(const struct sim_opts *o, struct sim_stores *st, const c
     }
     defs = kind_defs(&n);
     for (size_t k = 0; k < n; k++) {
-        struct list_ctx lc = {.d = &defs[k], .s = st->s[defs[k].store]};
+        struct list_ctx lc = {
+            .d = &defs[k], .s = st->s[defs[k].store], .pools_ready = o->itypes != NULL};
         struct kp_list_opts lo = {0};
         struct kp_error err;
 
+        /* Given instance types replace the catalog, the one reader of these two kinds. */
+        if (o->itypes && (defs[k].store == S_HOSTS || defs[k].store == S_CLASSES))
+            continue;
         kp_error_init(&err);
         r = kp_client_list(client, defs[k].res, defs[k].scope == POOL_NS ? o->ns : NULL, &lo,
                            on_page, &lc, /* ret_resource_version= */ NULL, &err);
@@ -584,6 +627,24 @@ static int quantity_text(const char *name, int64_t milli, char buf[KP_QUANTITY_S
     return kp_quantity_format(&q, buf, KP_QUANTITY_STRMAX);
 }
 
+/* The cheapest available offering of it that the NodeClaim's requirements admit, or -1: the
+ * price the scheduler ordered the options by. An instance type with several offerings (spot
+ * and on-demand, from --instance-types) may have a cheaper one the NodeClaim cannot have. */
+static int64_t claim_price(const struct kp_instance_type *it, const struct kp_reqset *reqs)
+{
+    int64_t best = -1;
+
+    for (size_t i = 0; i < it->n_offerings; i++) {
+        const struct kp_offering *of = &it->offerings[i];
+
+        if (of->available &&
+            kp_reqset_compatible(reqs, &of->reqs, kp_reqset_well_known_labels, NULL, 0) &&
+            (best < 0 || of->price_micro_usd < best))
+            best = of->price_micro_usd;
+    }
+    return best;
+}
+
 static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_claim *sc, json_t **ret)
 {
     const struct kp_nodepool_view *np = in->pools[sc->pool].np;
@@ -605,7 +666,7 @@ static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_clai
         goto out;
     for (size_t t = 0; t < sc->n_types && r == 0; t++) {
         json_t *it = NULL;
-        int64_t price = kp_instance_type_price(sc->types[t]);
+        int64_t price = claim_price(sc->types[t], &sc->reqs);
 
         if ((r = kp_json_patch_new(&it)) < 0)
             break;
@@ -881,11 +942,15 @@ static uint64_t now_fn(void)
     return kp_real_usec();
 }
 
-/* One round's simulation over the stores, printed in o->format. 0 or KP_CLI_FAILURE. */
-static int simulate(const struct sim_opts *o, struct sim_stores *st, const char *prog)
+/* One round's simulation over the stores, printed in o->format: with the SSH provider's
+ * catalog, or, when itypes is not NULL, with those instance types (taken over) for every
+ * NodePool. 0 or KP_CLI_FAILURE. */
+static int simulate(const struct sim_opts *o, struct sim_stores *st,
+                    struct kp_instance_types *itypes, const char *prog)
 {
     struct kp_ssh_provider_opts po = {0};
     struct kp_ssh_provider *sp = NULL;
+    struct kp_itypes_provider *ip = NULL;
     struct kp_provider prov;
     struct kp_core_env env = {0};
     struct kp_cluster_state *cs = NULL;
@@ -909,6 +974,12 @@ static int simulate(const struct sim_opts *o, struct sim_stores *st, const char 
     if ((r = kp_ssh_provider_new(&po, &sp)) < 0)
         goto out;
     prov = kp_ssh_provider_as_provider(sp);
+    if (itypes) {
+        step = "the instance types";
+        if ((r = kp_itypes_provider_new(&prov, itypes, &ip)) < 0)
+            goto out;
+        prov = kp_itypes_provider_as_provider(ip);
+    }
     env.provider = &prov;
     env.now_usec = now_fn;
     step = "the cluster state";
@@ -959,12 +1030,34 @@ out:
     kp_sim_done(&sim);
     kp_state_snapshot_free(snap);
     kp_cluster_state_free(cs);
+    kp_itypes_provider_free(ip);
     kp_ssh_provider_free(sp);
     return r < 0 ? KP_CLI_FAILURE : KP_CLI_OK;
 }
 
+/* Reads --instance-types into *ret. 0, or KP_CLI_USAGE/KP_CLI_FAILURE after printing why. */
+static int load_itypes(const struct sim_opts *o, struct kp_instance_types *ret, const char *prog)
+{
+    struct kp_buf data = KP_BUF_INIT(KP_ITYPES_MAX_FILE);
+    const char *name = strcmp(o->itypes, "-") == 0 ? "<stdin>" : o->itypes;
+    char *msg = NULL;
+    int r, code = 0;
+
+    if ((r = kp_manifest_read_file(o->itypes, &data)) < 0)
+        fprintf(stderr, "%s: simulate: cannot read %s: %s\n", prog, name,
+                r == -KP_ELIMIT ? "larger than 4 MiB" : kp_strerror(r));
+    else if ((r = kp_itypes_parse(data.data, data.len, name, ret, &msg)) < 0)
+        fprintf(stderr, "%s: simulate: %s\n", prog, msg ? msg : kp_strerror(r));
+    if (r < 0)
+        code = r == -ENOMEM ? KP_CLI_FAILURE : KP_CLI_USAGE;
+    kp_free(msg);
+    kp_buf_done(&data);
+    return code;
+}
+
 int kp_cli_simulate(int argc, char **argv, const char *prog)
 {
+    struct kp_instance_types itypes = {0};
     struct sim_opts o;
     struct sim_stores st;
     bool help;
@@ -976,14 +1069,18 @@ int kp_cli_simulate(int argc, char **argv, const char *prog)
         usage(stdout, prog);
         return fflush(stdout) == 0 ? KP_CLI_OK : KP_CLI_FAILURE;
     }
+    if (o.itypes && (code = load_itypes(&o, &itypes, prog)) != 0)
+        return code;
     if (stores_init(&st) < 0) {
         fprintf(stderr, "%s: simulate: out of memory\n", prog);
         stores_done(&st);
+        kp_instance_types_done(&itypes);
         return KP_CLI_FAILURE;
     }
     code = o.n_files ? load_files(&o, &st, prog) : load_cluster(&o, &st, prog);
     if (code == 0)
-        code = simulate(&o, &st, prog);
+        code = simulate(&o, &st, o.itypes ? &itypes : NULL, prog);
     stores_done(&st);
+    kp_instance_types_done(&itypes);
     return code;
 }
