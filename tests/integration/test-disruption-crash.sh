@@ -13,6 +13,9 @@
 # karpenter.sh/disrupted; no host Claimed or Leaving; the spare host Available. A replacement a
 # killed command left behind is taken back by Emptiness (consolidateAfter 10s).
 #
+# Then CROUNDS consolidation rounds (see "consolidation rounds" below): the controller killed at
+# a random moment of Emptiness and single-node consolidation commands, with the same demands.
+#
 # Figures printed: the kill delays, and per round the time from the kill to convergence.
 # Seed: KP_CRASH_SEED (default: from the clock), printed. Ports: 31000 + 10 * lab ID + 3. Lab
 # hosts 131..133. Prints "N passed, M failed".
@@ -27,6 +30,7 @@ NP=dcr-np
 PORT=$((31000 + 10 * ${KPSSH_LAB_ID:-0} + 3))
 HOSTS=(131 132 133)
 ROUNDS=${KP_CRASH_ROUNDS:-10}
+CROUNDS=${KP_CRASH_CONSOLIDATION_ROUNDS:-3}
 SEED=${KP_CRASH_SEED:-$(date +%s)}
 RANDOM=$SEED
 
@@ -61,7 +65,7 @@ converged() { # converged <team>
         [ "$(kc get sshhosts -n "$NS" -o json | jq '[.items[] | select(.status.state == "Available")] | length')" = 1 ]
 }
 
-echo "# seed $SEED (KP_CRASH_SEED), $ROUNDS rounds"
+echo "# seed $SEED (KP_CRASH_SEED), $ROUNDS drift rounds, $CROUNDS consolidation rounds"
 pool_setup dcr "${HOSTS[@]}"
 nodepool t0
 pool_controller dcr-1 dcr-2 dcr-3
@@ -82,11 +86,55 @@ for round in $(seq 1 "$ROUNDS"); do
         wait_until 420 converged "t$round"
     echo "# round $round: kill -> converged $(($(now_ms) - t_kill)) ms"
 done
+# --- consolidation rounds ------------------------------------------------------------------------
+# The same pool, now WhenEmptyOrUnderutilized. Each round: "filler" (three 1200m pods, one per
+# node) takes all three hosts, "web" (three 300m pods) fills the gaps beside it; then filler is
+# deleted, so every Node is underutilized and web fits one of them. Emptiness and consolidation
+# take the Nodes one at a time (budget "1"); 5 .. 49 s after the delete the controller is killed
+# and restarted. Converged: one NodeClaim, the three web pods Running, no taint, no host Claimed
+# or Leaving, two hosts Available. web is then deleted and the last Node goes before the next
+# round.
+filler_running_is() {
+    [ "$(kc get pods -n "$APPS" -l app=filler -o json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]
+}
+available_is() {
+    [ "$(kc get sshhosts -n "$NS" -o json | jq '[.items[] | select(.status.state == "Available")] | length')" = "$1" ]
+}
+consolidated() {
+    claim_count_is 1 && running_is 3 && [ "$(tainted_count)" = 0 ] && [ "$(hosts_busy)" = 0 ] &&
+        available_is 2
+}
+kc delete deployment -n "$APPS" web --wait=false >/dev/null
+pool_nodepool "$NP" dcr WhenEmptyOrUnderutilized 10s 1 "t$ROUNDS"
+check "consolidation: web deleted, Emptiness takes both Nodes, three hosts Available" \
+    wait_until 300 eval "claim_count_is 0 && available_is 3"
+cdelays=""
+for round in $(seq 1 "$CROUNDS"); do
+    pool_deployment filler 3 1200m yes
+    check "consolidation round $round: filler takes three Nodes" wait_until 300 eval \
+        "claim_count_is 3 && filler_running_is 3"
+    pool_deployment web 3 300m no
+    check "consolidation round $round: web runs beside it" wait_until 120 running_is 3
+    kc delete deployment -n "$APPS" filler --wait=false >/dev/null
+    delay=$((5 + RANDOM % 45))
+    cdelays="$cdelays $delay"
+    sleep "$delay"
+    kill -KILL "$pid_ctl"
+    wait "$pid_ctl" 2>/dev/null || true
+    t_kill=$(now_ms)
+    pool_start
+    check "consolidation round $round: killed $delay s after filler left; the pool converges (one NodeClaim, web Running, no taint, no host Claimed or Leaving, two hosts Available)" \
+        wait_until 420 consolidated
+    echo "# consolidation round $round: kill -> converged $(($(now_ms) - t_kill)) ms"
+    kc delete deployment -n "$APPS" web --wait=false >/dev/null
+    check "consolidation round $round: web deleted, the last Node goes" wait_until 300 eval \
+        "claim_count_is 0 && available_is 3"
+done
 check "no NodeClaim of the NodePool is stuck being deleted" eval \
     "[ \$(claims | jq '[.items[] | select(.metadata.deletionTimestamp != null)] | length') = 0 ]"
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
-echo "# kill delays (s):$delays"
+echo "# kill delays (s):$delays; consolidation:$cdelays"
 kill -TERM "$pid_ctl"
 wait "$pid_ctl" || true
 pid_ctl=""

@@ -181,7 +181,7 @@ check "$kept: a budget of 0 in an open cron window holds it (still there 30 s la
 check "$NP: DisruptionBlocked event says the budget blocks" eval \
     "kc get events -A --field-selector involvedObject.name=$NP,reason=DisruptionBlocked -o json | jq -e '[.items[] | select(.message == \"No allowed disruptions for disruption reason Empty due to blocking budget\")] | length > 0' >/dev/null"
 check "karpenter_nodepools_allowed_disruptions is 0 while the window is open" eval \
-    "body http://127.0.0.1:$PORT/metrics | grep -F 'karpenter_nodepools_allowed_disruptions{' | grep -F 'nodepool=\"$NP\"' | grep -F 'reason=\"empty\"' | grep -q ' 0$'"
+    "body http://127.0.0.1:$PORT/metrics | grep -F 'karpenter_nodepools_allowed_disruptions{' | grep -F 'nodepool=\"$NP\"' | grep -F 'reason=\"Empty\"' | grep -q ' 0$'"
 kc patch nodepool "$NP" --type merge -p '{"spec":{"disruption":{"budgets":[{"nodes":"1"}]}}}' >/dev/null
 check "$kept: once the annotation and the open-window budget are gone, it is disrupted too" \
     wait_until 120 claim_count_is 0
