@@ -1483,9 +1483,39 @@ static void test_replace_decide(void **state)
                  s.unmark, (unsigned long long)s.requeue_usec);
 }
 
+/* The "consolidated" memo: set at 1000 s with change count 7 and catalog versions summing to 40. */
+static void test_memo(void **state)
+{
+    static const struct {
+        const char *name;
+        bool set;
+        uint64_t changes, catalogs;
+        int64_t now;
+        bool holds;
+    } m[] = {
+        {"never set", false, 7, 40, 1000 * SEC, false},
+        {"nothing changed, at once", true, 7, 40, 1000 * SEC, true},
+        {"nothing changed, a minute later", true, 7, 40, 1060 * SEC, true},
+        {"nothing changed, just under 5 min", true, 7, 40, 1000 * SEC + 300 * SEC - 1, true},
+        {"nothing changed, 5 min: look again", true, 7, 40, 1300 * SEC, false},
+        {"one event since", true, 8, 40, 1001 * SEC, false},
+        {"a catalog republished since", true, 7, 41, 1001 * SEC, false},
+        {"the clock went back", true, 7, 40, 999 * SEC, false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(m); i++) {
+        struct kp_consolidated_memo memo = {
+            .set = m[i].set, .changes = 7, .catalogs = 40, .at_usec = 1000 * SEC};
+
+        if (kp_consolidated_memo_holds(&memo, m[i].changes, m[i].catalogs, m[i].now) != m[i].holds)
+            fail_msg("%s: want %s", m[i].name, m[i].holds ? "holds" : "does not hold");
+    }
+}
+
 int main(void)
 {
-    struct CMUnitTest tests[KP_ARRAY_SIZE(rows) + KP_ARRAY_SIZE(vrows) + KP_ARRAY_SIZE(rrows) + 2];
+    struct CMUnitTest tests[KP_ARRAY_SIZE(rows) + KP_ARRAY_SIZE(vrows) + KP_ARRAY_SIZE(rrows) + 3];
     size_t n = 0;
     int fd, rc;
 
@@ -1503,6 +1533,7 @@ int main(void)
         (struct CMUnitTest){.name = "multi: at most 100 candidates", .test_func = test_multi_cap};
     tests[n++] =
         (struct CMUnitTest){.name = "searches end when told to stop", .test_func = test_stop};
+    tests[n++] = (struct CMUnitTest){.name = "the consolidated memo", .test_func = test_memo};
     assert_int_equal(kp_rfc3339_parse(T0, strlen(T0), &t0), 0);
     now = t0 + 3600 * SEC;
     learn_schedfail();

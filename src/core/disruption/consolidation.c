@@ -568,3 +568,11 @@ enum kp_consolidation_check kp_consolidation_recheck(const struct kp_dnode *v, s
         return KP_CONSOL_CHECK_BUDGET;
     return KP_CONSOL_CHECK_VALID;
 }
+
+bool kp_consolidated_memo_holds(const struct kp_consolidated_memo *m, uint64_t changes,
+                                uint64_t catalogs, int64_t now_usec)
+{
+    /* A clock that went back counts as expired too: better one search too many. */
+    return m->set && m->changes == changes && m->catalogs == catalogs && now_usec >= m->at_usec &&
+           now_usec - m->at_usec < (int64_t)KP_CONSOLIDATED_TTL_USEC;
+}

@@ -21,6 +21,7 @@
 #include "core/disruption/disruption.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -404,6 +405,11 @@ struct kp_disruption_controller {
     const char *repl_type;
     int64_t repl_started_usec;
     bool repl_marked;
+    /* The "consolidated" memo (consolidation.h): changes counts the events of every informer
+     * the searches read (any thread); memo and timed_out belong to the one worker. */
+    atomic_uint_fast64_t changes;
+    struct kp_consolidated_memo memo;
+    bool timed_out; /* a search of this pass was stopped by its time limit */
 };
 
 /* One pass's view: the snapshot, the kp_dnode per state node, and what they reference. */
@@ -1012,6 +1018,7 @@ static bool search_timed_out(const struct kp_ctx *cx, const struct kp_ctx *own)
 
 static void count_timeout(struct kp_disruption_controller *ctl, const char *type)
 {
+    ctl->timed_out = true;
     kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_CONSOLIDATION_TIMEOUTS,
                   KP_CM_LABELS(type));
     kp_log_debug("consolidation search stopped by its time limit",
@@ -1588,6 +1595,38 @@ static size_t emptiness_eligible(const struct pass *p, int64_t now)
     return k;
 }
 
+/* *ret: the sum of the versions of the catalogs the NodePools of this provider have now (the
+ * consolidated memo's second half): a provider's versions only grow, and it republishes when
+ * what it can launch changed. false when a catalog cannot be had: then the memo is neither
+ * trusted nor set. */
+static bool catalogs_sum(struct kp_disruption_controller *ctl, struct kp_client *c,
+                         const struct kp_ctx *cx, uint64_t *ret)
+{
+    const struct kp_provider *pr = ctl->env->provider;
+    struct kp_store_list l = {0};
+    bool ok = true;
+
+    *ret = 0;
+    if (kp_store_list(ctl->nodepools, &l) < 0)
+        return false;
+    for (size_t i = 0; i < l.n && ok; i++) {
+        const struct kp_nodepool_view *np = kp_nodepool_view(l.v[i]);
+        struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+        struct kp_instance_catalog *cat = NULL;
+
+        if (!kp_provider_supports(pr, &np->tmpl.node_class_ref))
+            continue;
+        if (pr->ops->get_instance_types(pr->self, cx, c, np, &cat, &err) < 0)
+            ok = false;
+        else if (cat)
+            *ret += cat->version;
+        kp_provider_err_done(&err);
+        kp_instance_catalog_unref(cat);
+    }
+    kp_store_list_free(&l);
+    return ok;
+}
+
 static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
                      uint64_t *ret_requeue)
 {
@@ -1595,7 +1634,9 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     struct pass p = {0};
     size_t *idx = NULL, n_sel = 0;
     int64_t now = (int64_t)kp_core_now(ctl->env);
-    bool budget_blocked = false;
+    /* Read before the view is gathered: an event after this makes the next pass search again. */
+    uint64_t changes = atomic_load_explicit(&ctl->changes, memory_order_acquire), catalogs = 0;
+    bool budget_blocked = false, catalogs_ok = false;
     enum method method;
     struct eval ev;
     size_t eligible = 0;
@@ -1665,6 +1706,15 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
             goto out;
         }
     }
+    if (n_sel == 0)
+        catalogs_ok = catalogs_sum(ctl, c, cx, &catalogs);
+    if (n_sel == 0 && catalogs_ok &&
+        kp_consolidated_memo_holds(&ctl->memo, changes, catalogs, now)) {
+        kp_log_debug("consolidation skipped: nothing changed since it last found nothing");
+        r = 0;
+        goto out;
+    }
+    ctl->timed_out = false;
     if (n_sel == 0) {
         /* Nothing empty or drifted: multi-node consolidation's turn, then single-node's. */
         ev = eval_begin(&REASON_UNDERUTILIZED, "multi");
@@ -1683,6 +1733,9 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
         eval_end(ctl, &p, &ev, eligible, now);
         ctl->cmd_verdict = dec.verdict;
         kp_consolidation_decision_done(&dec);
+        if (r == 0 && !ctl->timed_out && catalogs_ok)
+            ctl->memo = (struct kp_consolidated_memo){
+                .set = true, .changes = changes, .catalogs = catalogs, .at_usec = now};
         if (r <= 0)
             goto out;
         n_sel = 1;
@@ -1720,12 +1773,41 @@ out:
     return r;
 }
 
+/* Every projected change of what the searches read counts toward the memo. */
+static void changed(void *ctx)
+{
+    struct kp_disruption_controller *ctl = ctx;
+
+    atomic_fetch_add_explicit(&ctl->changes, 1, memory_order_release);
+}
+
+static void on_add(void *ctx, const struct kp_entry *e)
+{
+    (void)e;
+    changed(ctx);
+}
+
+static void on_update(void *ctx, const struct kp_entry *old_e, const struct kp_entry *new_e)
+{
+    (void)old_e;
+    (void)new_e;
+    changed(ctx);
+}
+
+static void on_delete(void *ctx, const struct kp_entry *old_e)
+{
+    (void)old_e;
+    changed(ctx);
+}
+
 int kp_disruption_controller_new(const struct kp_core_env *env,
                                  struct kp_disruption_controller **ret)
 {
     struct kp_disruption_controller *ctl = NULL;
     struct kp_controller_opts co = {0};
     struct kp_informer *nodepools, *pods, *nodes, *nodeclaims, *pvcs, *pdbs, *daemonsets;
+    struct kp_informer_handler h = {
+        .on_add = on_add, .on_update = on_update, .on_delete = on_delete};
     int r;
 
     if (!env || !env->client || !env->informers || !env->provider || !env->cluster || !ret)
@@ -1741,6 +1823,7 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     if (!(ctl = kp_calloc(1, sizeof(*ctl))))
         return -ENOMEM;
     ctl->env = env;
+    h.ctx = ctl;
     ctl->nodepools = kp_informer_store(nodepools);
     ctl->pods = kp_informer_store(pods);
     ctl->nodes = kp_informer_store(nodes);
@@ -1767,13 +1850,13 @@ int kp_disruption_controller_new(const struct kp_core_env *env,
     co.events_component = "karpenter";
     if ((r = kp_controller_new(&co, &ctl->base)) < 0 ||
         (r = kp_controller_add_index(ctl->base, pods, KP_INDEX_POD_NODE, kp_index_pod_node)) < 0 ||
-        (r = kp_controller_read(ctl->base, nodepools)) < 0 ||
-        (r = kp_controller_read(ctl->base, pods)) < 0 ||
-        (r = kp_controller_read(ctl->base, nodes)) < 0 ||
-        (r = kp_controller_read(ctl->base, nodeclaims)) < 0 ||
-        (r = kp_controller_read(ctl->base, pvcs)) < 0 ||
-        (r = kp_controller_read(ctl->base, pdbs)) < 0 ||
-        (r = kp_controller_read(ctl->base, daemonsets)) < 0)
+        (r = kp_controller_watch(ctl->base, nodepools, &h)) < 0 ||
+        (r = kp_controller_watch(ctl->base, pods, &h)) < 0 ||
+        (r = kp_controller_watch(ctl->base, nodes, &h)) < 0 ||
+        (r = kp_controller_watch(ctl->base, nodeclaims, &h)) < 0 ||
+        (r = kp_controller_watch(ctl->base, pvcs, &h)) < 0 ||
+        (r = kp_controller_watch(ctl->base, pdbs, &h)) < 0 ||
+        (r = kp_controller_watch(ctl->base, daemonsets, &h)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;
@@ -1796,6 +1879,7 @@ int kp_disruption_controller_start(struct kp_disruption_controller *ctl)
         if (kp_cluster_state_mark_for_deletion(ctl->env->cluster, ctl->cmd[k], false) < 0)
             kp_log_debug("replaced node left the cluster state", KP_LF("provider-id", ctl->cmd[k]));
     replacing_clear(ctl);
+    ctl->memo.set = false; /* a new term looks at everything afresh */
     if ((r = kp_controller_start(ctl->base)) < 0)
         return r;
     return kp_reconciler_enqueue(kp_controller_reconciler(ctl->base), KP_DISRUPTION_KEY);
