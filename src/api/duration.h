@@ -33,9 +33,9 @@ int kp_duration_parse(const char *p, size_t n, int64_t *ret_ns) KP_WUR;
 /* The error text Go's time.ParseDuration gives for the n bytes at p, written into buf[size] (cut
  * short when it does not fit): "time: invalid duration \"x\"", "time: missing unit in duration
  * \"5\"" or "time: unknown unit \"d\" in duration \"5d\"", the strings quoted as Go's time
- * package quotes them (\" and \\ escaped, bytes below 0x20 or above 0x7e as \xNN). Follows Go's
- * parser step by step, so the first problem Go meets is the one named (an overflow is "invalid
- * duration"). Returns buf, or NULL when p parses. Pure. */
+ * package quotes them (\" and \\ escaped, bytes below 0x20 or from 0x80 up as \xNN, 0x7f as
+ * it is). Follows Go's parser step by step, so the first problem Go meets is the one named (an
+ * overflow is "invalid duration"). Returns buf, or NULL when p parses. Pure. */
 const char *kp_duration_parse_error(const char *p, size_t n, char *buf, size_t size) KP_NONNULL(3);
 
 /* Writes ns as Go's Duration.String() does ("0s", "1.5s", "1h0m0s", "300ms", "2µs", "-5m0s")

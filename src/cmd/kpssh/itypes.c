@@ -124,7 +124,7 @@ static int only_fields(const struct where *w, const json_t *obj, const char *at,
     return 0;
 }
 
-/* The value at key of obj (NULL when absent or null), or -KP_EPARSE when obj is no object. */
+/* The value at key of obj; NULL when absent or null, or when obj is no object. */
 static json_t *field(const json_t *obj, const char *key)
 {
     json_t *v = NULL;

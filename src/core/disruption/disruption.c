@@ -472,7 +472,10 @@ static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p,
     for (size_t i = 0; i < l.n; i++)
         pv[i] = kp_pod_view(l.v[i]);
     kp_dnode_count_pods(d, pv, l.n, now, &blocking);
-    invalid_do_not_disrupt(ctl, pv, l.n);
+    /* Upstream parses a pod's annotation (and warns of a bad one) only for a node its own
+     * checks let through: d's pod fields are not set yet, so this asks the node's part alone. */
+    if (!kp_disruption_blocked(d, now, why, sizeof(why)))
+        invalid_do_not_disrupt(ctl, pv, l.n);
     if (blocking && !(*ret_blocking = kp_strjoin(blocking->e.ns ? blocking->e.ns : "", "/",
                                                  blocking->e.name, (const char *)NULL)))
         r = -ENOMEM;
@@ -895,9 +898,35 @@ static void report_budgets(struct kp_disruption_controller *ctl, const struct pa
     static const struct reason *const reasons[] = {&REASON_EMPTY, &REASON_DRIFTED,
                                                    &REASON_UNDERUTILIZED};
 
+    struct kp_store_list l = {0};
+
     for (size_t k = 0; k < KP_ARRAY_SIZE(reasons); k++)
         kp_disruption_report_budgets(p->v, p->n, reasons[k]->bit, reasons[k]->name, now,
                                      ctl->env->observer, /* blocked= */ NULL, NULL);
+    /* A NodePool without nodes reports too (upstream's budget mapping walks every NodePool), so
+     * a pool that drained to none does not keep its last figures. */
+    if (kp_store_list(ctl->nodepools, &l) < 0)
+        return;
+    for (size_t i = 0; i < l.n; i++) {
+        const struct kp_nodepool_view *np = kp_nodepool_view(l.v[i]);
+        bool has_nodes = false;
+
+        for (size_t j = 0; j < p->n && !has_nodes; j++)
+            has_nodes = p->v[j].np && kp_streq(p->v[j].np->e.name, np->e.name);
+        if (has_nodes || !kp_provider_supports(ctl->env->provider, &np->tmpl.node_class_ref))
+            continue;
+        for (size_t k = 0; k < KP_ARRAY_SIZE(reasons); k++) {
+            int64_t a = kp_budget_allowed(np->budgets, np->n_budgets, reasons[k]->bit, 0,
+                                          now / USEC_PER_SEC);
+
+            kp_core_gauge(ctl->env->observer, KP_CM_NODEPOOLS_ALLOWED_DISRUPTIONS,
+                          KP_CM_LABELS(np->e.name, reasons[k]->name),
+                          (double)(a == KP_BUDGET_UNLIMITED ? 0 : a));
+            kp_core_gauge(ctl->env->observer, KP_CM_NODEPOOLS_NODES_CONSUMING_BUDGETS,
+                          KP_CM_LABELS(np->e.name, reasons[k]->name), 0);
+        }
+    }
+    kp_store_list_free(&l);
 }
 
 static void pool_blocked_cb(void *ctx, const struct kp_nodepool_view *np, const char *note)
