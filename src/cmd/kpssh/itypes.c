@@ -67,7 +67,7 @@ static const char *show(struct shown *b, const char *s)
 {
     size_t i = 0;
 
-    for (; s[i] && i < ITYPES_SHOW_MAX; i++)
+    for (; i < ITYPES_SHOW_MAX && s[i]; i++)
         b->s[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f || s[i] == '"' ? '?' : s[i];
     if (s[i]) {
         memcpy(b->s + i, "...", 3);
