@@ -70,15 +70,19 @@ GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 proxy=$(GOTOOLCHAIN=local "$GO" env GOPROXY)
 proxy_help="is the Go module proxy ($proxy) reachable from here?"
 
+out=$repo/_out/bench-karpenter
+mkdir -p "$out"
+
 # --- ours -------------------------------------------------------------------------------------
 say "building bench-scheduler (cmake preset release)"
-run cmake --preset release >/dev/null
-run cmake --build build/release --target bench-scheduler >/dev/null
+{ run cmake --preset release && run cmake --build build/release --target bench-scheduler; } \
+    >"$out/cmake.log" 2>&1 || {
+    cat "$out/cmake.log" >&2
+    die "building bench-scheduler (release preset) failed"
+}
 ours=$repo/build/release/bench/bench-scheduler
 
 # --- Karpenter's: toolchain, modules, test binary ---------------------------------------------
-out=$repo/_out/bench-karpenter
-mkdir -p "$out"
 cd "$repo/bench/karpenter"
 if ! gover=$("$GO" version 2>"$out/go.err"); then
     cat "$out/go.err" >&2
