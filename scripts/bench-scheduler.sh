@@ -14,6 +14,8 @@
 #                            each side reports the mean time per Solve
 #      KPSSH_BENCH_NICE      nice level for builds and runs (default 10; the machine is shared)
 #      GO                    the go command (default: go on PATH, else /usr/local/go/bin/go)
+#      GOMAXPROCS            passed to Karpenter's benchmark (Go's default: every core; ours
+#                            is single-threaded), shown in the table's header
 #
 # bench/karpenter/go.mod needs Go 1.26.9 or newer, so this script sets GOTOOLCHAIN=go1.27.3:
 # the first run fetches that toolchain (~76 MB) and the Karpenter module graph through the Go
