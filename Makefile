@@ -7,7 +7,8 @@ BUILD := build/$(PRESET)
 export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: all deps configure build test unit fault integration e2e fuzz-replay torture harness \
-	demo demo-down check check-ci format fuzz analyze tidy clean help bench-provider bench-informer
+	demo demo-down check check-ci format fuzz analyze tidy clean help bench-provider bench-informer \
+	bench-scheduler
 
 all: build
 
@@ -24,6 +25,9 @@ help:
 	@echo "make harness     build the pinned Kubernetes binaries for the test lab"
 	@echo "make bench-provider|bench-informer   a lab benchmark, lab brought up around it"
 	@echo "                 (BENCH_ARGS=... passes options, KPSSH_LAB_ID=N picks the lab)"
+	@echo "make bench-scheduler   our scheduler and Karpenter's own BenchmarkScheduling side by side"
+	@echo "                 (SIZES=\"1 50 ...\", BENCH_ARGS=--large adds 10000 and 20000 pods;"
+	@echo "                 fetches go1.27.3 and Karpenter through the Go module proxy)"
 
 deps:
 	@scripts/deps.sh
@@ -66,6 +70,12 @@ bench-provider: deps harness build
 
 bench-informer: deps harness build
 	scripts/lab-bench.sh $(BUILD)/bench/bench-informer $(BENCH_ARGS)
+
+# No lab: bench-scheduler -k (release preset) against Karpenter's own BenchmarkScheduling<N> from
+# the pinned module bench/karpenter, which the script builds with GOTOOLCHAIN=go1.27.3. Nothing
+# else in the tree (test, check, CI) touches that module.
+bench-scheduler: deps
+	scripts/bench-scheduler.sh $(BENCH_ARGS)
 
 # The e2e scenarios (tests/e2e): the lab, kube-scheduler, sshd hosts and kpssh-controller as its
 # own process, the whole cycle as users meet it.
