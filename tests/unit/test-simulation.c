@@ -174,8 +174,8 @@ static const char *const ds_json[] = {
     "{\"metadata\":{\"name\":\"agent\",\"namespace\":\"kube-system\",\"uid\":\"u-a\"},"
     "\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{"
     "\"limits\":{\"cpu\":\"1\"}}}]}}}}",
-    "{\"metadata\":{\"name\":\"a-logs\",\"namespace\":\"kube-system\",\"uid\":\"u-l\"},"
-    "\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}}}",
+    ("{\"metadata\":{\"name\":\"a-logs\",\"namespace\":\"kube-system\",\"uid\":\"u-l\"},"
+     "\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}}}"),
 };
 
 struct dfx {
