@@ -97,6 +97,9 @@ struct kp_sched_target {
     size_t *opts, n_opts;
     size_t *pods, n_pods, cap_pods;
     bool mv_relaxed; /* BestEffort lowered a minValues */
+    /* Every option intersects reqs and has an available offering compatible with reqs (set by
+     * claim_add; see OPTIONS in scheduler.c's DESIGN note). */
+    bool opts_reqs_ok;
     /* both */
     struct kp_reqset reqs;
     struct kp_sched_rv used;

@@ -35,6 +35,17 @@
  * target_own() copies the two things a placement changes (used, ports) before the first pod
  * lands there. Nothing borrowed is ever written, so a prepared set may serve many solves.
  *
+ * Speed: the shortcuts below skip work whose outcome is already known; none changes a plan (the
+ * bench's plan digests and test_prepared_equivalence hold them to that). Each names the
+ * invariant it relies on:
+ *   OPTIONS  A claim's requirements only narrow, and claim_add keeps only options that passed
+ *            the requirement and offering tests against exactly the requirements it stores
+ *            (t->opts_reqs_ok; off when BestEffort rewrote a minValues after the tests). A pod
+ *            that leaves the requirements equal therefore needs only the fit and host-port
+ *            tests per option; those go first, the costly requirement tests (five offering
+ *            compatibility checks each) run only on what fits. The flags behind a "no instance
+ *            type ..." reason are computed in a second pass, only when no option is left.
+ *
  * Threads: pure; any thread. Nothing here outlives the call but the plan (and a prepared set
  * its caller's kp_sched_prepared_free). */
 #include "core/provisioning/scheduler-internal.h"
@@ -894,7 +905,7 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
     const struct kp_sched_pool_state *pl = &s->pools[t->pool];
     const struct kp_taint *bad;
     struct proposal pr = {0};
-    bool reqs_met = false, fits = false, offering = false, ports = false;
+    bool reqs_met = false, fits = false, offering = false, ports = false, same;
     const struct kp_req *mv;
     int rc;
 
@@ -940,22 +951,31 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
         rc = -ENOMEM;
         goto fail;
     }
+    /* The options that take the pod: cheapest test first, and none of the requirement tests
+     * when the pod left the requirements as they were (OPTIONS in the DESIGN note). */
+    same = t->opts_reqs_ok && kp_reqset_equal(&pr.reqs, &t->reqs);
     for (size_t i = 0; i < t->n_opts; i++) {
         size_t ti = t->opts[i];
         const struct kp_instance_type *it = &pl->in->types[ti];
-        bool c, f, o;
+
+        if (ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]) ||
+            !rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]))
+            continue;
+        if (same ||
+            (kp_reqset_intersects(&it->reqs, &pr.reqs, NULL, 0) && type_price(it, &pr.reqs) >= 0))
+            pr.opts[pr.n_opts++] = ti;
+    }
+    /* None: find out why, as one pass testing everything would have. */
+    for (size_t i = 0; pr.n_opts == 0 && i < t->n_opts; i++) {
+        size_t ti = t->opts[i];
+        const struct kp_instance_type *it = &pl->in->types[ti];
 
         if (ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]))
             continue;
         ports = true;
-        c = kp_reqset_intersects(&it->reqs, &pr.reqs, NULL, 0);
-        f = rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]);
-        o = type_price(it, &pr.reqs) >= 0;
-        reqs_met = reqs_met || c;
-        fits = fits || f;
-        offering = offering || o;
-        if (c && f && o)
-            pr.opts[pr.n_opts++] = ti;
+        reqs_met = reqs_met || kp_reqset_intersects(&it->reqs, &pr.reqs, NULL, 0);
+        fits = fits || rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]);
+        offering = offering || type_price(it, &pr.reqs) >= 0;
     }
     if (pr.n_opts == 0) {
         if (!ports)
@@ -1011,6 +1031,9 @@ static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct 
     t->opts = pr->opts;
     t->n_opts = pr->n_opts;
     t->mv_relaxed = t->mv_relaxed || pr->mv_relaxed;
+    /* OPTIONS: each option passed the requirement and offering tests against exactly these
+     * requirements, unless BestEffort rewrote a minValues after the tests. */
+    t->opts_reqs_ok = !pr->mv_relaxed;
     memset(pr, 0, sizeof(*pr));
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
