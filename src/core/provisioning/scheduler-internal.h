@@ -107,6 +107,15 @@ struct kp_sched_target {
     size_t n_ports, cap_ports;
 };
 
+/* The requirement tests of a pool's instance types against one projection of a claim's
+ * requirements (OPTIONS in scheduler.c's DESIGN note). Per in->types index, filled lazily. */
+struct kp_sched_tcache {
+    struct kp_reqset proj; /* the requirements on the keys the types and offerings constrain */
+    int8_t *meets;         /* -1: not yet; else whether the type's requirements intersect */
+    int64_t *price;        /* INT64_MIN: not yet; -1: no compatible available offering */
+    uint64_t *offs;        /* with price: bit i set when offerings[i] is available and compatible */
+};
+
 struct kp_sched_pool_state {
     const struct kp_sched_pool *in;
     const char *name;
@@ -119,6 +128,14 @@ struct kp_sched_pool_state {
     size_t *n_dports;
     bool limited;
     struct kp_sched_rv remaining;
+    /* OPTIONS cache: the keys any type or offering constrains (sorted by strcmp), recent
+     * projections' results (at most KP_SCHED_TCACHE, replaced round robin) and scratch. */
+    const char **tkeys;
+    size_t n_tkeys;
+    struct kp_sched_tcache *tc;
+    size_t n_tc, next_tc;
+    struct kp_req *view;
+    size_t cap_view;
 };
 
 struct kp_sched_solver {
