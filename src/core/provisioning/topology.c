@@ -566,11 +566,20 @@ static int narrow_one(size_t gi, void *vctx)
     const struct kp_sched_group *g = &c->s->groups[gi];
     const struct kp_req *pr = kp_reqset_get(&c->sp->strict, g->key);
     const struct kp_req *nr = kp_reqset_get(c->base, g->key);
-    size_t room = (nr && nr->n_values > g->n_d ? nr->n_values : g->n_d) + 2, n = 0;
-    const char **out = kp_calloc(room, sizeof(*out));
+    const char *few[8], **out = few;
+    size_t room, n = 0;
     int rc;
 
-    if (!out) {
+    /* At most one domain comes out of a spread, or of a target with a hostname of its own
+     * (each next_* returns early then); else at most every domain, and affinity's bootstrap
+     * two. A hostname group has a domain per claim: sizing for those on every check made a
+     * claim scan quadratic. */
+    if (g->type == KP_SCHED_SPREAD ||
+        (nr && kp_req_single(nr) && kp_streq(g->key, KP_LABEL_HOSTNAME)))
+        room = 1;
+    else
+        room = (nr && nr->n_values > g->n_d ? nr->n_values : g->n_d) + 2;
+    if (room > sizeof(few) / sizeof(few[0]) && !(out = kp_reallocarray(NULL, room, sizeof(*out)))) {
         c->err = -ENOMEM;
         return -ENOMEM;
     }
@@ -586,13 +595,15 @@ static int narrow_one(size_t gi, void *vctx)
         break;
     }
     rc = 0;
-    if (n != 0 && !c->acc) { /* feasibility only */
-        kp_free(out);
-        return 0;
+    if (!c->acc) { /* feasibility only: no reason wanted */
+        if (out != few)
+            kp_free(out);
+        return n != 0 ? 0 : NARROW_FAILED;
     }
     if (n == 0 || (rc = kp_reqset_add(c->acc, g->key, KP_SEL_IN, out, n, 0)) < 0 ||
         is_empty_req(kp_reqset_get(c->acc, g->key))) {
-        kp_free(out);
+        if (out != few)
+            kp_free(out);
         if (rc < 0) {
             c->err = rc;
             return rc;
@@ -601,7 +612,8 @@ static int narrow_one(size_t gi, void *vctx)
                        g->inverse ? "inverse " : "", gtype_name(g->type), g->key);
         return NARROW_FAILED;
     }
-    kp_free(out);
+    if (out != few)
+        kp_free(out);
     return 0;
 }
 
@@ -629,8 +641,7 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
 int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                            const struct kp_reqset *reqs, bool *ok)
 {
-    char why[8];
-    struct narrow_ctx c = {s, sp, reqs, NULL, why, sizeof(why), 0};
+    struct narrow_ctx c = {s, sp, reqs, NULL, NULL, 0, 0};
     int rc = for_pod_groups(sp, narrow_one, &c);
 
     if (rc < 0)
