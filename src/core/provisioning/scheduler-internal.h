@@ -136,6 +136,15 @@ struct kp_sched_pool_state {
     size_t n_tc, next_tc;
     struct kp_req *view;
     size_t cap_view;
+    /* FIT (scheduler.c's DESIGN note): the resource names alloc and ovh use (sorted by
+     * strcmp; at most 64, else dense is false) and per type, at [type * n_rn + name], their
+     * amounts with a bit per name present; alone_ok: the overhead alone fits. */
+    bool dense;
+    const char **rn;
+    size_t n_rn;
+    int64_t *d_alloc, *d_ovh;
+    uint64_t *has_alloc, *has_ovh;
+    bool *alone_ok;
 };
 
 struct kp_sched_solver {
