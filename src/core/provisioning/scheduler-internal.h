@@ -28,6 +28,7 @@ enum kp_sched_gtype { KP_SCHED_SPREAD, KP_SCHED_AFFINITY, KP_SCHED_ANTI };
 struct kp_sched_domain {
     const char *name; /* borrowed: input labels, instance type values or a claim's hostname */
     int64_t count;
+    size_t claim; /* 1 + the seq of the claim this is the hostname of; 0: none */
 };
 
 struct kp_sched_group {
@@ -51,6 +52,10 @@ struct kp_sched_group {
     struct kp_sched_domain *d;
     size_t n_d, cap_d;
     size_t n_empty;
+    /* Hostname groups: the count of each claim's hostname domain by claim seq, kept equal to
+     * that domain's count (HOSTS in scheduler.c's DESIGN note). */
+    int64_t *ccount;
+    size_t cap_ccount;
 };
 
 /* One pod being placed. */
@@ -65,6 +70,9 @@ struct kp_sched_pod {
     size_t *g_spread, *g_aff, *g_paff, *g_anti, *g_panti, *g_inv;
     size_t *sel, n_sel;         /* non-inverse groups that select this pod */
     size_t *inv_sel, n_inv_sel; /* inverse groups that select this pod */
+    /* Its required anti-affinity groups and the inverse groups selecting it, on hostname:
+     * a claim whose hostname counts in one can never take the pod (HOSTS). */
+    size_t *anti_host, n_anti_host;
     /* Relaxation state (reset for each attempt). */
     size_t req_skip, paff_drop, panti_drop, pnode_drop;
     size_t *spread_active, n_spread_active;
@@ -96,7 +104,8 @@ struct kp_sched_target {
     char name[40];
     size_t *opts, n_opts;
     size_t *pods, n_pods, cap_pods;
-    bool mv_relaxed; /* BestEffort lowered a minValues */
+    bool mv_relaxed;   /* BestEffort lowered a minValues */
+    bool host_is_name; /* reqs' hostname is exactly In [name] (HOSTS) */
     /* Every option intersects reqs and has an available offering compatible with reqs (set by
      * claim_add; see OPTIONS in scheduler.c's DESIGN note). */
     bool opts_reqs_ok;
@@ -224,7 +233,11 @@ int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod 
 /* Topology.Record: the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                          const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;
-/* Topology.Register of a new claim's hostname in every hostname group. */
-int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host) KP_WUR;
+/* Topology.Register of claim seq's hostname in every hostname group. */
+int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host, size_t seq) KP_WUR;
+/* Whether the hostname domain of claim seq counts in some group of sp->anti_host: then
+ * kp_sched_topo_feasible fails for the pod on that claim (when its hostname is its name). */
+bool kp_sched_topo_host_taken(const struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                              size_t seq);
 
 #endif

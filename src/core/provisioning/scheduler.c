@@ -61,6 +61,16 @@
  *            A name only the overhead has passes for every pod when the overhead alone fits
  *            (alone_ok); a type where it does not, a pod or claim naming a resource no type
  *            has, or more than 64 names, fall back to rv_fits3.
+ *   HOSTS    A pod with required hostname anti-affinity (or selected by an inverse one) is
+ *            refused by every open claim whose hostname domain already counts in that group:
+ *            topology.c's next_anti returns nothing for a target whose hostname requirement is
+ *            one value with a count. With one such pod per claim (Karpenter's benchmark) that
+ *            refusal was a topology walk per claim per pod. Each hostname group now mirrors its
+ *            claims' counts in an array by claim seq (ccount, written wherever the count
+ *            changes: group_record, and register), each pod lists those groups (anti_host),
+ *            and each claim knows whether its hostname is exactly its own name
+ *            (host_is_name, refreshed by claim_add), so the scan skips such a claim with a
+ *            few array reads. Only claims the full check would refuse are skipped.
  *
  * Threads: pure; any thread. Nothing here outlives the call but the plan (and a prepared set
  * its caller's kp_sched_prepared_free). */
@@ -1318,10 +1328,16 @@ static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct 
     /* OPTIONS: each option passed the requirement and offering tests against exactly these
      * requirements, unless BestEffort rewrote a minValues after the tests. */
     t->opts_reqs_ok = !pr->mv_relaxed;
+    {
+        const struct kp_req *h = kp_reqset_get(&t->reqs, KP_LABEL_HOSTNAME);
+        const char *v = h ? kp_req_single(h) : NULL;
+
+        t->host_is_name = v && strcmp(v, t->name) == 0;
+    }
     memset(pr, 0, sizeof(*pr));
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
-        (rc = kp_sched_topo_register_host(s, t->name)) < 0)
+        (rc = kp_sched_topo_register_host(s, t->name, t->seq)) < 0)
         return rc;
     return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs);
 }
@@ -1448,6 +1464,9 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         struct kp_sched_target *t = s->claims[s->claim_order[k]];
         struct proposal pr = {0};
 
+        /* HOSTS: what claim_can_add's topology check would refuse, for an int read. */
+        if (t->host_is_name && kp_sched_topo_host_taken(s, sp, t->seq))
+            continue;
         if ((rc = claim_can_add(s, sp, t, &ok, &pr, why, sizeof(why))) < 0)
             return rc;
         if (!ok)
@@ -1795,11 +1814,9 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
             best = t->opts[i];
         for (size_t j = 0; j < it->n_offerings; j++) {
             const struct kp_offering *of = &it->offerings[j];
-            const char *ct = kp_offering_value(of, KP_LABEL_CAPACITY_TYPE);
+            const char *ct;
             bool dup = false;
 
-            if (!ct)
-                continue;
             if (j < 64) {
                 (void)tc_price(pl, tc, t->opts[i]); /* fills tc->offs */
                 if (!(tc->offs[t->opts[i]] & ((uint64_t)1 << j)))
@@ -1809,6 +1826,8 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
                                              0)) {
                 continue;
             }
+            if (!(ct = kp_offering_value(of, KP_LABEL_CAPACITY_TYPE)))
+                continue;
             for (size_t k = 0; !dup && k < n_cts; k++)
                 dup = kp_streq(cts[k], ct);
             if (!dup)
@@ -1867,6 +1886,7 @@ static void solver_done(struct kp_sched_solver *s)
         kp_free(sp->g_inv);
         kp_free(sp->sel);
         kp_free(sp->inv_sel);
+        kp_free(sp->anti_host);
         kp_free(sp->spread_active);
         kp_reqset_done(&sp->reqs);
         kp_reqset_done(&sp->strict);

@@ -72,6 +72,7 @@ static int group_register(struct kp_sched_group *g, const char *name, size_t *re
     g->d = nd;
     memmove(&g->d[pos + 1], &g->d[pos], (g->n_d - pos) * sizeof(*g->d));
     g->d[pos].name = name;
+    g->d[pos].claim = 0;
     g->d[pos].count = 0;
     g->n_d++;
     g->n_empty++;
@@ -90,6 +91,8 @@ static int group_record(struct kp_sched_group *g, const char *name)
     if (g->d[pos].count == 0)
         g->n_empty--;
     g->d[pos].count++;
+    if (g->d[pos].claim)
+        g->ccount[g->d[pos].claim - 1] = g->d[pos].count;
     return 0;
 }
 
@@ -135,6 +138,7 @@ void kp_sched_group_done(struct kp_sched_group *g)
         kp_reqset_done(&g->freqs[i]);
     kp_free(g->freqs);
     kp_free(g->d);
+    kp_free(g->ccount);
 }
 
 static bool reqs_same(const struct kp_reqs *a, const struct kp_reqs *b)
@@ -682,15 +686,42 @@ int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *s
 }
 
 /* Registers a new claim's hostname in every hostname group (Topology.Register). */
-int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host)
+int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host, size_t seq)
 {
+    size_t pos;
     int rc;
 
-    for (size_t i = 0; i < s->n_groups; i++)
-        if (kp_streq(s->groups[i].key, KP_LABEL_HOSTNAME) &&
-            (rc = group_register(&s->groups[i], host, NULL)) < 0)
+    for (size_t i = 0; i < s->n_groups; i++) {
+        struct kp_sched_group *g = &s->groups[i];
+
+        if (!kp_streq(g->key, KP_LABEL_HOSTNAME))
+            continue;
+        if (seq >= g->cap_ccount) {
+            size_t cap = g->cap_ccount ? g->cap_ccount : 8;
+            int64_t *nc;
+
+            while (cap <= seq)
+                cap *= 2;
+            if (!(nc = kp_reallocarray(g->ccount, cap, sizeof(*nc))))
+                return -ENOMEM;
+            g->ccount = nc;
+            g->cap_ccount = cap;
+        }
+        if ((rc = group_register(g, host, &pos)) < 0)
             return rc;
+        g->d[pos].claim = seq + 1;
+        g->ccount[seq] = g->d[pos].count;
+    }
     return 0;
+}
+
+bool kp_sched_topo_host_taken(const struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                              size_t seq)
+{
+    for (size_t i = 0; i < sp->n_anti_host; i++)
+        if (s->groups[sp->anti_host[i]].ccount[seq] != 0)
+            return true;
+    return false;
 }
 
 /* Whether any topology group constrains the pod now. */
@@ -752,6 +783,19 @@ int kp_sched_pods_selections(struct kp_sched_solver *s)
                 sp->inv_sel[sp->n_inv_sel++] = g;
             else
                 sp->sel[sp->n_sel++] = g;
+        }
+        if (sp->refuse)
+            continue; /* never placed; its group indices may be unset */
+        sp->anti_host =
+            kp_calloc(sp->p->n_anti_affinity + sp->n_inv_sel + 1, sizeof(*sp->anti_host));
+        if (!sp->anti_host)
+            return -ENOMEM;
+        for (size_t k = 0; k < sp->p->n_anti_affinity + sp->n_inv_sel; k++) {
+            size_t g = k < sp->p->n_anti_affinity ? sp->g_anti[k]
+                                                  : sp->inv_sel[k - sp->p->n_anti_affinity];
+
+            if (s->groups[g].type == KP_SCHED_ANTI && kp_streq(s->groups[g].key, KP_LABEL_HOSTNAME))
+                sp->anti_host[sp->n_anti_host++] = g;
         }
     }
     return 0;
