@@ -70,7 +70,12 @@
  *            changes: group_record, and register), each pod lists those groups (anti_host),
  *            and each claim knows whether its hostname is exactly its own name
  *            (host_is_name, refreshed by claim_add), so the scan skips such a claim with a
- *            few array reads. Only claims the full check would refuse are skipped.
+ *            few array reads. Only claims the full check would refuse are skipped. A claim
+ *            registers its hostname once, with its first pod (registering again was a no-op).
+ *   ORDER    The claims' order (fewest pods first, stable) was re-established by an insertion
+ *            pass over all claims per pod. Between two scans exactly one claim changes (it
+ *            gains a pod, or is appended with one), so claim_order_fix moves just that one to
+ *            where the stable sort would put it.
  *
  * Threads: pure; any thread. Nothing here outlives the call but the plan (and a prepared set
  * its caller's kp_sched_prepared_free). */
@@ -1337,7 +1342,7 @@ static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct 
     memset(pr, 0, sizeof(*pr));
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
-        (rc = kp_sched_topo_register_host(s, t->name, t->seq)) < 0)
+        (t->n_pods == 1 && (rc = kp_sched_topo_register_host(s, t->name, t->seq)) < 0))
         return rc;
     return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs);
 }
@@ -1418,6 +1423,25 @@ static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sc
 
 /* --- one pod ------------------------------------------------------------------------------- */
 
+/* ORDER: claim_order sorted by pod count, stably (an earlier order of equal counts stays),
+ * except the claim at pos, which just gained a pod or was just appended: move it back past
+ * larger counts and on past smaller ones, which is what a stable sort of the whole order
+ * gives when one element is out of place. */
+static void claim_order_fix(struct kp_sched_solver *s, size_t pos)
+{
+    size_t v = s->claim_order[pos], n = s->claims[v]->n_pods;
+
+    while (pos > 0 && s->claims[s->claim_order[pos - 1]]->n_pods > n) {
+        s->claim_order[pos] = s->claim_order[pos - 1];
+        pos--;
+    }
+    while (pos + 1 < s->n_claims && s->claims[s->claim_order[pos + 1]]->n_pods < n) {
+        s->claim_order[pos] = s->claim_order[pos + 1];
+        pos++;
+    }
+    s->claim_order[pos] = v;
+}
+
 /* Scheduler.add: existing nodes, then this solve's claims, then a new claim per pool. 0 with
  * *placed; when not placed, msg says why. */
 static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
@@ -1450,16 +1474,8 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         *placed = true;
         return 0;
     }
-    /* Claims already opened, fewest pods first (stable: ties keep their opening order). */
-    for (size_t i = 1; i < s->n_claims; i++) {
-        size_t v = s->claim_order[i], j = i;
-
-        while (j > 0 && s->claims[s->claim_order[j - 1]]->n_pods > s->claims[v]->n_pods) {
-            s->claim_order[j] = s->claim_order[j - 1];
-            j--;
-        }
-        s->claim_order[j] = v;
-    }
+    /* Claims already opened, fewest pods first (stable: ties keep their opening order), as
+     * claim_order_fix keeps them (ORDER in the DESIGN note). */
     for (size_t k = 0; k < s->n_claims; k++) {
         struct kp_sched_target *t = s->claims[s->claim_order[k]];
         struct proposal pr = {0};
@@ -1475,6 +1491,7 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         proposal_done(&pr);
         if (rc < 0)
             return rc;
+        claim_order_fix(s, k);
         res->where = KP_SCHED_CLAIM;
         res->index = t->seq;
         *placed = true;
@@ -1530,6 +1547,7 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         proposal_done(&pr);
         if (rc < 0)
             return rc;
+        claim_order_fix(s, s->n_claims - 1);
         pool_subtract_max(&s->pools[pi], t);
         res->where = KP_SCHED_CLAIM;
         res->index = t->seq;
