@@ -154,6 +154,12 @@ struct kp_sched_pool_state {
     int64_t *d_alloc, *d_ovh;
     uint64_t *has_alloc, *has_ovh;
     bool *alone_ok;
+    /* Per type, at [type * remaining.n + j]: its capacity of remaining's j-th resource
+     * (type_capacity; limited pools only). Per type, at octs_at[type]: each offering's
+     * capacity type (kp_offering_value). Both fixed for the solve. */
+    int64_t *lcap;
+    const char **octs;
+    size_t *octs_at;
 };
 
 struct kp_sched_solver {

@@ -970,6 +970,28 @@ static int fit_init(struct kp_sched_pool_state *pl)
     return 0;
 }
 
+/* pl->octs: each offering's capacity type, looked up once. */
+static int octs_init(struct kp_sched_pool_state *pl)
+{
+    size_t nt = pl->in->n_types, n = 0;
+
+    pl->octs_at = kp_calloc(nt + 1, sizeof(*pl->octs_at));
+    if (!pl->octs_at)
+        return -ENOMEM;
+    for (size_t i = 0; i < nt; i++) {
+        pl->octs_at[i] = n;
+        n += pl->in->types[i].n_offerings;
+    }
+    pl->octs = kp_calloc(n + 1, sizeof(*pl->octs));
+    if (!pl->octs)
+        return -ENOMEM;
+    for (size_t i = 0; i < nt; i++)
+        for (size_t j = 0; j < pl->in->types[i].n_offerings; j++)
+            pl->octs[pl->octs_at[i] + j] =
+                kp_offering_value(&pl->in->types[i].offerings[j], KP_LABEL_CAPACITY_TYPE);
+    return 0;
+}
+
 /* What a claim holds plus one pod, on pl's dense names: v[j] summed as rv_fits3 sums (a's
  * amount, then b's, saturating). usable false (rv_fits3 then) when pl is not dense or a or b
  * names a resource pl's types do not. */
@@ -1085,7 +1107,7 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
     }
     if (pl->n_types == 0)
         return 0;
-    if ((rc = tkeys_init(pl)) < 0 || (rc = fit_init(pl)) < 0)
+    if ((rc = tkeys_init(pl)) < 0 || (rc = fit_init(pl)) < 0 || (rc = octs_init(pl)) < 0)
         return rc;
     /* BestEffort keeps a pool whose types cannot meet its minValues (claims relax them). */
     if ((min_values_unmet(&pl->reqs, in->types, pl->types, pl->n_types, &err) &&
@@ -1111,6 +1133,13 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
                                                  : -kp_resources_get(&n->capacity, x->name, NULL));
             }
         }
+        pl->lcap = kp_calloc(in->n_types * pl->remaining.n + 1, sizeof(*pl->lcap));
+        if (!pl->lcap)
+            return -ENOMEM;
+        for (size_t i = 0; i < in->n_types; i++)
+            for (size_t j = 0; j < pl->remaining.n; j++)
+                pl->lcap[i * pl->remaining.n + j] =
+                    type_capacity(&in->types[i], pl->remaining.v[j].name);
     }
     return 0;
 }
@@ -1128,6 +1157,9 @@ static void pool_done(struct kp_sched_pool_state *pl)
     kp_free(pl->has_alloc);
     kp_free(pl->has_ovh);
     kp_free(pl->alone_ok);
+    kp_free(pl->lcap);
+    kp_free(pl->octs);
+    kp_free(pl->octs_at);
     kp_reqset_done(&pl->reqs);
     for (size_t i = 0; pl->in && i < pl->in->n_types; i++) {
         if (pl->alloc)
@@ -1379,11 +1411,10 @@ static int claim_new(struct kp_sched_solver *s, size_t pi, struct kp_sched_targe
         goto fail;
     }
     for (size_t i = 0; i < pl->n_types; i++) {
-        const struct kp_instance_type *it = &pl->in->types[pl->types[i]];
         bool within = true;
 
         for (size_t j = 0; pl->limited && within && j < pl->remaining.n; j++)
-            within = type_capacity(it, pl->remaining.v[j].name) <= pl->remaining.v[j].milli;
+            within = pl->lcap[pl->types[i] * pl->remaining.n + j] <= pl->remaining.v[j].milli;
         if (within)
             t->opts[t->n_opts++] = pl->types[i];
     }
@@ -1412,7 +1443,7 @@ static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sc
         int64_t max = 0;
 
         for (size_t i = 0; i < t->n_opts; i++) {
-            int64_t c = type_capacity(&pl->in->types[t->opts[i]], pl->remaining.v[j].name);
+            int64_t c = pl->lcap[t->opts[i] * pl->remaining.n + j];
 
             if (c > max)
                 max = c;
@@ -1844,7 +1875,7 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
                                              0)) {
                 continue;
             }
-            if (!(ct = kp_offering_value(of, KP_LABEL_CAPACITY_TYPE)))
+            if (!(ct = pl->octs[pl->octs_at[t->opts[i]] + j]))
                 continue;
             for (size_t k = 0; !dup && k < n_cts; k++)
                 dup = kp_streq(cts[k], ct);
