@@ -236,6 +236,11 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
  * means it would fail. No allocation beyond scratch. */
 int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                            const struct kp_reqset *reqs, bool *ok) KP_WUR;
+/* The one topology key every group the pod must satisfy now uses, when it is one key and not
+ * the hostname; else NULL. kp_sched_topo_feasible's answer for the pod then depends on a
+ * target's requirements only through their set for that key (MEMO in scheduler.c). */
+const char *kp_sched_topo_single_key(const struct kp_sched_solver *s,
+                                     const struct kp_sched_pod *sp);
 /* Topology.Record: the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                          const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;

@@ -72,6 +72,13 @@
  *            (host_is_name, refreshed by claim_add), so the scan skips such a claim with a
  *            few array reads. Only claims the full check would refuse are skipped. A claim
  *            registers its hostname once, with its first pod (registering again was a no-op).
+ *   MEMO     When every topology group a pod must satisfy uses one key K other than the
+ *            hostname (zone spread or zone affinity), kp_sched_topo_feasible's answer on a
+ *            claim depends only on the claim's set for K: each group's walk (narrow_one) reads
+ *            the target's requirements for its own key alone, and no count changes during one
+ *            scan of the claims. pod_add remembers the answer per distinct set (topo_memo, at
+ *            most TOPO_MEMO) and skips claims it refuses, without their room and requirement
+ *            checks. Zone-affinity pods otherwise walked every claim pinned to another zone.
  *   ORDER    The claims' order (fewest pods first, stable) was re-established by an insertion
  *            pass over all claims per pod. Between two scans exactly one claim changes (it
  *            gains a pod, or is appended with one), so claim_order_fix moves just that one to
@@ -1454,6 +1461,58 @@ static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sc
 
 /* --- one pod ------------------------------------------------------------------------------- */
 
+/* Whether two sets of one key read the same (NULL: the key is not constrained). */
+static bool req_same(const struct kp_req *a, const struct kp_req *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->complement != b->complement || a->n_values != b->n_values || a->has_min != b->has_min ||
+        a->has_max != b->has_max || a->min != b->min || a->max != b->max ||
+        a->min_values != b->min_values)
+        return false;
+    for (size_t i = 0; i < a->n_values; i++)
+        if (strcmp(a->values[i], b->values[i]) != 0)
+            return false;
+    return true;
+}
+
+/* MEMO: kp_sched_topo_feasible answers for one pod during one scan of the claims, by the
+ * claims' set for the pod's single topology key. */
+#define TOPO_MEMO 8u
+
+struct topo_memo {
+    const char *key; /* NULL: no memo for this pod */
+    size_t n;
+    const struct kp_req *r[TOPO_MEMO]; /* borrowed from claims' reqs, unchanged during a scan */
+    bool ok[TOPO_MEMO];
+};
+
+/* 0 with *skip true when the memo (filled here on a miss) says topology refuses the pod on t. */
+static int topo_memo_skip(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                          const struct kp_sched_target *t, struct topo_memo *m, bool *skip)
+{
+    const struct kp_req *r;
+    size_t i;
+    int rc;
+
+    *skip = false;
+    if (!m->key)
+        return 0;
+    r = kp_reqset_get(&t->reqs, m->key);
+    for (i = 0; i < m->n && !req_same(m->r[i], r); i++)
+        ;
+    if (i == m->n) {
+        if (m->n == TOPO_MEMO)
+            return 0;
+        if ((rc = kp_sched_topo_feasible(s, sp, &t->reqs, &m->ok[i])) < 0)
+            return rc;
+        m->r[i] = r;
+        m->n++;
+    }
+    *skip = !m->ok[i];
+    return 0;
+}
+
 /* ORDER: claim_order sorted by pod count, stably (an earlier order of equal counts stays),
  * except the claim at pos, which just gained a pod or was just appended: move it back past
  * larger counts and on past smaller ones, which is what a stable sort of the whole order
@@ -1477,6 +1536,7 @@ static void claim_order_fix(struct kp_sched_solver *s, size_t pos)
  * *placed; when not placed, msg says why. */
 static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
 {
+    struct topo_memo memo = {0};
     char why[KP_REQSET_WHY_SIZE];
     struct kp_sched_result *res = &s->res[sp->idx];
     bool ok;
@@ -1507,12 +1567,19 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
     }
     /* Claims already opened, fewest pods first (stable: ties keep their opening order), as
      * claim_order_fix keeps them (ORDER in the DESIGN note). */
+    memo.key =
+        s->n_claims && kp_sched_pod_has_topology(sp) ? kp_sched_topo_single_key(s, sp) : NULL;
     for (size_t k = 0; k < s->n_claims; k++) {
         struct kp_sched_target *t = s->claims[s->claim_order[k]];
         struct proposal pr = {0};
+        bool skip;
 
-        /* HOSTS: what claim_can_add's topology check would refuse, for an int read. */
+        /* HOSTS and MEMO: what claim_can_add's topology check would refuse, cheaply. */
         if (t->host_is_name && kp_sched_topo_host_taken(s, sp, t->seq))
+            continue;
+        if ((rc = topo_memo_skip(s, sp, t, &memo, &skip)) < 0)
+            return rc;
+        if (skip)
             continue;
         if ((rc = claim_can_add(s, sp, t, &ok, &pr, why, sizeof(why))) < 0)
             return rc;

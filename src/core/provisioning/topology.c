@@ -654,6 +654,29 @@ int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod 
     return 0;
 }
 
+struct key_ctx {
+    const struct kp_sched_solver *s;
+    const char *key;
+};
+
+static int same_key(size_t gi, void *vctx)
+{
+    struct key_ctx *c = vctx;
+    const char *k = c->s->groups[gi].key;
+
+    if (kp_streq(k, KP_LABEL_HOSTNAME) || (c->key && !kp_streq(c->key, k)))
+        return 1;
+    c->key = k;
+    return 0;
+}
+
+const char *kp_sched_topo_single_key(const struct kp_sched_solver *s, const struct kp_sched_pod *sp)
+{
+    struct key_ctx c = {s, NULL};
+
+    return for_pod_groups(sp, same_key, &c) == 0 ? c.key : NULL;
+}
+
 /* Topology.Record after the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                          const struct kp_taints *taints, const struct kp_reqset *reqs)
