@@ -160,6 +160,10 @@ struct kp_sched_pool_state {
     int64_t *lcap;
     const char **octs;
     size_t *octs_at;
+    bool octs_canon; /* equal capacity types in octs share one pointer */
+    /* The types in name order (strcmp, then index), and a scratch mark per type. */
+    size_t *by_name;
+    bool *mark;
 };
 
 struct kp_sched_solver {

@@ -106,6 +106,9 @@
 
 #define MSG_SIZE 1024u
 
+typedef int (*idx_cmp_fn)(const void *ctx, size_t a, size_t b);
+static int sort_idx(size_t *v, size_t n, idx_cmp_fn cmp, const void *ctx);
+
 /* --- resource vectors ---------------------------------------------------------------------- */
 
 static int64_t sat_add(int64_t a, int64_t b)
@@ -996,7 +999,39 @@ static int octs_init(struct kp_sched_pool_state *pl)
         for (size_t j = 0; j < pl->in->types[i].n_offerings; j++)
             pl->octs[pl->octs_at[i] + j] =
                 kp_offering_value(&pl->in->types[i].offerings[j], KP_LABEL_CAPACITY_TYPE);
+    /* Canonical pointers, so claim_finish's de-duplication compares pointers; given up (and
+     * strings compared) past 64 distinct values. */
+    {
+        const char *seen[64];
+        size_t n_seen = 0;
+
+        pl->octs_canon = true;
+        for (size_t i = 0; pl->octs_canon && i < n; i++) {
+            size_t k = 0;
+
+            if (!pl->octs[i])
+                continue;
+            while (k < n_seen && strcmp(seen[k], pl->octs[i]) != 0)
+                k++;
+            if (k == n_seen) {
+                if (n_seen == sizeof(seen) / sizeof(seen[0])) {
+                    pl->octs_canon = false;
+                    break;
+                }
+                seen[n_seen++] = pl->octs[i];
+            }
+            pl->octs[i] = seen[k];
+        }
+    }
     return 0;
+}
+
+static int cmp_name_idx(const void *ctx, size_t a, size_t b)
+{
+    const struct kp_instance_type *types = ctx;
+    int c = strcmp(types[a].name, types[b].name);
+
+    return c ? c : (a < b ? -1 : a > b);
 }
 
 /* What a claim holds plus one pod, on pl's dense names: v[j] summed as rv_fits3 sums (a's
@@ -1116,6 +1151,14 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
         return 0;
     if ((rc = tkeys_init(pl)) < 0 || (rc = fit_init(pl)) < 0 || (rc = octs_init(pl)) < 0)
         return rc;
+    pl->by_name = kp_calloc(in->n_types + 1, sizeof(*pl->by_name));
+    pl->mark = kp_calloc(in->n_types + 1, sizeof(*pl->mark));
+    if (!pl->by_name || !pl->mark)
+        return -ENOMEM;
+    for (size_t i = 0; i < in->n_types; i++)
+        pl->by_name[i] = i;
+    if ((rc = sort_idx(pl->by_name, in->n_types, cmp_name_idx, in->types)) < 0)
+        return rc;
     /* BestEffort keeps a pool whose types cannot meet its minValues (claims relax them). */
     if ((min_values_unmet(&pl->reqs, in->types, pl->types, pl->n_types, &err) &&
          !s->in->min_values_best_effort) ||
@@ -1167,6 +1210,8 @@ static void pool_done(struct kp_sched_pool_state *pl)
     kp_free(pl->lcap);
     kp_free(pl->octs);
     kp_free(pl->octs_at);
+    kp_free(pl->by_name);
+    kp_free(pl->mark);
     kp_reqset_done(&pl->reqs);
     for (size_t i = 0; pl->in && i < pl->in->n_types; i++) {
         if (pl->alloc)
@@ -1773,8 +1818,6 @@ static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const st
 
 /* --- orders -------------------------------------------------------------------------------- */
 
-typedef int (*idx_cmp_fn)(const void *ctx, size_t a, size_t b);
-
 /* A stable merge sort of indices with a context (qsort has none, and is not stable). */
 static int sort_idx(size_t *v, size_t n, idx_cmp_fn cmp, const void *ctx)
 {
@@ -1923,7 +1966,7 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
         const struct kp_instance_type *it = &types[t->opts[i]];
         const struct kp_sched_rv *o = &pl->ovh[t->opts[i]];
 
-        names[i] = it->name;
+        pl->mark[t->opts[i]] = true;
         if (best == SIZE_MAX || rv_get(o, "cpu") < rv_get(&pl->ovh[best], "cpu") ||
             (rv_get(o, "cpu") == rv_get(&pl->ovh[best], "cpu") &&
              rv_get(o, "memory") < rv_get(&pl->ovh[best], "memory")))
@@ -1945,11 +1988,17 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
             if (!(ct = pl->octs[pl->octs_at[t->opts[i]] + j]))
                 continue;
             for (size_t k = 0; !dup && k < n_cts; k++)
-                dup = kp_streq(cts[k], ct);
+                dup = cts[k] == ct || (!pl->octs_canon && kp_streq(cts[k], ct));
             if (!dup)
                 cts[n_cts++] = ct;
         }
     }
+    /* The names in name order (the set sorts them anyway; sorted input sorts fastest). */
+    for (size_t i = 0, n = 0; i < pl->in->n_types; i++)
+        if (pl->mark[pl->by_name[i]]) {
+            pl->mark[pl->by_name[i]] = false;
+            names[n++] = types[pl->by_name[i]].name;
+        }
     if ((rc = kp_reqset_add(&t->reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, t->n_opts, 0)) <
             0 ||
         (n_cts &&
