@@ -1821,9 +1821,13 @@ static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const st
 /* A stable merge sort of indices with a context (qsort has none, and is not stable). */
 static int sort_idx(size_t *v, size_t n, idx_cmp_fn cmp, const void *ctx)
 {
-    size_t *tmp;
+    size_t *tmp, in_order = 1;
 
-    if (n < 2)
+    /* A stable sort leaves input already in order as it is: a claim's options usually come
+     * in catalog order, which is often price order. */
+    while (in_order < n && cmp(ctx, v[in_order - 1], v[in_order]) <= 0)
+        in_order++;
+    if (in_order >= n)
         return 0;
     tmp = kp_calloc(n, sizeof(*tmp));
     if (!tmp)
