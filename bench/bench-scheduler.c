@@ -23,9 +23,12 @@
  * and covers everything kp_sched_solve does (Karpenter's figure leaves out its NewTopology and
  * NewScheduler set-up). One line per size:
  *   karpenter-workload pods=P solve_ms=.. pods_per_s=.. nodeclaims=.. placed=.. price_per_h=..
- *   peak_rss_mib=.. repeats=R
+ *   peak_rss_mib=.. repeats=R digest=..
  * price_per_h is the sum over NodeClaims of their cheapest option's price; peak RSS is the
- * process's so far (run one size per process to read it per size). */
+ * process's so far (run one size per process to read it per size). digest is an FNV-1a hash of
+ * the whole plan (plan_digest): a scheduler change meant to keep plans must keep it. Each -k
+ * continues one random stream, so compare digests of runs given the same -k list. The default
+ * mode's lines end with the digests of its two plans (P and 2P pods). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +80,76 @@ static void must(int r)
         fprintf(stderr, "bench-scheduler: %s\n", strerror(-r));
         exit(1);
     }
+}
+
+/* FNV-1a 64 over everything a plan says: each claim's pool, requirements (every field of every
+ * key), options, requests, pods and min_values_relaxed, then each pod's placement, relaxation
+ * count and reason. Two solves of one input must print the same digest; a change to the
+ * scheduler that moves any of it shows here. */
+static void fnv(uint64_t *h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        *h = (*h ^ b[i]) * 0x100000001b3ull;
+}
+
+static void fnv_str(uint64_t *h, const char *s)
+{
+    fnv(h, s ? s : "(null)", strlen(s ? s : "(null)") + 1);
+}
+
+static void fnv_u64(uint64_t *h, uint64_t v)
+{
+    fnv(h, &v, sizeof(v));
+}
+
+static uint64_t plan_digest(const struct kp_sched_plan *plan)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    fnv_u64(&h, plan->n_claims);
+    for (size_t c = 0; c < plan->n_claims; c++) {
+        const struct kp_sched_claim *cl = &plan->claims[c];
+
+        fnv_u64(&h, cl->pool);
+        fnv_u64(&h, cl->reqs.n);
+        for (size_t k = 0; k < cl->reqs.n; k++) {
+            const struct kp_req *r = &cl->reqs.v[k];
+
+            fnv_str(&h, r->key);
+            fnv_u64(&h, r->complement);
+            fnv_u64(&h, r->n_values);
+            for (size_t v = 0; v < r->n_values; v++)
+                fnv_str(&h, r->values[v]);
+            fnv_u64(&h, r->has_min);
+            fnv_u64(&h, r->has_max);
+            fnv_u64(&h, (uint64_t)r->min);
+            fnv_u64(&h, (uint64_t)r->max);
+            fnv_u64(&h, r->min_values);
+        }
+        fnv_u64(&h, cl->n_types);
+        for (size_t t = 0; t < cl->n_types; t++)
+            fnv_str(&h, cl->types[t]->name);
+        fnv_u64(&h, cl->n_requests);
+        for (size_t q = 0; q < cl->n_requests; q++) {
+            fnv_str(&h, cl->requests[q].name);
+            fnv_u64(&h, (uint64_t)cl->requests[q].milli);
+        }
+        fnv_u64(&h, cl->n_pods);
+        for (size_t p = 0; p < cl->n_pods; p++)
+            fnv_u64(&h, cl->pods[p]);
+        fnv_u64(&h, cl->min_values_relaxed);
+    }
+    fnv_u64(&h, plan->n_pods);
+    for (size_t i = 0; i < plan->n_pods; i++) {
+        fnv_u64(&h, (uint64_t)plan->pods[i].where);
+        fnv_u64(&h, plan->pods[i].index);
+        fnv_u64(&h, plan->pods[i].relaxed);
+        if (plan->pods[i].error)
+            fnv_str(&h, plan->pods[i].error);
+    }
+    return h;
 }
 
 /* Karpenter's workload (-k). A splitmix64 stream: deterministic, seeded like Karpenter's (42). */
@@ -212,7 +285,7 @@ static void karpenter_workload(uint32_t n, uint32_t repeats)
     struct kp_entry *np = NULL, **pods = kp_calloc(n, sizeof(*pods));
     const struct kp_pod_view **views = kp_calloc(n, sizeof(*views));
     uint32_t per = n / 5, at = 0;
-    uint64_t total = 0;
+    uint64_t total = 0, digest = 0;
     size_t claims = 0, placed = 0;
     int64_t price = 0;
     struct rusage ru;
@@ -243,6 +316,7 @@ static void karpenter_workload(uint32_t n, uint32_t repeats)
         must(kp_sched_solve(&in, &plan));
         total += kp_mono_usec() - t0;
         if (r == 0) {
+            digest = plan_digest(&plan);
             for (size_t i = 0; i < plan.n_pods; i++)
                 placed += plan.pods[i].where != KP_SCHED_FAILED;
             claims = plan.n_claims;
@@ -257,9 +331,9 @@ static void karpenter_workload(uint32_t n, uint32_t repeats)
         double ms = (double)total / repeats / 1000.0;
 
         printf("karpenter-workload pods=%u solve_ms=%.3f pods_per_s=%.0f nodeclaims=%zu "
-               "placed=%zu price_per_h=%.2f peak_rss_mib=%.1f repeats=%u\n",
+               "placed=%zu price_per_h=%.2f peak_rss_mib=%.1f repeats=%u digest=%016llx\n",
                n, ms, ms > 0 ? n / (ms / 1000.0) : 0.0, claims, placed, (double)price / 1e6,
-               (double)ru.ru_maxrss / 1024.0, repeats);
+               (double)ru.ru_maxrss / 1024.0, repeats, (unsigned long long)digest);
     }
     if (placed != n) {
         fprintf(stderr, "bench-scheduler: %zu of %u pods did not place\n", n - placed, n);
@@ -349,6 +423,7 @@ int main(int argc, char **argv)
         const struct kp_pod_view **pviews = kp_calloc(2 * pods, sizeof(*pviews));
         static const struct kp_res full[] = {{"cpu", 0}, {"pods", 0}};
         double per_run[2] = {0, 0};
+        uint64_t digest[2] = {0, 0};
 
         if (!nv || !labels || !names || !bound || !bviews || !pend || !pviews)
             must(-ENOMEM);
@@ -394,6 +469,8 @@ int main(int argc, char **argv)
                 dt = kp_mono_usec() - t0;
                 if (dt < best)
                     best = dt;
+                if (r == 0)
+                    digest[run] = plan_digest(&plan);
                 for (size_t i = 0; i < plan.n_pods; i++)
                     if (plan.pods[i].where == KP_SCHED_FAILED) {
                         fprintf(stderr, "pod %zu failed: %s\n", i, plan.pods[i].error);
@@ -404,9 +481,10 @@ int main(int argc, char **argv)
             per_run[run] = (double)best;
         }
         printf("bound/node=%-4u bound=%-6u solve(%u)=%8.1f ms solve(%u)=%8.1f ms "
-               "marginal=%7.1f us/pod\n",
+               "marginal=%7.1f us/pod digest=%016llx/%016llx\n",
                B, nodes * B, pods, per_run[0] / 1000.0, 2 * pods, per_run[1] / 1000.0,
-               (per_run[1] - per_run[0]) / pods);
+               (per_run[1] - per_run[0]) / pods, (unsigned long long)digest[0],
+               (unsigned long long)digest[1]);
         for (size_t k = 0; k < (size_t)nodes * B; k++)
             kp_entry_unref(bound[k]);
         for (uint32_t i = 0; i < 2 * pods; i++)

@@ -28,6 +28,7 @@ enum kp_sched_gtype { KP_SCHED_SPREAD, KP_SCHED_AFFINITY, KP_SCHED_ANTI };
 struct kp_sched_domain {
     const char *name; /* borrowed: input labels, instance type values or a claim's hostname */
     int64_t count;
+    size_t claim; /* 1 + the seq of the claim this is the hostname of; 0: none */
 };
 
 struct kp_sched_group {
@@ -51,6 +52,10 @@ struct kp_sched_group {
     struct kp_sched_domain *d;
     size_t n_d, cap_d;
     size_t n_empty;
+    /* Hostname groups: the count of each claim's hostname domain by claim seq, kept equal to
+     * that domain's count (HOSTS in scheduler.c's DESIGN note). */
+    int64_t *ccount;
+    size_t cap_ccount;
 };
 
 /* One pod being placed. */
@@ -65,6 +70,9 @@ struct kp_sched_pod {
     size_t *g_spread, *g_aff, *g_paff, *g_anti, *g_panti, *g_inv;
     size_t *sel, n_sel;         /* non-inverse groups that select this pod */
     size_t *inv_sel, n_inv_sel; /* inverse groups that select this pod */
+    /* Its required anti-affinity groups and the inverse groups selecting it, on hostname:
+     * a claim whose hostname counts in one can never take the pod (HOSTS). */
+    size_t *anti_host, n_anti_host;
     /* Relaxation state (reset for each attempt). */
     size_t req_skip, paff_drop, panti_drop, pnode_drop;
     size_t *spread_active, n_spread_active;
@@ -96,12 +104,25 @@ struct kp_sched_target {
     char name[40];
     size_t *opts, n_opts;
     size_t *pods, n_pods, cap_pods;
-    bool mv_relaxed; /* BestEffort lowered a minValues */
+    bool mv_relaxed;   /* BestEffort lowered a minValues */
+    bool host_is_name; /* reqs' hostname is exactly In [name] (HOSTS) */
+    /* Every option intersects reqs and has an available offering compatible with reqs (set by
+     * claim_add; see OPTIONS in scheduler.c's DESIGN note). */
+    bool opts_reqs_ok;
     /* both */
     struct kp_reqset reqs;
     struct kp_sched_rv used;
     const struct kp_host_port **ports;
     size_t n_ports, cap_ports;
+};
+
+/* The requirement tests of a pool's instance types against one projection of a claim's
+ * requirements (OPTIONS in scheduler.c's DESIGN note). Per in->types index, filled lazily. */
+struct kp_sched_tcache {
+    struct kp_reqset proj; /* the requirements on the keys the types and offerings constrain */
+    int8_t *meets;         /* -1: not yet; else whether the type's requirements intersect */
+    int64_t *price;        /* INT64_MIN: not yet; -1: no compatible available offering */
+    uint64_t *offs;        /* with price: bit i set when offerings[i] is available and compatible */
 };
 
 struct kp_sched_pool_state {
@@ -116,6 +137,33 @@ struct kp_sched_pool_state {
     size_t *n_dports;
     bool limited;
     struct kp_sched_rv remaining;
+    /* OPTIONS cache: the keys any type or offering constrains (sorted by strcmp), recent
+     * projections' results (at most KP_SCHED_TCACHE, replaced round robin) and scratch. */
+    const char **tkeys;
+    size_t n_tkeys;
+    struct kp_sched_tcache *tc;
+    size_t n_tc, next_tc;
+    struct kp_req *view;
+    size_t cap_view;
+    /* FIT (scheduler.c's DESIGN note): the resource names alloc and ovh use (sorted by
+     * strcmp; at most 64, else dense is false) and per type, at [type * n_rn + name], their
+     * amounts with a bit per name present; alone_ok: the overhead alone fits. */
+    bool dense;
+    const char **rn;
+    size_t n_rn;
+    int64_t *d_alloc, *d_ovh;
+    uint64_t *has_alloc, *has_ovh;
+    bool *alone_ok;
+    /* Per type, at [type * remaining.n + j]: its capacity of remaining's j-th resource
+     * (type_capacity; limited pools only). Per type, at octs_at[type]: each offering's
+     * capacity type (kp_offering_value). Both fixed for the solve. */
+    int64_t *lcap;
+    const char **octs;
+    size_t *octs_at;
+    bool octs_canon; /* equal capacity types in octs share one pointer */
+    /* The types in name order (strcmp, then index), and a scratch mark per type. */
+    size_t *by_name;
+    bool *mark;
 };
 
 struct kp_sched_solver {
@@ -192,10 +240,19 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
  * means it would fail. No allocation beyond scratch. */
 int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                            const struct kp_reqset *reqs, bool *ok) KP_WUR;
+/* The one topology key every group the pod must satisfy now uses, when it is one key and not
+ * the hostname; else NULL. kp_sched_topo_feasible's answer for the pod then depends on a
+ * target's requirements only through their set for that key (MEMO in scheduler.c). */
+const char *kp_sched_topo_single_key(const struct kp_sched_solver *s,
+                                     const struct kp_sched_pod *sp);
 /* Topology.Record: the pod landed on a target with these taints and requirements. */
 int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                          const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;
-/* Topology.Register of a new claim's hostname in every hostname group. */
-int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host) KP_WUR;
+/* Topology.Register of claim seq's hostname in every hostname group. */
+int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host, size_t seq) KP_WUR;
+/* Whether the hostname domain of claim seq counts in some group of sp->anti_host: then
+ * kp_sched_topo_feasible fails for the pod on that claim (when its hostname is its name). */
+bool kp_sched_topo_host_taken(const struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                              size_t seq);
 
 #endif

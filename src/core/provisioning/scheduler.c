@@ -35,6 +35,55 @@
  * target_own() copies the two things a placement changes (used, ports) before the first pod
  * lands there. Nothing borrowed is ever written, so a prepared set may serve many solves.
  *
+ * Speed: the shortcuts below skip work whose outcome is already known; none changes a plan (the
+ * bench's plan digests and test_prepared_equivalence hold them to that). Each names the
+ * invariant it relies on:
+ *   OPTIONS  A claim's requirements only narrow, and claim_add keeps only options that passed
+ *            the requirement and offering tests against exactly the requirements it stores
+ *            (t->opts_reqs_ok; off when BestEffort rewrote a minValues after the tests). A pod
+ *            that leaves the requirements equal therefore needs only the fit and host-port
+ *            tests per option; those go first, the costly requirement tests (five offering
+ *            compatibility checks each) run only on what fits. The flags behind a "no instance
+ *            type ..." reason are computed in a second pass, only when no option is left.
+ *   TYPES    Whether an instance type's requirements intersect a claim's, and which of its
+ *            offerings are available and compatible with them (so its price), depend only on
+ *            the claim's requirements for keys the type or an offering constrains: intersects
+ *            walks common keys, and compatible asks only about the offering's keys. Each pool
+ *            keeps those keys (tkeys) and, per projection of a claim's requirements onto them,
+ *            the answers per type, filled when first asked (tcache_get; the last
+ *            KP_SCHED_TCACHE projections). Claims of one pool mostly share a projection (the
+ *            hostname, the pods' own labels and most topology keys are not type keys), so
+ *            400 types cost 400 array reads per placement instead of 2,000 set comparisons.
+ *   FIT      An option's room test (rv_fits3: held + pod + the type's DaemonSet overhead within
+ *            its allocatable, per resource any of them names) runs on dense per-type amounts
+ *            over the pool's resource names (fit_init), the held and pod amounts summed once
+ *            per claim and pod (fit_need_init) in rv_fits3's order, so saturation is the same.
+ *            A name only the overhead has passes for every pod when the overhead alone fits
+ *            (alone_ok); a type where it does not, a pod or claim naming a resource no type
+ *            has, or more than 64 names, fall back to rv_fits3.
+ *   HOSTS    A pod with required hostname anti-affinity (or selected by an inverse one) is
+ *            refused by every open claim whose hostname domain already counts in that group:
+ *            topology.c's next_anti returns nothing for a target whose hostname requirement is
+ *            one value with a count. With one such pod per claim (Karpenter's benchmark) that
+ *            refusal was a topology walk per claim per pod. Each hostname group now mirrors its
+ *            claims' counts in an array by claim seq (ccount, written wherever the count
+ *            changes: group_record, and register), each pod lists those groups (anti_host),
+ *            and each claim knows whether its hostname is exactly its own name
+ *            (host_is_name, refreshed by claim_add), so the scan skips such a claim with a
+ *            few array reads. Only claims the full check would refuse are skipped. A claim
+ *            registers its hostname once, with its first pod (registering again was a no-op).
+ *   MEMO     When every topology group a pod must satisfy uses one key K other than the
+ *            hostname (zone spread or zone affinity), kp_sched_topo_feasible's answer on a
+ *            claim depends only on the claim's set for K: each group's walk (narrow_one) reads
+ *            the target's requirements for its own key alone, and no count changes during one
+ *            scan of the claims. pod_add remembers the answer per distinct set (topo_memo, at
+ *            most TOPO_MEMO) and skips claims it refuses, without their room and requirement
+ *            checks. Zone-affinity pods otherwise walked every claim pinned to another zone.
+ *   ORDER    The claims' order (fewest pods first, stable) was re-established by an insertion
+ *            pass over all claims per pod. Between two scans exactly one claim changes (it
+ *            gains a pod, or is appended with one), so claim_order_fix moves just that one to
+ *            where the stable sort would put it.
+ *
  * Threads: pure; any thread. Nothing here outlives the call but the plan (and a prepared set
  * its caller's kp_sched_prepared_free). */
 #include "core/provisioning/scheduler-internal.h"
@@ -56,6 +105,9 @@
 #include "core/provider.h"
 
 #define MSG_SIZE 1024u
+
+typedef int (*idx_cmp_fn)(const void *ctx, size_t a, size_t b);
+static int sort_idx(size_t *v, size_t n, idx_cmp_fn cmp, const void *ctx);
 
 /* --- resource vectors ---------------------------------------------------------------------- */
 
@@ -735,6 +787,312 @@ static int64_t type_capacity(const struct kp_instance_type *it, const char *name
     return kp_provider_res_get(it->capacity, it->n_capacity, name, NULL);
 }
 
+/* --- OPTIONS cache: requirement tests of instance types, per projection ------------------ */
+
+#define KP_SCHED_TCACHE 16u
+#define TC_UNKNOWN INT64_MIN
+
+/* Adds name to the sorted, unique set[0..*n) (room for it is the caller's): a few compares
+ * per name where collecting thousands of copies and sorting them cost a fifth of a
+ * one-pod solve. */
+static void name_set_add(const char **set, size_t *n, const char *name)
+{
+    size_t pos;
+
+    if (kp_sorted_find(set, *n, sizeof(*set), 0, name, &pos))
+        return;
+    memmove(&set[pos + 1], &set[pos], (*n - pos) * sizeof(*set));
+    set[pos] = name;
+    (*n)++;
+}
+
+/* pl->tkeys: every key the requirements of pl's types and of their offerings constrain. */
+static int tkeys_init(struct kp_sched_pool_state *pl)
+{
+    const struct kp_sched_pool *in = pl->in;
+    size_t room = 0;
+
+    for (size_t i = 0; i < in->n_types; i++) {
+        room += in->types[i].reqs.n;
+        for (size_t o = 0; o < in->types[i].n_offerings; o++)
+            room += in->types[i].offerings[o].reqs.n;
+    }
+    pl->tkeys = kp_calloc(room ? room : 1, sizeof(*pl->tkeys));
+    if (!pl->tkeys)
+        return -ENOMEM;
+    for (size_t i = 0; i < in->n_types; i++) {
+        const struct kp_instance_type *it = &in->types[i];
+
+        for (size_t k = 0; k < it->reqs.n; k++)
+            name_set_add(pl->tkeys, &pl->n_tkeys, it->reqs.v[k].key);
+        for (size_t o = 0; o < it->n_offerings; o++)
+            for (size_t k = 0; k < it->offerings[o].reqs.n; k++)
+                name_set_add(pl->tkeys, &pl->n_tkeys, it->offerings[o].reqs.v[k].key);
+    }
+    return 0;
+}
+
+static void tcache_done(struct kp_sched_tcache *tc)
+{
+    kp_reqset_done(&tc->proj);
+    kp_free(tc->meets);
+    kp_free(tc->price);
+    kp_free(tc->offs);
+    memset(tc, 0, sizeof(*tc));
+}
+
+/* The cache entry for reqs: its keys outside pl->tkeys dropped, since the requirement tests of
+ * a type (kp_reqset_intersects with the type's requirements, kp_reqset_compatible with each
+ * offering's) only ever look at keys the type or the offering constrains. */
+static int tcache_get(struct kp_sched_pool_state *pl, const struct kp_reqset *reqs,
+                      struct kp_sched_tcache **ret)
+{
+    struct kp_reqset view = KP_REQSET_INIT;
+    struct kp_sched_tcache *tc, fresh = {0};
+    size_t nt = pl->in->n_types ? pl->in->n_types : 1, pos;
+    int rc;
+
+    if (reqs->n > pl->cap_view) {
+        struct kp_req *nv = kp_reallocarray(pl->view, reqs->n, sizeof(*nv));
+
+        if (!nv)
+            return -ENOMEM;
+        pl->view = nv;
+        pl->cap_view = reqs->n;
+    }
+    /* A shallow view (borrowed keys and values, never freed) in reqs' own order. */
+    view.v = pl->view;
+    for (size_t i = 0; i < reqs->n; i++)
+        if (kp_sorted_find(pl->tkeys, pl->n_tkeys, sizeof(*pl->tkeys), 0, reqs->v[i].key, &pos))
+            view.v[view.n++] = reqs->v[i];
+    for (size_t i = 0; i < pl->n_tc; i++)
+        if (kp_reqset_equal(&pl->tc[i].proj, &view)) {
+            *ret = &pl->tc[i];
+            return 0;
+        }
+    if ((rc = kp_reqset_copy(&view, &fresh.proj)) < 0)
+        return rc;
+    fresh.meets = kp_calloc(nt, sizeof(*fresh.meets));
+    fresh.price = kp_calloc(nt, sizeof(*fresh.price));
+    fresh.offs = kp_calloc(nt, sizeof(*fresh.offs));
+    if (!fresh.meets || !fresh.price || !fresh.offs) {
+        tcache_done(&fresh);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        fresh.meets[i] = -1;
+        fresh.price[i] = TC_UNKNOWN;
+    }
+    if (!pl->tc && !(pl->tc = kp_calloc(KP_SCHED_TCACHE, sizeof(*pl->tc)))) {
+        tcache_done(&fresh);
+        return -ENOMEM;
+    }
+    if (pl->n_tc < KP_SCHED_TCACHE) {
+        tc = &pl->tc[pl->n_tc++];
+    } else {
+        tc = &pl->tc[pl->next_tc];
+        pl->next_tc = (pl->next_tc + 1) % KP_SCHED_TCACHE;
+        tcache_done(tc);
+    }
+    *tc = fresh;
+    *ret = tc;
+    return 0;
+}
+
+/* kp_reqset_intersects(type ti's requirements, the claim's). */
+static bool tc_meets(const struct kp_sched_pool_state *pl, struct kp_sched_tcache *tc, size_t ti)
+{
+    if (tc->meets[ti] < 0)
+        tc->meets[ti] = kp_reqset_intersects(&pl->in->types[ti].reqs, &tc->proj, NULL, 0);
+    return tc->meets[ti] != 0;
+}
+
+/* type_price(type ti, the claim's requirements); fills the offering mask too. */
+static int64_t tc_price(const struct kp_sched_pool_state *pl, struct kp_sched_tcache *tc, size_t ti)
+{
+    if (tc->price[ti] == TC_UNKNOWN) {
+        const struct kp_instance_type *it = &pl->in->types[ti];
+        int64_t best = -1;
+        uint64_t offs = 0;
+
+        for (size_t i = 0; i < it->n_offerings; i++) {
+            const struct kp_offering *o = &it->offerings[i];
+
+            if (!o->available ||
+                !kp_reqset_compatible(&tc->proj, &o->reqs, kp_reqset_well_known_labels, NULL, 0))
+                continue;
+            if (i < 64)
+                offs |= (uint64_t)1 << i;
+            if (best < 0 || o->price_micro_usd < best)
+                best = o->price_micro_usd;
+        }
+        tc->price[ti] = best;
+        tc->offs[ti] = offs;
+    }
+    return tc->price[ti];
+}
+
+/* --- FIT: resource fit of a claim's options on dense per-type amounts -------------------- */
+
+#define FIT_MAX_NAMES 64u
+
+/* pl->rn and the dense amounts, from pl->alloc and pl->ovh. */
+static int fit_init(struct kp_sched_pool_state *pl)
+{
+    size_t nt = pl->in->n_types, room = 0;
+
+    for (size_t i = 0; i < nt; i++)
+        room += pl->alloc[i].n + pl->ovh[i].n;
+    pl->rn = kp_calloc(room ? room : 1, sizeof(*pl->rn));
+    if (!pl->rn)
+        return -ENOMEM;
+    for (size_t i = 0; i < nt; i++) {
+        for (size_t j = 0; j < pl->alloc[i].n; j++)
+            name_set_add(pl->rn, &pl->n_rn, pl->alloc[i].v[j].name);
+        for (size_t j = 0; j < pl->ovh[i].n; j++)
+            name_set_add(pl->rn, &pl->n_rn, pl->ovh[i].v[j].name);
+    }
+    if (pl->n_rn > FIT_MAX_NAMES)
+        return 0; /* not dense: rv_fits3 every time */
+    pl->d_alloc = kp_calloc(nt * pl->n_rn + 1, sizeof(*pl->d_alloc));
+    pl->d_ovh = kp_calloc(nt * pl->n_rn + 1, sizeof(*pl->d_ovh));
+    pl->has_alloc = kp_calloc(nt + 1, sizeof(*pl->has_alloc));
+    pl->has_ovh = kp_calloc(nt + 1, sizeof(*pl->has_ovh));
+    pl->alone_ok = kp_calloc(nt + 1, sizeof(*pl->alone_ok));
+    if (!pl->d_alloc || !pl->d_ovh || !pl->has_alloc || !pl->has_ovh || !pl->alone_ok)
+        return -ENOMEM;
+    for (size_t i = 0; i < nt; i++) {
+        size_t pos;
+
+        for (size_t j = 0; j < pl->alloc[i].n; j++)
+            if (kp_sorted_find(pl->rn, pl->n_rn, sizeof(*pl->rn), 0, pl->alloc[i].v[j].name,
+                               &pos)) {
+                pl->d_alloc[i * pl->n_rn + pos] = pl->alloc[i].v[j].milli;
+                pl->has_alloc[i] |= (uint64_t)1 << pos;
+            }
+        for (size_t j = 0; j < pl->ovh[i].n; j++)
+            if (kp_sorted_find(pl->rn, pl->n_rn, sizeof(*pl->rn), 0, pl->ovh[i].v[j].name, &pos)) {
+                pl->d_ovh[i * pl->n_rn + pos] = pl->ovh[i].v[j].milli;
+                pl->has_ovh[i] |= (uint64_t)1 << pos;
+            }
+        pl->alone_ok[i] = rv_fits3(&pl->ovh[i], NULL, NULL, &pl->alloc[i]);
+    }
+    pl->dense = true;
+    return 0;
+}
+
+/* pl->octs: each offering's capacity type, looked up once. */
+static int octs_init(struct kp_sched_pool_state *pl)
+{
+    size_t nt = pl->in->n_types, n = 0;
+
+    pl->octs_at = kp_calloc(nt + 1, sizeof(*pl->octs_at));
+    if (!pl->octs_at)
+        return -ENOMEM;
+    for (size_t i = 0; i < nt; i++) {
+        pl->octs_at[i] = n;
+        n += pl->in->types[i].n_offerings;
+    }
+    pl->octs = kp_calloc(n + 1, sizeof(*pl->octs));
+    if (!pl->octs)
+        return -ENOMEM;
+    for (size_t i = 0; i < nt; i++)
+        for (size_t j = 0; j < pl->in->types[i].n_offerings; j++)
+            pl->octs[pl->octs_at[i] + j] =
+                kp_offering_value(&pl->in->types[i].offerings[j], KP_LABEL_CAPACITY_TYPE);
+    /* Canonical pointers, so claim_finish's de-duplication compares pointers; given up (and
+     * strings compared) past 64 distinct values. */
+    {
+        const char *seen[64];
+        size_t n_seen = 0;
+
+        pl->octs_canon = true;
+        for (size_t i = 0; pl->octs_canon && i < n; i++) {
+            size_t k = 0;
+
+            if (!pl->octs[i])
+                continue;
+            while (k < n_seen && strcmp(seen[k], pl->octs[i]) != 0)
+                k++;
+            if (k == n_seen) {
+                if (n_seen == sizeof(seen) / sizeof(seen[0])) {
+                    pl->octs_canon = false;
+                    break;
+                }
+                seen[n_seen++] = pl->octs[i];
+            }
+            pl->octs[i] = seen[k];
+        }
+    }
+    return 0;
+}
+
+static int cmp_name_idx(const void *ctx, size_t a, size_t b)
+{
+    const struct kp_instance_type *types = ctx;
+    int c = strcmp(types[a].name, types[b].name);
+
+    return c ? c : (a < b ? -1 : a > b);
+}
+
+/* What a claim holds plus one pod, on pl's dense names: v[j] summed as rv_fits3 sums (a's
+ * amount, then b's, saturating). usable false (rv_fits3 then) when pl is not dense or a or b
+ * names a resource pl's types do not. */
+struct fit_need {
+    bool usable;
+    size_t n_idx;
+    uint8_t idx[FIT_MAX_NAMES]; /* names a or b has, in pl->rn */
+    int64_t v[FIT_MAX_NAMES];
+};
+
+static void fit_need_init(const struct kp_sched_pool_state *pl, const struct kp_sched_rv *a,
+                          const struct kp_sched_rv *b, struct fit_need *nd)
+{
+    const struct kp_sched_rv *both[2] = {a, b};
+    uint64_t seen = 0;
+
+    nd->usable = pl->dense;
+    nd->n_idx = 0;
+    for (size_t k = 0; nd->usable && k < 2; k++)
+        for (size_t i = 0; nd->usable && i < both[k]->n; i++) {
+            size_t pos;
+
+            if (!kp_sorted_find(pl->rn, pl->n_rn, sizeof(*pl->rn), 0, both[k]->v[i].name, &pos)) {
+                nd->usable = false;
+                break;
+            }
+            if (!(seen & ((uint64_t)1 << pos))) {
+                seen |= (uint64_t)1 << pos;
+                nd->idx[nd->n_idx++] = (uint8_t)pos;
+                nd->v[pos] = 0;
+            }
+            nd->v[pos] = sat_add(nd->v[pos], both[k]->v[i].milli);
+        }
+}
+
+/* rv_fits3(a, b, &pl->ovh[ti], &pl->alloc[ti]) for the a and b nd was made from. A name only
+ * the overhead has is checked by alone_ok; when that fails, rv_fits3 decides. */
+static bool fit_option(const struct kp_sched_pool_state *pl, const struct fit_need *nd,
+                       const struct kp_sched_rv *a, const struct kp_sched_rv *b, size_t ti)
+{
+    const int64_t *al = &pl->d_alloc[ti * pl->n_rn], *ov = &pl->d_ovh[ti * pl->n_rn];
+
+    if (!nd->usable || !pl->alone_ok[ti])
+        return rv_fits3(a, b, &pl->ovh[ti], &pl->alloc[ti]);
+    for (size_t k = 0; k < nd->n_idx; k++) {
+        size_t j = nd->idx[k];
+        int64_t sum = nd->v[j], have = 0;
+
+        if (pl->has_ovh[ti] & ((uint64_t)1 << j))
+            sum = sat_add(sum, ov[j]);
+        if (pl->has_alloc[ti] & ((uint64_t)1 << j))
+            have = al[j];
+        if (sum > have)
+            return false;
+    }
+    return true;
+}
+
 static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
                      const struct kp_sched_pool *in)
 {
@@ -792,6 +1150,16 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
     }
     if (pl->n_types == 0)
         return 0;
+    if ((rc = tkeys_init(pl)) < 0 || (rc = fit_init(pl)) < 0 || (rc = octs_init(pl)) < 0)
+        return rc;
+    pl->by_name = kp_calloc(in->n_types + 1, sizeof(*pl->by_name));
+    pl->mark = kp_calloc(in->n_types + 1, sizeof(*pl->mark));
+    if (!pl->by_name || !pl->mark)
+        return -ENOMEM;
+    for (size_t i = 0; i < in->n_types; i++)
+        pl->by_name[i] = i;
+    if ((rc = sort_idx(pl->by_name, in->n_types, cmp_name_idx, in->types)) < 0)
+        return rc;
     /* BestEffort keeps a pool whose types cannot meet its minValues (claims relax them). */
     if ((min_values_unmet(&pl->reqs, in->types, pl->types, pl->n_types, &err) &&
          !s->in->min_values_best_effort) ||
@@ -816,12 +1184,35 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
                                                  : -kp_resources_get(&n->capacity, x->name, NULL));
             }
         }
+        pl->lcap = kp_calloc(in->n_types * pl->remaining.n + 1, sizeof(*pl->lcap));
+        if (!pl->lcap)
+            return -ENOMEM;
+        for (size_t i = 0; i < in->n_types; i++)
+            for (size_t j = 0; j < pl->remaining.n; j++)
+                pl->lcap[i * pl->remaining.n + j] =
+                    type_capacity(&in->types[i], pl->remaining.v[j].name);
     }
     return 0;
 }
 
 static void pool_done(struct kp_sched_pool_state *pl)
 {
+    for (size_t i = 0; i < pl->n_tc; i++)
+        tcache_done(&pl->tc[i]);
+    kp_free(pl->tc);
+    kp_free(pl->tkeys);
+    kp_free(pl->view);
+    kp_free(pl->rn);
+    kp_free(pl->d_alloc);
+    kp_free(pl->d_ovh);
+    kp_free(pl->has_alloc);
+    kp_free(pl->has_ovh);
+    kp_free(pl->alone_ok);
+    kp_free(pl->lcap);
+    kp_free(pl->octs);
+    kp_free(pl->octs_at);
+    kp_free(pl->by_name);
+    kp_free(pl->mark);
     kp_reqset_done(&pl->reqs);
     for (size_t i = 0; pl->in && i < pl->in->n_types; i++) {
         if (pl->alloc)
@@ -873,13 +1264,13 @@ static void proposal_done(struct proposal *pr)
 /* Whether some option of t still has room (resources with its DaemonSet overhead, host ports)
  * for the pod, requirements aside. No allocation. */
 static bool claim_room(const struct kp_sched_pool_state *pl, const struct kp_sched_target *t,
-                       const struct kp_sched_pod *sp)
+                       const struct kp_sched_pod *sp, const struct fit_need *nd)
 {
     for (size_t i = 0; i < t->n_opts; i++) {
         size_t ti = t->opts[i];
 
         if (!ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]) &&
-            rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]))
+            fit_option(pl, nd, &t->used, &sp->req, ti))
             return true;
     }
     return false;
@@ -891,10 +1282,12 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
                          const struct kp_sched_target *t, bool *ok, struct proposal *ret, char *why,
                          size_t why_size)
 {
-    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    struct kp_sched_tcache *tc = NULL;
+    struct fit_need nd;
     const struct kp_taint *bad;
     struct proposal pr = {0};
-    bool reqs_met = false, fits = false, offering = false, ports = false;
+    bool reqs_met = false, fits = false, offering = false, ports = false, same;
     const struct kp_req *mv;
     int rc;
 
@@ -913,7 +1306,8 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
     }
     /* A claim already holding pods mostly fails on room: find out before copying anything (its
      * reason is never shown, so the order of the checks does not matter for it). */
-    if (t->n_pods && !claim_room(pl, t, sp)) {
+    fit_need_init(pl, &t->used, &sp->req, &nd);
+    if (t->n_pods && !claim_room(pl, t, sp, &nd)) {
         (void)snprintf(why, why_size, "no room left on the nodeclaim");
         return 0;
     }
@@ -940,22 +1334,32 @@ static int claim_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *s
         rc = -ENOMEM;
         goto fail;
     }
+    /* The options that take the pod: cheapest test first, and none of the requirement tests
+     * when the pod left the requirements as they were (OPTIONS in the DESIGN note). */
+    same = t->opts_reqs_ok && kp_reqset_equal(&pr.reqs, &t->reqs);
+    if (!same && (rc = tcache_get(pl, &pr.reqs, &tc)) < 0)
+        goto fail;
     for (size_t i = 0; i < t->n_opts; i++) {
         size_t ti = t->opts[i];
-        const struct kp_instance_type *it = &pl->in->types[ti];
-        bool c, f, o;
+
+        if (ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]) ||
+            !fit_option(pl, &nd, &t->used, &sp->req, ti))
+            continue;
+        if (same || (tc_meets(pl, tc, ti) && tc_price(pl, tc, ti) >= 0))
+            pr.opts[pr.n_opts++] = ti;
+    }
+    /* None: find out why, as one pass testing everything would have. */
+    if (pr.n_opts == 0 && same && (rc = tcache_get(pl, &pr.reqs, &tc)) < 0)
+        goto fail;
+    for (size_t i = 0; pr.n_opts == 0 && i < t->n_opts; i++) {
+        size_t ti = t->opts[i];
 
         if (ports_conflict(sp->p, pl->dports[ti], pl->n_dports[ti]))
             continue;
         ports = true;
-        c = kp_reqset_intersects(&it->reqs, &pr.reqs, NULL, 0);
-        f = rv_fits3(&t->used, &sp->req, &pl->ovh[ti], &pl->alloc[ti]);
-        o = type_price(it, &pr.reqs) >= 0;
-        reqs_met = reqs_met || c;
-        fits = fits || f;
-        offering = offering || o;
-        if (c && f && o)
-            pr.opts[pr.n_opts++] = ti;
+        reqs_met = reqs_met || tc_meets(pl, tc, ti);
+        fits = fits || fit_option(pl, &nd, &t->used, &sp->req, ti);
+        offering = offering || tc_price(pl, tc, ti) >= 0;
     }
     if (pr.n_opts == 0) {
         if (!ports)
@@ -1011,10 +1415,19 @@ static int claim_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct 
     t->opts = pr->opts;
     t->n_opts = pr->n_opts;
     t->mv_relaxed = t->mv_relaxed || pr->mv_relaxed;
+    /* OPTIONS: each option passed the requirement and offering tests against exactly these
+     * requirements, unless BestEffort rewrote a minValues after the tests. */
+    t->opts_reqs_ok = !pr->mv_relaxed;
+    {
+        const struct kp_req *h = kp_reqset_get(&t->reqs, KP_LABEL_HOSTNAME);
+        const char *v = h ? kp_req_single(h) : NULL;
+
+        t->host_is_name = v && strcmp(v, t->name) == 0;
+    }
     memset(pr, 0, sizeof(*pr));
     if ((rc = rv_add_rv(&t->used, &sp->req, 1)) < 0 ||
         (rc = ports_add(t, sp->p->host_ports, sp->p->n_host_ports)) < 0 ||
-        (rc = kp_sched_topo_register_host(s, t->name)) < 0)
+        (t->n_pods == 1 && (rc = kp_sched_topo_register_host(s, t->name, t->seq)) < 0))
         return rc;
     return kp_sched_topo_record(s, sp, &pl->in->np->tmpl.taints, &t->reqs);
 }
@@ -1051,11 +1464,10 @@ static int claim_new(struct kp_sched_solver *s, size_t pi, struct kp_sched_targe
         goto fail;
     }
     for (size_t i = 0; i < pl->n_types; i++) {
-        const struct kp_instance_type *it = &pl->in->types[pl->types[i]];
         bool within = true;
 
         for (size_t j = 0; pl->limited && within && j < pl->remaining.n; j++)
-            within = type_capacity(it, pl->remaining.v[j].name) <= pl->remaining.v[j].milli;
+            within = pl->lcap[pl->types[i] * pl->remaining.n + j] <= pl->remaining.v[j].milli;
         if (within)
             t->opts[t->n_opts++] = pl->types[i];
     }
@@ -1084,7 +1496,7 @@ static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sc
         int64_t max = 0;
 
         for (size_t i = 0; i < t->n_opts; i++) {
-            int64_t c = type_capacity(&pl->in->types[t->opts[i]], pl->remaining.v[j].name);
+            int64_t c = pl->lcap[t->opts[i] * pl->remaining.n + j];
 
             if (c > max)
                 max = c;
@@ -1095,10 +1507,82 @@ static void pool_subtract_max(struct kp_sched_pool_state *pl, const struct kp_sc
 
 /* --- one pod ------------------------------------------------------------------------------- */
 
+/* Whether two sets of one key read the same (NULL: the key is not constrained). */
+static bool req_same(const struct kp_req *a, const struct kp_req *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->complement != b->complement || a->n_values != b->n_values || a->has_min != b->has_min ||
+        a->has_max != b->has_max || a->min != b->min || a->max != b->max ||
+        a->min_values != b->min_values)
+        return false;
+    for (size_t i = 0; i < a->n_values; i++)
+        if (strcmp(a->values[i], b->values[i]) != 0)
+            return false;
+    return true;
+}
+
+/* MEMO: kp_sched_topo_feasible answers for one pod during one scan of the claims, by the
+ * claims' set for the pod's single topology key. */
+#define TOPO_MEMO 8u
+
+struct topo_memo {
+    const char *key; /* NULL: no memo for this pod */
+    size_t n;
+    const struct kp_req *r[TOPO_MEMO]; /* borrowed from claims' reqs, unchanged during a scan */
+    bool ok[TOPO_MEMO];
+};
+
+/* 0 with *skip true when the memo (filled here on a miss) says topology refuses the pod on t. */
+static int topo_memo_skip(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                          const struct kp_sched_target *t, struct topo_memo *m, bool *skip)
+{
+    const struct kp_req *r;
+    size_t i;
+    int rc;
+
+    *skip = false;
+    if (!m->key)
+        return 0;
+    r = kp_reqset_get(&t->reqs, m->key);
+    for (i = 0; i < m->n && !req_same(m->r[i], r); i++)
+        ;
+    if (i == m->n) {
+        if (m->n == TOPO_MEMO)
+            return 0;
+        if ((rc = kp_sched_topo_feasible(s, sp, &t->reqs, &m->ok[i])) < 0)
+            return rc;
+        m->r[i] = r;
+        m->n++;
+    }
+    *skip = !m->ok[i];
+    return 0;
+}
+
+/* ORDER: claim_order sorted by pod count, stably (an earlier order of equal counts stays),
+ * except the claim at pos, which just gained a pod or was just appended: move it back past
+ * larger counts and on past smaller ones, which is what a stable sort of the whole order
+ * gives when one element is out of place. */
+static void claim_order_fix(struct kp_sched_solver *s, size_t pos)
+{
+    size_t v = s->claim_order[pos], n = s->claims[v]->n_pods;
+
+    while (pos > 0 && s->claims[s->claim_order[pos - 1]]->n_pods > n) {
+        s->claim_order[pos] = s->claim_order[pos - 1];
+        pos--;
+    }
+    while (pos + 1 < s->n_claims && s->claims[s->claim_order[pos + 1]]->n_pods < n) {
+        s->claim_order[pos] = s->claim_order[pos + 1];
+        pos++;
+    }
+    s->claim_order[pos] = v;
+}
+
 /* Scheduler.add: existing nodes, then this solve's claims, then a new claim per pool. 0 with
  * *placed; when not placed, msg says why. */
 static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *placed, char *msg)
 {
+    struct topo_memo memo = {0};
     char why[KP_REQSET_WHY_SIZE];
     struct kp_sched_result *res = &s->res[sp->idx];
     bool ok;
@@ -1127,20 +1611,22 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         *placed = true;
         return 0;
     }
-    /* Claims already opened, fewest pods first (stable: ties keep their opening order). */
-    for (size_t i = 1; i < s->n_claims; i++) {
-        size_t v = s->claim_order[i], j = i;
-
-        while (j > 0 && s->claims[s->claim_order[j - 1]]->n_pods > s->claims[v]->n_pods) {
-            s->claim_order[j] = s->claim_order[j - 1];
-            j--;
-        }
-        s->claim_order[j] = v;
-    }
+    /* Claims already opened, fewest pods first (stable: ties keep their opening order), as
+     * claim_order_fix keeps them (ORDER in the DESIGN note). */
+    memo.key =
+        s->n_claims && kp_sched_pod_has_topology(sp) ? kp_sched_topo_single_key(s, sp) : NULL;
     for (size_t k = 0; k < s->n_claims; k++) {
         struct kp_sched_target *t = s->claims[s->claim_order[k]];
         struct proposal pr = {0};
+        bool skip;
 
+        /* HOSTS and MEMO: what claim_can_add's topology check would refuse, cheaply. */
+        if (t->host_is_name && kp_sched_topo_host_taken(s, sp, t->seq))
+            continue;
+        if ((rc = topo_memo_skip(s, sp, t, &memo, &skip)) < 0)
+            return rc;
+        if (skip)
+            continue;
         if ((rc = claim_can_add(s, sp, t, &ok, &pr, why, sizeof(why))) < 0)
             return rc;
         if (!ok)
@@ -1149,6 +1635,7 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         proposal_done(&pr);
         if (rc < 0)
             return rc;
+        claim_order_fix(s, k);
         res->where = KP_SCHED_CLAIM;
         res->index = t->seq;
         *placed = true;
@@ -1204,6 +1691,7 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         proposal_done(&pr);
         if (rc < 0)
             return rc;
+        claim_order_fix(s, s->n_claims - 1);
         pool_subtract_max(&s->pools[pi], t);
         res->where = KP_SCHED_CLAIM;
         res->index = t->seq;
@@ -1331,14 +1819,16 @@ static int pod_init(struct kp_sched_solver *s, struct kp_sched_pod *sp, const st
 
 /* --- orders -------------------------------------------------------------------------------- */
 
-typedef int (*idx_cmp_fn)(const void *ctx, size_t a, size_t b);
-
 /* A stable merge sort of indices with a context (qsort has none, and is not stable). */
 static int sort_idx(size_t *v, size_t n, idx_cmp_fn cmp, const void *ctx)
 {
-    size_t *tmp;
+    size_t *tmp, in_order = 1;
 
-    if (n < 2)
+    /* A stable sort leaves input already in order as it is: a claim's options usually come
+     * in catalog order, which is often price order. */
+    while (in_order < n && cmp(ctx, v[in_order - 1], v[in_order]) <= 0)
+        in_order++;
+    if (in_order >= n)
         return 0;
     tmp = kp_calloc(n, sizeof(*tmp));
     if (!tmp)
@@ -1430,7 +1920,8 @@ static int cmp_opts(const void *ctx, size_t a, size_t b)
 static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
                         struct kp_sched_claim *out, bool *ok)
 {
-    const struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    struct kp_sched_pool_state *pl = &s->pools[t->pool];
+    struct kp_sched_tcache *tc = NULL;
     const struct kp_instance_type *types = pl->in->types;
     int64_t *price = kp_calloc(pl->in->n_types ? pl->in->n_types : 1, sizeof(*price));
     const char **names = NULL, **cts = NULL;
@@ -1444,8 +1935,10 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
     if (!price)
         goto out;
     kp_reqset_remove(&t->reqs, KP_LABEL_HOSTNAME);
+    if ((rc = tcache_get(pl, &t->reqs, &tc)) < 0)
+        goto out;
     for (size_t i = 0; i < t->n_opts; i++) {
-        int64_t pr = type_price(&types[t->opts[i]], &t->reqs);
+        int64_t pr = tc_price(pl, tc, t->opts[i]);
 
         price[t->opts[i]] = pr < 0 ? INT64_MAX : pr; /* none left: last, as upstream */
     }
@@ -1463,6 +1956,9 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
         rc = 0; /* the caller fails the pods */
         goto out;
     }
+    /* Looked up again: BestEffort may have rewritten a minValues above. */
+    if ((rc = tcache_get(pl, &t->reqs, &tc)) < 0)
+        goto out;
     rc = -ENOMEM;
     names = kp_calloc(t->n_opts, sizeof(*names));
     for (size_t i = 0; i < t->n_opts; i++)
@@ -1475,25 +1971,39 @@ static int claim_finish(struct kp_sched_solver *s, struct kp_sched_target *t,
         const struct kp_instance_type *it = &types[t->opts[i]];
         const struct kp_sched_rv *o = &pl->ovh[t->opts[i]];
 
-        names[i] = it->name;
+        pl->mark[t->opts[i]] = true;
         if (best == SIZE_MAX || rv_get(o, "cpu") < rv_get(&pl->ovh[best], "cpu") ||
             (rv_get(o, "cpu") == rv_get(&pl->ovh[best], "cpu") &&
              rv_get(o, "memory") < rv_get(&pl->ovh[best], "memory")))
             best = t->opts[i];
         for (size_t j = 0; j < it->n_offerings; j++) {
             const struct kp_offering *of = &it->offerings[j];
-            const char *ct = kp_offering_value(of, KP_LABEL_CAPACITY_TYPE);
+            const char *ct;
             bool dup = false;
 
-            if (!ct || !of->available ||
-                !kp_reqset_compatible(&t->reqs, &of->reqs, kp_reqset_well_known_labels, NULL, 0))
+            if (j < 64) {
+                (void)tc_price(pl, tc, t->opts[i]); /* fills tc->offs */
+                if (!(tc->offs[t->opts[i]] & ((uint64_t)1 << j)))
+                    continue;
+            } else if (!of->available ||
+                       !kp_reqset_compatible(&t->reqs, &of->reqs, kp_reqset_well_known_labels, NULL,
+                                             0)) {
+                continue;
+            }
+            if (!(ct = pl->octs[pl->octs_at[t->opts[i]] + j]))
                 continue;
             for (size_t k = 0; !dup && k < n_cts; k++)
-                dup = kp_streq(cts[k], ct);
+                dup = cts[k] == ct || (!pl->octs_canon && kp_streq(cts[k], ct));
             if (!dup)
                 cts[n_cts++] = ct;
         }
     }
+    /* The names in name order (the set sorts them anyway; sorted input sorts fastest). */
+    for (size_t i = 0, n = 0; i < pl->in->n_types; i++)
+        if (pl->mark[pl->by_name[i]]) {
+            pl->mark[pl->by_name[i]] = false;
+            names[n++] = types[pl->by_name[i]].name;
+        }
     if ((rc = kp_reqset_add(&t->reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, names, t->n_opts, 0)) <
             0 ||
         (n_cts &&
@@ -1546,6 +2056,7 @@ static void solver_done(struct kp_sched_solver *s)
         kp_free(sp->g_inv);
         kp_free(sp->sel);
         kp_free(sp->inv_sel);
+        kp_free(sp->anti_host);
         kp_free(sp->spread_active);
         kp_reqset_done(&sp->reqs);
         kp_reqset_done(&sp->strict);

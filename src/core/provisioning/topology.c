@@ -72,6 +72,7 @@ static int group_register(struct kp_sched_group *g, const char *name, size_t *re
     g->d = nd;
     memmove(&g->d[pos + 1], &g->d[pos], (g->n_d - pos) * sizeof(*g->d));
     g->d[pos].name = name;
+    g->d[pos].claim = 0;
     g->d[pos].count = 0;
     g->n_d++;
     g->n_empty++;
@@ -90,6 +91,8 @@ static int group_record(struct kp_sched_group *g, const char *name)
     if (g->d[pos].count == 0)
         g->n_empty--;
     g->d[pos].count++;
+    if (g->d[pos].claim)
+        g->ccount[g->d[pos].claim - 1] = g->d[pos].count;
     return 0;
 }
 
@@ -135,6 +138,7 @@ void kp_sched_group_done(struct kp_sched_group *g)
         kp_reqset_done(&g->freqs[i]);
     kp_free(g->freqs);
     kp_free(g->d);
+    kp_free(g->ccount);
 }
 
 static bool reqs_same(const struct kp_reqs *a, const struct kp_reqs *b)
@@ -566,11 +570,20 @@ static int narrow_one(size_t gi, void *vctx)
     const struct kp_sched_group *g = &c->s->groups[gi];
     const struct kp_req *pr = kp_reqset_get(&c->sp->strict, g->key);
     const struct kp_req *nr = kp_reqset_get(c->base, g->key);
-    size_t room = (nr && nr->n_values > g->n_d ? nr->n_values : g->n_d) + 2, n = 0;
-    const char **out = kp_calloc(room, sizeof(*out));
+    const char *few[8], **out = few;
+    size_t room, n = 0;
     int rc;
 
-    if (!out) {
+    /* At most one domain comes out of a spread, or of a target with a hostname of its own
+     * (each next_* returns early then); else at most every domain, and affinity's bootstrap
+     * two. A hostname group has a domain per claim: sizing for those on every check made a
+     * claim scan quadratic. */
+    if (g->type == KP_SCHED_SPREAD ||
+        (nr && kp_req_single(nr) && kp_streq(g->key, KP_LABEL_HOSTNAME)))
+        room = 1;
+    else
+        room = (nr && nr->n_values > g->n_d ? nr->n_values : g->n_d) + 2;
+    if (room > sizeof(few) / sizeof(few[0]) && !(out = kp_reallocarray(NULL, room, sizeof(*out)))) {
         c->err = -ENOMEM;
         return -ENOMEM;
     }
@@ -586,13 +599,15 @@ static int narrow_one(size_t gi, void *vctx)
         break;
     }
     rc = 0;
-    if (n != 0 && !c->acc) { /* feasibility only */
-        kp_free(out);
-        return 0;
+    if (!c->acc) { /* feasibility only: no reason wanted */
+        if (out != few)
+            kp_free(out);
+        return n != 0 ? 0 : NARROW_FAILED;
     }
     if (n == 0 || (rc = kp_reqset_add(c->acc, g->key, KP_SEL_IN, out, n, 0)) < 0 ||
         is_empty_req(kp_reqset_get(c->acc, g->key))) {
-        kp_free(out);
+        if (out != few)
+            kp_free(out);
         if (rc < 0) {
             c->err = rc;
             return rc;
@@ -601,7 +616,8 @@ static int narrow_one(size_t gi, void *vctx)
                        g->inverse ? "inverse " : "", gtype_name(g->type), g->key);
         return NARROW_FAILED;
     }
-    kp_free(out);
+    if (out != few)
+        kp_free(out);
     return 0;
 }
 
@@ -629,14 +645,36 @@ int kp_sched_topo_narrow(struct kp_sched_solver *s, const struct kp_sched_pod *s
 int kp_sched_topo_feasible(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                            const struct kp_reqset *reqs, bool *ok)
 {
-    char why[8];
-    struct narrow_ctx c = {s, sp, reqs, NULL, why, sizeof(why), 0};
+    struct narrow_ctx c = {s, sp, reqs, NULL, NULL, 0, 0};
     int rc = for_pod_groups(sp, narrow_one, &c);
 
     if (rc < 0)
         return c.err ? c.err : rc;
     *ok = rc == 0;
     return 0;
+}
+
+struct key_ctx {
+    const struct kp_sched_solver *s;
+    const char *key;
+};
+
+static int same_key(size_t gi, void *vctx)
+{
+    struct key_ctx *c = vctx;
+    const char *k = c->s->groups[gi].key;
+
+    if (kp_streq(k, KP_LABEL_HOSTNAME) || (c->key && !kp_streq(c->key, k)))
+        return 1;
+    c->key = k;
+    return 0;
+}
+
+const char *kp_sched_topo_single_key(const struct kp_sched_solver *s, const struct kp_sched_pod *sp)
+{
+    struct key_ctx c = {s, NULL};
+
+    return for_pod_groups(sp, same_key, &c) == 0 ? c.key : NULL;
 }
 
 /* Topology.Record after the pod landed on a target with these taints and requirements. */
@@ -671,15 +709,42 @@ int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *s
 }
 
 /* Registers a new claim's hostname in every hostname group (Topology.Register). */
-int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host)
+int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host, size_t seq)
 {
+    size_t pos;
     int rc;
 
-    for (size_t i = 0; i < s->n_groups; i++)
-        if (kp_streq(s->groups[i].key, KP_LABEL_HOSTNAME) &&
-            (rc = group_register(&s->groups[i], host, NULL)) < 0)
+    for (size_t i = 0; i < s->n_groups; i++) {
+        struct kp_sched_group *g = &s->groups[i];
+
+        if (!kp_streq(g->key, KP_LABEL_HOSTNAME))
+            continue;
+        if (seq >= g->cap_ccount) {
+            size_t cap = g->cap_ccount ? g->cap_ccount : 8;
+            int64_t *nc;
+
+            while (cap <= seq)
+                cap *= 2;
+            if (!(nc = kp_reallocarray(g->ccount, cap, sizeof(*nc))))
+                return -ENOMEM;
+            g->ccount = nc;
+            g->cap_ccount = cap;
+        }
+        if ((rc = group_register(g, host, &pos)) < 0)
             return rc;
+        g->d[pos].claim = seq + 1;
+        g->ccount[seq] = g->d[pos].count;
+    }
     return 0;
+}
+
+bool kp_sched_topo_host_taken(const struct kp_sched_solver *s, const struct kp_sched_pod *sp,
+                              size_t seq)
+{
+    for (size_t i = 0; i < sp->n_anti_host; i++)
+        if (s->groups[sp->anti_host[i]].ccount[seq] != 0)
+            return true;
+    return false;
 }
 
 /* Whether any topology group constrains the pod now. */
@@ -741,6 +806,19 @@ int kp_sched_pods_selections(struct kp_sched_solver *s)
                 sp->inv_sel[sp->n_inv_sel++] = g;
             else
                 sp->sel[sp->n_sel++] = g;
+        }
+        if (sp->refuse)
+            continue; /* never placed; its group indices may be unset */
+        sp->anti_host =
+            kp_calloc(sp->p->n_anti_affinity + sp->n_inv_sel + 1, sizeof(*sp->anti_host));
+        if (!sp->anti_host)
+            return -ENOMEM;
+        for (size_t k = 0; k < sp->p->n_anti_affinity + sp->n_inv_sel; k++) {
+            size_t g = k < sp->p->n_anti_affinity ? sp->g_anti[k]
+                                                  : sp->inv_sel[k - sp->p->n_anti_affinity];
+
+            if (s->groups[g].type == KP_SCHED_ANTI && kp_streq(s->groups[g].key, KP_LABEL_HOSTNAME))
+                sp->anti_host[sp->n_anti_host++] = g;
         }
     }
     return 0;
