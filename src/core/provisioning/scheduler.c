@@ -1030,7 +1030,8 @@ static int octs_init(struct kp_sched_pool_state *pl)
 static int cmp_name_idx(const void *ctx, size_t a, size_t b)
 {
     const struct kp_instance_type *types = ctx;
-    int c = strcmp(types[a].name, types[b].name);
+    /* A provider's type should have a name; one without sorts first rather than crashing. */
+    int c = strcmp(types[a].name ? types[a].name : "", types[b].name ? types[b].name : "");
 
     return c ? c : (a < b ? -1 : a > b);
 }
@@ -1075,10 +1076,13 @@ static void fit_need_init(const struct kp_sched_pool_state *pl, const struct kp_
 static bool fit_option(const struct kp_sched_pool_state *pl, const struct fit_need *nd,
                        const struct kp_sched_rv *a, const struct kp_sched_rv *b, size_t ti)
 {
-    const int64_t *al = &pl->d_alloc[ti * pl->n_rn], *ov = &pl->d_ovh[ti * pl->n_rn];
+    const int64_t *al, *ov;
 
     if (!nd->usable || !pl->alone_ok[ti])
         return rv_fits3(a, b, &pl->ovh[ti], &pl->alloc[ti]);
+    /* Only now: a pool that is not dense has no d_alloc or d_ovh to point into. */
+    al = &pl->d_alloc[ti * pl->n_rn];
+    ov = &pl->d_ovh[ti * pl->n_rn];
     for (size_t k = 0; k < nd->n_idx; k++) {
         size_t j = nd->idx[k];
         int64_t sum = nd->v[j], have = 0;
