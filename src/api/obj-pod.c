@@ -58,8 +58,17 @@ static int64_t *kp_acc_slot(struct kp_acc *a, const char *name)
     return &a->v[a->n++];
 }
 
-/* Adds (or with max, raises to) the quantities of a ResourceList object into a. */
-static int kp_acc_merge(struct kp_acc *a, const json_t *list, bool max)
+/* How kp_acc_merge folds a ResourceList into an accumulator. */
+enum kp_acc_op {
+    KP_ACC_SUM, /* adds each quantity */
+    KP_ACC_MAX, /* raises each to the quantity */
+    /* Sets only the names a does not hold yet (the API server's defaulting of a container's
+     * requests from its limits); a name it holds is neither parsed nor changed. */
+    KP_ACC_MISSING,
+};
+
+/* Folds the quantities of a ResourceList object into a, as op says. */
+static int kp_acc_merge(struct kp_acc *a, const json_t *list, enum kp_acc_op op)
 {
     struct kp_json_iter it = KP_JSON_ITER_INIT;
     const char *k;
@@ -73,14 +82,21 @@ static int kp_acc_merge(struct kp_acc *a, const json_t *list, bool max)
         struct kp_quantity q;
         const char *s;
         int64_t *slot;
+        bool have = false;
 
+        for (size_t i = 0; op == KP_ACC_MISSING && i < a->n && !have; i++)
+            have = strcmp(a->name[i], k) == 0;
+        if (have)
+            continue;
         if (kp_json_as_str(val, &s) < 0 ||
             kp_quantity_parse(s, strlen(s), KP_QUANTITY_ROUND_UP, &q) < 0)
             return -KP_EPARSE;
         slot = kp_acc_slot(a, k);
         if (!slot)
             return -KP_ELIMIT;
-        if (max) {
+        if (op == KP_ACC_MISSING) {
+            *slot = q.milli; /* a new slot: an object's keys are unique */
+        } else if (op == KP_ACC_MAX) {
             if (q.milli > *slot)
                 *slot = q.milli;
         } else if (kp_add_overflow(*slot, q.milli, slot)) {
@@ -172,7 +188,7 @@ static int kp_acc_overhead_existing(struct kp_acc *a, const json_t *overhead)
     struct kp_acc o = {0};
     int r;
 
-    if ((r = kp_acc_merge(&o, overhead, false)) < 0)
+    if ((r = kp_acc_merge(&o, overhead, KP_ACC_SUM)) < 0)
         return r;
     for (size_t i = 0; i < o.n; i++)
         for (size_t j = 0; j < a->n; j++)
@@ -209,39 +225,6 @@ static const json_t *kp_container_status(const json_t *status, const char *name)
     return NULL;
 }
 
-/* Adds each quantity of ResourceList list whose name a does not hold yet (the API server's
- * defaulting of a container's requests from its limits). An object's keys are unique, so a name
- * added here is never met again in the same walk. */
-static int kp_acc_merge_missing(struct kp_acc *a, const json_t *list)
-{
-    struct kp_json_iter it = KP_JSON_ITER_INIT;
-    const char *k;
-    json_t *val;
-
-    if (!list)
-        return 0;
-    if (kp_json_typeof(list) != KP_JSON_OBJECT)
-        return -KP_EPARSE;
-    while (kp_json_object_next(list, &it, &k, &val)) {
-        struct kp_quantity q;
-        const char *s;
-        int64_t *slot;
-        bool have = false;
-
-        for (size_t i = 0; i < a->n && !have; i++)
-            have = strcmp(a->name[i], k) == 0;
-        if (have)
-            continue;
-        if (kp_json_as_str(val, &s) < 0 ||
-            kp_quantity_parse(s, strlen(s), KP_QUANTITY_ROUND_UP, &q) < 0)
-            return -KP_EPARSE;
-        if (!(slot = kp_acc_slot(a, k)))
-            return -KP_ELIMIT;
-        *slot = q.milli;
-    }
-    return 0;
-}
-
 /* The amounts container c counts with, into out: its spec's resources.<field>; with
  * limits_default, a limit stands in for a request the container does not set (what the API
  * server's defaulting does to a pod, but not to a pod template); with rs, while the status
@@ -255,10 +238,11 @@ static int kp_container_acc(const json_t *c, const char *field, bool limits_defa
     const char *name = NULL;
     int r;
 
-    if ((r = kp_container_resources(c, field, &req)) < 0 || (r = kp_acc_merge(out, req, false)) < 0)
+    if ((r = kp_container_resources(c, field, &req)) < 0 ||
+        (r = kp_acc_merge(out, req, KP_ACC_SUM)) < 0)
         return r;
     if (limits_default && ((r = kp_container_resources(c, "limits", &lim)) < 0 ||
-                           (r = kp_acc_merge_missing(out, lim)) < 0))
+                           (r = kp_acc_merge(out, lim, KP_ACC_MISSING)) < 0))
         return r;
     if (!rs || kp_json_get_str(c, "name", &name) < 0 ||
         !(cs = kp_container_status(rs->status, name)))
@@ -270,7 +254,8 @@ static int kp_container_acc(const json_t *c, const char *field, bool limits_defa
         return r;
     if (rs->infeasible)
         out->n = 0;
-    if ((r = kp_acc_merge(out, sreq, true)) < 0 || (r = kp_acc_merge(out, alloc, true)) < 0)
+    if ((r = kp_acc_merge(out, sreq, KP_ACC_MAX)) < 0 ||
+        (r = kp_acc_merge(out, alloc, KP_ACC_MAX)) < 0)
         return r;
     return 0;
 }
@@ -338,7 +323,8 @@ static int kp_pod_aggregate(const json_t *spec, const char *field, bool limits_d
     r = kp_json_get_object(spec, "overhead", &overhead);
     if (r < 0 && r != -ENOENT)
         return r;
-    r = limits ? kp_acc_overhead_existing(total, overhead) : kp_acc_merge(total, overhead, false);
+    r = limits ? kp_acc_overhead_existing(total, overhead)
+               : kp_acc_merge(total, overhead, KP_ACC_SUM);
     return r < 0 ? r : 0;
 }
 
