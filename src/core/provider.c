@@ -256,6 +256,21 @@ int64_t kp_instance_type_allocatable(const struct kp_instance_type *it, const ch
     return cap > oh ? cap - oh : 0;
 }
 
+int64_t kp_instance_type_price_for(const struct kp_instance_type *it, const struct kp_reqset *reqs)
+{
+    int64_t best = -1;
+
+    for (size_t i = 0; i < it->n_offerings; i++) {
+        const struct kp_offering *o = &it->offerings[i];
+
+        if (o->available &&
+            kp_reqset_compatible(reqs, &o->reqs, kp_reqset_well_known_labels, NULL, 0) &&
+            (best < 0 || o->price_micro_usd < best))
+            best = o->price_micro_usd;
+    }
+    return best;
+}
+
 int64_t kp_instance_type_price(const struct kp_instance_type *it)
 {
     int64_t best = -1;

@@ -164,6 +164,10 @@ bool kp_instance_types_equal(const struct kp_instance_types *a, const struct kp_
 int64_t kp_instance_type_allocatable(const struct kp_instance_type *it, const char *name);
 /* The cheapest available offering's price, or -1 when no offering is available. */
 int64_t kp_instance_type_price(const struct kp_instance_type *it);
+/* The same over the offerings compatible with reqs (well-known labels undefined in reqs allowed,
+ * as the scheduler reads them): the price a NodeClaim with those requirements can have. */
+int64_t kp_instance_type_price_for(const struct kp_instance_type *it, const struct kp_reqset *reqs)
+    KP_NONNULL(1, 2);
 
 /* The instance types a NodePool may launch, as a provider publishes them: immutable once
  * published and reference counted, so the scheduler can hold one across a whole batch (and

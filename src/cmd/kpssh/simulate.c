@@ -627,24 +627,6 @@ static int quantity_text(const char *name, int64_t milli, char buf[KP_QUANTITY_S
     return kp_quantity_format(&q, buf, KP_QUANTITY_STRMAX);
 }
 
-/* The cheapest available offering of it that the NodeClaim's requirements admit, or -1: the
- * price the scheduler ordered the options by. An instance type with several offerings (spot
- * and on-demand, from --instance-types) may have a cheaper one the NodeClaim cannot have. */
-static int64_t claim_price(const struct kp_instance_type *it, const struct kp_reqset *reqs)
-{
-    int64_t best = -1;
-
-    for (size_t i = 0; i < it->n_offerings; i++) {
-        const struct kp_offering *of = &it->offerings[i];
-
-        if (of->available &&
-            kp_reqset_compatible(reqs, &of->reqs, kp_reqset_well_known_labels, NULL, 0) &&
-            (best < 0 || of->price_micro_usd < best))
-            best = of->price_micro_usd;
-    }
-    return best;
-}
-
 static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_claim *sc, json_t **ret)
 {
     const struct kp_nodepool_view *np = in->pools[sc->pool].np;
@@ -666,7 +648,10 @@ static int claim_doc(const struct kp_sched_input *in, const struct kp_sched_clai
         goto out;
     for (size_t t = 0; t < sc->n_types && r == 0; t++) {
         json_t *it = NULL;
-        int64_t price = claim_price(sc->types[t], &sc->reqs);
+        /* The price the scheduler ordered the options by: an instance type with several offerings
+         * (spot and on-demand, from --instance-types) may have a cheaper one the NodeClaim
+         * cannot have. */
+        int64_t price = kp_instance_type_price_for(sc->types[t], &sc->reqs);
 
         if ((r = kp_json_patch_new(&it)) < 0)
             break;

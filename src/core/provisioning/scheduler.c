@@ -617,22 +617,6 @@ static int node_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, struct k
 
 /* --- NodePools and instance types (nodeclaimtemplate.go, nodeclaim.go) -------------------- */
 
-/* The cheapest available offering of it compatible with reqs, or -1. */
-static int64_t type_price(const struct kp_instance_type *it, const struct kp_reqset *reqs)
-{
-    int64_t best = -1;
-
-    for (size_t i = 0; i < it->n_offerings; i++) {
-        const struct kp_offering *o = &it->offerings[i];
-
-        if (o->available &&
-            kp_reqset_compatible(reqs, &o->reqs, kp_reqset_well_known_labels, NULL, 0) &&
-            (best < 0 || o->price_micro_usd < best))
-            best = o->price_micro_usd;
-    }
-    return best;
-}
-
 static int cmp_cstr(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -907,7 +891,7 @@ static bool tc_meets(const struct kp_sched_pool_state *pl, struct kp_sched_tcach
     return tc->meets[ti] != 0;
 }
 
-/* type_price(type ti, the claim's requirements); fills the offering mask too. */
+/* kp_instance_type_price_for(type ti, the claim's requirements); fills the offering mask too. */
 static int64_t tc_price(const struct kp_sched_pool_state *pl, struct kp_sched_tcache *tc, size_t ti)
 {
     if (tc->price[ti] == TC_UNKNOWN) {
@@ -1149,7 +1133,8 @@ static int pool_init(struct kp_sched_solver *s, struct kp_sched_pool_state *pl,
             }
         }
         /* The template's own filter: requirements and an offering, nothing requested yet. */
-        if (kp_reqset_intersects(&it->reqs, &pl->reqs, NULL, 0) && type_price(it, &pl->reqs) >= 0)
+        if (kp_reqset_intersects(&it->reqs, &pl->reqs, NULL, 0) &&
+            kp_instance_type_price_for(it, &pl->reqs) >= 0)
             pl->types[pl->n_types++] = i;
     }
     if (pl->n_types == 0)
