@@ -56,18 +56,22 @@ if [ "$cases" -lt 6 ]; then
     fail=1
 fi
 
-# bad <file or -> <stdin text or ""> <pattern the message must match>
-bad() {
-    local f=$1 in=$2 want=$3 rc=0 err
-    err=$(printf '%s' "$in" | "$kpssh" simulate -f "$f" 2>&1 >/dev/null) || rc=$?
+# refused <what> <stdin text> <pattern> <simulate arguments...>: kpssh simulate must exit 2 with
+# one line of message that matches pattern.
+refused() {
+    local what=$1 in=$2 want=$3 rc=0 err
+    shift 3
+    err=$(printf '%s' "$in" | "$kpssh" simulate "$@" 2>&1 >/dev/null) || rc=$?
     if [ "$rc" -ne 2 ]; then
-        echo "FAIL bad input $f: exit $rc, want 2 ($err)" >&2
+        echo "FAIL $what: exit $rc, want 2 ($err)" >&2
         fail=1
     elif [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || ! grep -Eq -- "$want" <<<"$err"; then
-        echo "FAIL bad input $f: message \"$err\" does not match /$want/" >&2
+        echo "FAIL $what: message \"$err\" does not match /$want/" >&2
         fail=1
     fi
 }
+# bad <file or -> <stdin text or ""> <pattern the message must match>
+bad() { refused "bad input $1" "$2" "$3" -f "$1"; }
 bad "$data/bad/malformed.yaml" "" 'malformed\.yaml:4:1: .*flow mapping'
 bad "$data/bad/unknown-kind.yaml" "" 'unknown-kind\.yaml:7: document 2: kind "Deployment" of apiVersion "apps/v1" is not read'
 bad "$data/bad/projection.yaml" "" 'projection\.yaml:1: document 1: Pod "broken" is not a valid Pod'
@@ -85,16 +89,7 @@ spec: {containers: []}' 'document 2: Pod "twice" is given twice'
 
 # bad_types <InstanceTypes text> <pattern>: --instance-types from stdin must be refused the same way.
 bad_types() {
-    local in=$1 want=$2 rc=0 err
-    err=$(printf '%s' "$in" | "$kpssh" simulate -f "$data/examples/input.yaml" \
-        --instance-types - 2>&1 >/dev/null) || rc=$?
-    if [ "$rc" -ne 2 ]; then
-        echo "FAIL bad instance types: exit $rc, want 2 ($err)" >&2
-        fail=1
-    elif [ "$(printf '%s\n' "$err" | wc -l)" -ne 1 ] || ! grep -Eq -- "$want" <<<"$err"; then
-        echo "FAIL bad instance types: message \"$err\" does not match /$want/" >&2
-        fail=1
-    fi
+    refused "bad instance types" "$1" "$2" -f "$data/examples/input.yaml" --instance-types -
 }
 head='apiVersion: kpssh.dev/v1alpha1
 kind: InstanceTypes
