@@ -59,10 +59,21 @@ hosts_busy() { # hosts Claimed or Leaving
 labelled_is() { # labelled_is <team> <count>: NodeClaims of NP carrying the label
     [ "$(claims | jq --arg t "$1" '[.items[] | select(.metadata.labels.team == $t)] | length')" = "$2" ]
 }
+available_is() {
+    [ "$(kc get sshhosts -n "$NS" -o json | jq '[.items[] | select(.status.state == "Available")] | length')" = "$1" ]
+}
 converged() { # converged <team>
     claim_count_is 2 && cond_count_is Drifted 0 && labelled_is "$1" 2 && running_is 2 &&
-        [ "$(tainted_count)" = 0 ] && [ "$(hosts_busy)" = 0 ] &&
-        [ "$(kc get sshhosts -n "$NS" -o json | jq '[.items[] | select(.status.state == "Available")] | length')" = 1 ]
+        [ "$(tainted_count)" = 0 ] && [ "$(hosts_busy)" = 0 ] && available_is 1
+}
+# crash_after <seconds>: waits, SIGKILLs the controller and starts it again at once; t_kill is
+# the moment of the kill.
+crash_after() {
+    sleep "$1"
+    kill -KILL "$pid_ctl"
+    wait "$pid_ctl" 2>/dev/null || true
+    t_kill=$(now_ms)
+    pool_start
 }
 
 echo "# seed $SEED (KP_CRASH_SEED), $ROUNDS drift rounds, $CROUNDS consolidation rounds"
@@ -77,11 +88,7 @@ for round in $(seq 1 "$ROUNDS"); do
     nodepool "t$round"
     delay=$((1 + RANDOM % 25))
     delays="$delays $delay"
-    sleep "$delay"
-    kill -KILL "$pid_ctl"
-    wait "$pid_ctl" 2>/dev/null || true
-    t_kill=$(now_ms)
-    pool_start
+    crash_after "$delay"
     check "round $round: killed $delay s into the roll; the pool converges (two NodeClaims labelled t$round, none drifted, no taint, no host Claimed or Leaving)" \
         wait_until 420 converged "t$round"
     echo "# round $round: kill -> converged $(($(now_ms) - t_kill)) ms"
@@ -96,9 +103,6 @@ done
 # round.
 filler_running_is() {
     [ "$(kc get pods -n "$APPS" -l app=filler -o json | jq '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length')" = "$1" ]
-}
-available_is() {
-    [ "$(kc get sshhosts -n "$NS" -o json | jq '[.items[] | select(.status.state == "Available")] | length')" = "$1" ]
 }
 consolidated() {
     claim_count_is 1 && running_is 3 && [ "$(tainted_count)" = 0 ] && [ "$(hosts_busy)" = 0 ] &&
@@ -118,11 +122,7 @@ for round in $(seq 1 "$CROUNDS"); do
     kc delete deployment -n "$APPS" filler --wait=false >/dev/null
     delay=$((5 + RANDOM % 45))
     cdelays="$cdelays $delay"
-    sleep "$delay"
-    kill -KILL "$pid_ctl"
-    wait "$pid_ctl" 2>/dev/null || true
-    t_kill=$(now_ms)
-    pool_start
+    crash_after "$delay"
     check "consolidation round $round: killed $delay s after filler left; the pool converges (one NodeClaim, web Running, no taint, no host Claimed or Leaving, two hosts Available)" \
         wait_until 420 consolidated
     echo "# consolidation round $round: kill -> converged $(($(now_ms) - t_kill)) ms"
