@@ -49,6 +49,7 @@ struct kp_req {
     bool has_max;        /* ... and <= max */
     int64_t min, max;    /* inclusive (Gt 5 is min 6) */
     uint32_t min_values; /* Karpenter minValues; the larger one survives an intersection */
+    bool packed;         /* values and its strings are one allocation (freed as one) */
 };
 
 struct kp_reqset {
