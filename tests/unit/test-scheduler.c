@@ -19,7 +19,7 @@
 #include "core/provisioning/scheduler.h"
 
 #define GI (1073741824LL * 1000)
-#define MAXP 64
+#define MAXP 320
 #define MAXN 12
 
 /* --- fixture -------------------------------------------------------------------------------- */
@@ -1261,6 +1261,99 @@ static void test_spread_hostname(void **state)
     assert_string_equal(where("w3"), "claim:0");
 }
 
+/* A type in nz zones z00, z01, ... (one offering each), for more zones than itype takes. */
+static void itype_zones(size_t p, const char *name, int64_t cpu, int64_t price, size_t nz)
+{
+    static char zones[100][24];
+    const char *zv[100];
+    struct kp_instance_type *it = itype(p, name, cpu, 8, price, "z00", NULL);
+
+    assert_true(nz <= 100);
+    for (size_t i = 0; i < nz; i++) {
+        (void)snprintf(zones[i], sizeof(zones[i]), "z%02zu", i);
+        zv[i] = zones[i];
+    }
+    kp_reqset_remove(&it->reqs, KP_LABEL_ZONE);
+    assert_int_equal(kp_reqset_add(&it->reqs, KP_LABEL_ZONE, KP_SEL_IN, zv, nz, 0), 0);
+    for (size_t i = 0; i < it->n_offerings; i++)
+        kp_reqset_done(&it->offerings[i].reqs);
+    kp_free(it->offerings);
+    it->n_offerings = 0;
+    it->offerings = kp_calloc(nz, sizeof(*it->offerings));
+    assert_non_null(it->offerings);
+    for (size_t i = 0; i < nz; i++) {
+        struct kp_offering *o = &it->offerings[it->n_offerings++];
+
+        add_in(&o->reqs, KP_LABEL_ZONE, zv[i]);
+        add_in(&o->reqs, KP_LABEL_CAPACITY_TYPE, KP_CAPACITY_TYPE_ON_DEMAND);
+        o->price_micro_usd = price;
+        o->available = true;
+    }
+}
+
+/* ZONES beyond its classes and words: zone spread over 70 zones opens one claim per zone (70
+ * zone sets, more than ZONE_CLASSES, so some claims are loose), then the next 210 pods fill
+ * those claims round the zones, never a new claim, since every claim's zone stays feasible. */
+static void test_spread_zone_many(void **state)
+{
+    size_t p, per_claim[70] = {0};
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype_zones(p, "c4", 4, 100, 70);
+    for (int i = 0; i < 280; i++) {
+        char name[8];
+
+        (void)snprintf(name, sizeof(name), "w%03d", i);
+        mkpod(name, NULL, "1", "1Gi", "\"app\":\"w\"", SPREAD(ZONE, 1, "DoNotSchedule", "w"));
+    }
+    solve();
+    assert_int_equal(F.plan.n_claims, 70);
+    for (size_t c = 0; c < 70; c++) {
+        char want[64];
+
+        (void)snprintf(want, sizeof(want), ZONE " In [z%02zu]", c);
+        assert_string_equal(creq(c, ZONE), want);
+    }
+    for (size_t i = 0; i < F.plan.n_pods; i++) {
+        assert_int_equal(F.plan.pods[i].where, KP_SCHED_CLAIM);
+        per_claim[F.plan.pods[i].index]++;
+    }
+    for (size_t c = 0; c < 70; c++)
+        assert_int_equal(per_claim[c], 4);
+}
+
+/* HOSTS over more than one word of claims: 100 two-CPU pods fill 50 claims of a 5-CPU type two
+ * by two; 100 one-CPU pods with hostname anti-affinity then take the last CPU of each of those
+ * 50 (each claim untaken until then), and the other 50 need a claim each: 100 in all. */
+static void test_anti_hostname_many(void **state)
+{
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "c5", 5, 64, 100, "a", NULL);
+    for (int i = 0; i < 100; i++) {
+        char name[8];
+
+        (void)snprintf(name, sizeof(name), "p%03d", i);
+        mkpod(name, NULL, "2", "1Gi", "\"app\":\"p\"", NULL);
+        (void)snprintf(name, sizeof(name), "w%03d", i);
+        mkpod(name, NULL, "1", "1Gi", "\"app\":\"w\"", ANTI(HOST, "w"));
+    }
+    solve();
+    assert_int_equal(F.plan.n_claims, 100);
+    for (int i = 0; i < 100; i++) {
+        char name[8];
+        const struct kp_sched_result *r;
+
+        (void)snprintf(name, sizeof(name), "w%03d", i);
+        r = res(name);
+        assert_int_equal(r->where, KP_SCHED_CLAIM);
+        assert_int_equal(F.plan.claims[r->index].n_pods, i < 50 ? 3 : 1);
+    }
+}
+
 /* minDomains above the domains there are makes the global minimum 0. */
 static void test_spread_min_domains(void **state)
 {
@@ -2310,6 +2403,8 @@ int main(int argc, char **argv)
         T(test_spread_counts_existing),
         T(test_spread_existing_node),
         T(test_spread_hostname),
+        T(test_spread_zone_many),
+        T(test_anti_hostname_many),
         T(test_spread_min_domains),
         T(test_spread_unsatisfiable),
         T(test_anti_affinity_hostname),

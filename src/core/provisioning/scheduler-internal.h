@@ -56,6 +56,7 @@ struct kp_sched_group {
      * that domain's count (HOSTS in scheduler.c's DESIGN note). */
     int64_t *ccount;
     size_t cap_ccount;
+    uint64_t *taken; /* bit seq: ccount[seq] != 0 (words for cap_ccount bits) */
 };
 
 /* One pod being placed. */
@@ -63,6 +64,7 @@ struct kp_sched_pod {
     const struct kp_pod_view *p;
     size_t idx;
     struct kp_sched_rv req;
+    int64_t sort_cpu, sort_mem; /* req's cpu and memory, read once for the queue's sort */
     char *refuse; /* a feature this scheduler does not model: the pod fails with this */
     /* Preferred terms by weight descending (stable): the order relaxation drops them in. */
     size_t *pnode_order, *paff_order, *panti_order;
@@ -123,6 +125,17 @@ struct kp_sched_tcache {
     int8_t *meets;         /* -1: not yet; else whether the type's requirements intersect */
     int64_t *price;        /* INT64_MIN: not yet; -1: no compatible available offering */
     uint64_t *offs;        /* with price: bit i set when offerings[i] is available and compatible */
+    uint64_t gen;          /* which projection this is (entries are reused): FINISH's key */
+};
+
+/* FINISH (scheduler.c's DESIGN note): what claim_finish derived from one projection (by gen)
+ * and one option set as the claim held it (in, hashed). */
+struct kp_sched_fmemo {
+    uint64_t gen, hash;
+    size_t *in, n_in;
+    size_t *out, n_out;   /* in, in price order, cut at the solver's max_types */
+    struct kp_reqset add; /* the instance-type and capacity-type requirements they give */
+    size_t best;          /* the option whose DaemonSet overhead the NodeClaim requests */
 };
 
 struct kp_sched_pool_state {
@@ -143,6 +156,9 @@ struct kp_sched_pool_state {
     size_t n_tkeys;
     struct kp_sched_tcache *tc;
     size_t n_tc, next_tc;
+    uint64_t tc_gen;
+    struct kp_sched_fmemo *fm; /* at most FINISH_MEMO, replaced round robin */
+    size_t n_fm, next_fm;
     struct kp_req *view;
     size_t cap_view;
     /* FIT (scheduler.c's DESIGN note): the resource names alloc and ovh use (sorted by
@@ -166,6 +182,20 @@ struct kp_sched_pool_state {
     bool *mark;
 };
 
+/* ZONES (scheduler.c's DESIGN note): for one topology key the scans asked about, the distinct
+ * sets the claims hold for it (at most ZONE_CLASSES) and which claims hold each. */
+#define ZONE_KEYS 4u
+#define ZONE_CLASSES 32u
+#define ZONE_NONE UINT8_MAX
+struct kp_sched_zkey {
+    const char *key;                    /* borrowed from a group */
+    struct kp_reqset cls[ZONE_CLASSES]; /* just the key's requirement, or empty when none */
+    uint64_t *bits[ZONE_CLASSES];       /* by claim seq: the claims holding cls[c] */
+    size_t n_cls;
+    uint64_t *loose; /* by seq: claims whose set made no class (over) */
+    uint8_t *cls_of; /* by seq: the class, ZONE_NONE for loose or none yet */
+};
+
 struct kp_sched_solver {
     const struct kp_sched_input *in;
     struct kp_sched_pod *pods;
@@ -176,6 +206,11 @@ struct kp_sched_solver {
     struct kp_sched_target **claims;
     size_t n_claims, cap_claims;
     size_t *claim_order;
+    /* HOSTS and ZONES, bitsets by claim seq: host_is_name, and the claims one scan may try. */
+    uint64_t *host_named, *scan_mask;
+    size_t cap_hosts; /* claims these and zkeys have room for, a multiple of 64 */
+    struct kp_sched_zkey zkeys[ZONE_KEYS];
+    size_t n_zkeys;
     struct kp_sched_pool_state *pools;
     size_t n_pools;
     size_t *pool_order;
@@ -250,9 +285,4 @@ int kp_sched_topo_record(struct kp_sched_solver *s, const struct kp_sched_pod *s
                          const struct kp_taints *taints, const struct kp_reqset *reqs) KP_WUR;
 /* Topology.Register of claim seq's hostname in every hostname group. */
 int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host, size_t seq) KP_WUR;
-/* Whether the hostname domain of claim seq counts in some group of sp->anti_host: then
- * kp_sched_topo_feasible fails for the pod on that claim (when its hostname is its name). */
-bool kp_sched_topo_host_taken(const struct kp_sched_solver *s, const struct kp_sched_pod *sp,
-                              size_t seq);
-
 #endif

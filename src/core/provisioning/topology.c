@@ -81,6 +81,14 @@ static int group_register(struct kp_sched_group *g, const char *name, size_t *re
     return 0;
 }
 
+/* ccount[seq] := count, and its taken bit with it (HOSTS). Counts only grow. */
+static void ccount_set(struct kp_sched_group *g, size_t seq, int64_t count)
+{
+    g->ccount[seq] = count;
+    if (count != 0)
+        g->taken[seq / 64] |= (uint64_t)1 << (seq % 64);
+}
+
 static int group_record(struct kp_sched_group *g, const char *name)
 {
     size_t pos;
@@ -92,7 +100,7 @@ static int group_record(struct kp_sched_group *g, const char *name)
         g->n_empty--;
     g->d[pos].count++;
     if (g->d[pos].claim)
-        g->ccount[g->d[pos].claim - 1] = g->d[pos].count;
+        ccount_set(g, g->d[pos].claim - 1, g->d[pos].count);
     return 0;
 }
 
@@ -139,6 +147,7 @@ void kp_sched_group_done(struct kp_sched_group *g)
     kp_free(g->freqs);
     kp_free(g->d);
     kp_free(g->ccount);
+    kp_free(g->taken);
 }
 
 static bool reqs_same(const struct kp_reqs *a, const struct kp_reqs *b)
@@ -720,31 +729,27 @@ int kp_sched_topo_register_host(struct kp_sched_solver *s, const char *host, siz
         if (!kp_streq(g->key, KP_LABEL_HOSTNAME))
             continue;
         if (seq >= g->cap_ccount) {
-            size_t cap = g->cap_ccount ? g->cap_ccount : 8;
+            size_t cap = g->cap_ccount ? g->cap_ccount : 64, old_words = g->cap_ccount / 64;
             int64_t *nc;
+            uint64_t *nt;
 
             while (cap <= seq)
                 cap *= 2;
             if (!(nc = kp_reallocarray(g->ccount, cap, sizeof(*nc))))
                 return -ENOMEM;
             g->ccount = nc;
+            if (!(nt = kp_reallocarray(g->taken, cap / 64, sizeof(*nt))))
+                return -ENOMEM;
+            memset(nt + old_words, 0, (cap / 64 - old_words) * sizeof(*nt));
+            g->taken = nt;
             g->cap_ccount = cap;
         }
         if ((rc = group_register(g, host, &pos)) < 0)
             return rc;
         g->d[pos].claim = seq + 1;
-        g->ccount[seq] = g->d[pos].count;
+        ccount_set(g, seq, g->d[pos].count);
     }
     return 0;
-}
-
-bool kp_sched_topo_host_taken(const struct kp_sched_solver *s, const struct kp_sched_pod *sp,
-                              size_t seq)
-{
-    for (size_t i = 0; i < sp->n_anti_host; i++)
-        if (s->groups[sp->anti_host[i]].ccount[seq] != 0)
-            return true;
-    return false;
 }
 
 /* Whether any topology group constrains the pod now. */
