@@ -52,5 +52,10 @@ int kp_taints_disrupted(const struct kp_node_view *node, bool add, json_t **ret)
  * here), -KP_ECONFLICT (another incarnation), or the client's errors. */
 int kp_delete_uid(struct kp_client *c, const struct kp_resource *res, const char *ns,
                   const char *name, const char *uid, char **ret_msg) KP_NONNULL(1, 2, 4, 5) KP_WUR;
+/* kp_delete_uid, except that an object already gone is -ENOENT, not 0: for a caller that logs
+ * and counts only the deletions it made (Karpenter ignores NotFound before its metric). */
+int kp_delete_uid_own(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                      const char *name, const char *uid, char **ret_msg)
+    KP_NONNULL(1, 2, 4, 5) KP_WUR;
 
 #endif

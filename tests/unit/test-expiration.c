@@ -1,7 +1,11 @@
 /* Tests for the NodeClaim expiration decision (core/expiration/): expired exactly at creation +
  * expireAfter, a requeue at the expiry before it, nothing for Never, no expireAfter, a deleting
- * NodeClaim or another provider's, and set-up / roll-back of the controller. Objects are decoded
- * from JSON written with ' for ". */
+ * NodeClaim or another provider's, and set-up / roll-back of the controller. Then the executor
+ * (kp_expiration_reconcile) against a loopback API server that records every write
+ * (kp-fake-api.h), over a store fed by hand and a fake clock: one DELETE with the uid
+ * precondition, not repeated while the cache lags (a new incarnation is deleted on its own), the
+ * requeue at the expiry, nothing for Never, and the server's refusals. Objects are decoded from
+ * JSON written with ' for ". */
 #include "kp-test.h"
 
 #include <errno.h>
@@ -9,11 +13,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/err.h"
+#include "k8s/client.h"
+#include "k8s/informer.h"
+#include "k8s/registry.h"
 #include "k8s/rfc3339.h"
+#include "k8s/store.h"
+#include "api/informers.h"
 #include "api/obj-karpenter.h"
 #include "core/core.h"
 #include "core/expiration/expiration.h"
+#include "core/observe.h"
 #include "core/provider.h"
+#include "kp-fake-api.h"
 #include "kp-fake-provider.h"
 #include "kp-ssh-fx.h"
 
@@ -135,11 +147,251 @@ static void test_setup(void **state)
     kp_fake_provider_free(f);
 }
 
+/* --- the executor ------------------------------------------------------------------------------ */
+
+#define NC_LINE "DELETE /apis/karpenter.sh/v1/nodeclaims/nc"
+#define DELETING ",'deletionTimestamp':'" T0 "','finalizers':['karpenter.sh/termination']"
+
+/* What the observer heard: karpenter_nodeclaims_disrupted_total with its last labels, and any
+ * other family. */
+static struct {
+    unsigned disrupted, other;
+    char labels[128];
+} M;
+
+static void obs_count(void *ctx, enum kp_core_metric m, const char *const *labels)
+{
+    (void)ctx;
+    if (m != KP_CM_NODECLAIMS_DISRUPTED) {
+        M.other++;
+        return;
+    }
+    M.disrupted++;
+    (void)snprintf(M.labels, sizeof(M.labels), "%s,%s,%s,%s,%s", labels[0], labels[1], labels[2],
+                   labels[3], labels[4]);
+}
+
+static const struct kp_core_observer OBS = {.count = obs_count};
+
+static int64_t fake_now;
+static uint64_t now_fn(void)
+{
+    return (uint64_t)fake_now;
+}
+
+struct fx {
+    struct kp_fake_api *api;
+    struct kp_client *c;
+    struct kp_registry *reg;
+    struct kp_fake_provider *fp;
+    struct kp_provider prov;
+    struct kp_core_env env;
+    struct kp_expiration_controller *ctl;
+    struct kp_store *claims;
+    int log_fd;
+};
+
+/* The controller reads only its NodeClaim store (no sync to wait for): the informer never
+ * starts, the test fills the store. */
+static void fx_init(struct fx *f)
+{
+    struct kp_transport_opts to = {.allow_plain_http = true, .timeout_usec = 5 * SEC};
+    struct kp_informer *inf = NULL;
+
+    memset(f, 0, sizeof(*f));
+    memset(&M, 0, sizeof(M));
+    fake_now = t0();
+    f->log_fd = kp_test_log_quiet();
+    f->api = kp_fake_api_start();
+    to.server = kp_fake_api_url(f->api);
+    assert_int_equal(kp_client_new(&to, &f->c), 0);
+    assert_int_equal(kp_registry_new(f->c, &f->reg), 0);
+    assert_int_equal(kp_fake_provider_new(&f->fp), 0);
+    f->prov = kp_fake_provider_as_provider(f->fp);
+    f->env.client = f->c;
+    f->env.informers = f->reg;
+    f->env.provider = &f->prov;
+    f->env.observer = &OBS;
+    f->env.now_usec = now_fn;
+    assert_int_equal(kp_expiration_controller_new(&f->env, &f->ctl), 0);
+    assert_int_equal(kp_informers_nodeclaims(f->reg, &inf), 0);
+    f->claims = kp_informer_store(inf);
+}
+
+static void fx_done(struct fx *f)
+{
+    f->ctl = kp_expiration_controller_free(f->ctl);
+    f->reg = kp_registry_free(f->reg);
+    f->c = kp_client_free(f->c);
+    f->api = kp_fake_api_stop(f->api);
+    f->fp = kp_fake_provider_free(f->fp);
+    kp_test_log_restore(f->log_fd);
+}
+
+/* NodeClaim nc of ours, incarnation uid, made at T0 in NodePool np with spec.expireAfter after
+ * and extra metadata (leading comma, may be ""). */
+static struct kp_entry *xclaim(const char *uid, const char *after, const char *meta)
+{
+    return kp_test_decode(kp_nodeclaim_decode, true,
+                          "{'metadata':{'name':'nc','uid':'%s','resourceVersion':'3',"
+                          "'creationTimestamp':'" T0 "','labels':{'karpenter.sh/nodepool':'np',"
+                          "'karpenter.sh/capacity-type':'spot'}%s},"
+                          "'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP "',"
+                          "'kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[],"
+                          "'expireAfter':'%s'}}",
+                          uid, meta, after);
+}
+
+static void put(struct fx *f, struct kp_entry *e)
+{
+    assert_int_equal(kp_store_put(f->claims, e, NULL), 0);
+}
+
+/* One reconcile of key; the requeue it asked for in *requeue (0: none). */
+static int run(struct fx *f, const char *key, uint64_t *requeue)
+{
+    *requeue = 0;
+    kp_fake_api_reset(f->api);
+    return kp_expiration_reconcile(f->ctl, f->c, /* cx= */ NULL, key, requeue);
+}
+
+/* The only request is the DELETE of nc with the precondition uid. */
+static void expect_one_delete(struct fx *f, const char *uid)
+{
+    char want[128];
+
+    assert_int_equal(kp_fake_api_count(f->api), 1);
+    assert_string_equal(kp_fake_api_line(f->api, 0), NC_LINE);
+    (void)snprintf(want, sizeof(want), "\"preconditions\":{\"uid\":\"%s\"}", uid);
+    if (!strstr(kp_fake_api_body(f->api, 0), want))
+        fail_msg("want %s in %s", want, kp_fake_api_body(f->api, 0));
+}
+
+/* Expired: deleted once and counted once, however often the key comes back before the cache
+ * shows the deletion; another incarnation under the name is deleted on its own. */
+static void test_exec_expired_once(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+
+    (void)state;
+    fx_init(&f);
+    put(&f, xclaim("u1", "1h", ""));
+    fake_now = t0() + 3600 * SEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 0);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 1);
+    assert_string_equal(M.labels, "expired,np,spot,,graceful");
+    assert_int_equal(M.other, 0);
+
+    /* The cache still shows it undeleted: remembered, nothing sent or counted again. */
+    fake_now += SEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 0);
+    assert_int_equal(kp_fake_api_count(f.api), 0);
+    assert_int_equal(M.disrupted, 1);
+
+    /* The cache jumps to a new incarnation (recreated meanwhile, made at T0 in this test's world,
+     * so expired too): the memory is per uid, so it is deleted and counted. */
+    put(&f, xclaim("u2", "1h", ""));
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    expect_one_delete(&f, "u2");
+    assert_int_equal(M.disrupted, 2);
+
+    /* Being deleted, then gone: nothing sent. */
+    put(&f, xclaim("u2", "1h", DELETING));
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(kp_store_delete(f.claims, "nc", NULL), 0);
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(kp_fake_api_count(f.api), 0);
+    assert_int_equal(M.disrupted, 2);
+    /* Gone, it was forgotten (the memory does not keep every NodeClaim ever expired): the only
+     * way to see that is the same uid coming back. */
+    put(&f, xclaim("u2", "1h", ""));
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    expect_one_delete(&f, "u2");
+    fx_done(&f);
+}
+
+/* Before its expiry: requeued for that instant, nothing sent. Never, another provider's or a
+ * NodeClaim not in the cache: nothing at all. */
+static void test_exec_wait_and_never(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+
+    (void)state;
+    fx_init(&f);
+    put(&f, xclaim("u1", "1h", ""));
+    fake_now = t0() + 10 * 60 * SEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 50 * 60 * SEC);
+    fake_now = t0() + 3600 * SEC - 1;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 1);
+    assert_int_equal(kp_fake_api_count(f.api), 0);
+
+    put(&f, xclaim("u1", "Never", ""));
+    fake_now = t0() + 1000 * 3600 * SEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 0);
+    put(&f, claim("karpenter.k8s.aws", "EC2NodeClass", "", ",'expireAfter':'1h'"));
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 0);
+    assert_int_equal(run(&f, "other", &rq), 0);
+    assert_int_equal(rq, 0);
+    assert_int_equal(kp_fake_api_count(f.api), 0);
+    assert_int_equal(M.disrupted, 0);
+    fx_done(&f);
+}
+
+/* The server's refusals. Already gone (404): done, nothing counted. Another incarnation (409):
+ * the conflict comes back for a quick retry, nothing counted or remembered. Another failure:
+ * its error, for the backoff. The next accepted delete counts once. */
+static void test_exec_delete_answers(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+
+    (void)state;
+    fx_init(&f);
+    put(&f, xclaim("u1", "1h", ""));
+    fake_now = t0() + 2 * 3600 * SEC;
+    kp_fake_api_answer(f.api, NC_LINE, 404, NULL);
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 0);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 0);
+
+    kp_fake_api_answer(f.api, NC_LINE, 409, NULL);
+    assert_int_equal(run(&f, "nc", &rq), -KP_ECONFLICT);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 0);
+
+    kp_fake_api_answer(f.api, NC_LINE, 500, NULL);
+    assert_int_equal(run(&f, "nc", &rq), -KP_ESERVER);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 0);
+
+    kp_fake_api_answer(f.api, NC_LINE, 200, "{}");
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 1);
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(kp_fake_api_count(f.api), 0);
+    assert_int_equal(M.disrupted, 1);
+    fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_setup),
+        cmocka_unit_test(test_exec_expired_once),
+        cmocka_unit_test(test_exec_wait_and_never),
+        cmocka_unit_test(test_exec_delete_answers),
     };
 
     return kp_test_main("expiration", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

@@ -3,7 +3,9 @@
  * DESIGN: one reconciler keyed by NodeClaim name on the shared NodeClaim informer. A reconcile
  * reads the NodeClaim from the cache, asks kp_expiration_plan, and either requeues at the expiry
  * or deletes with the cached uid as precondition (a NodeClaim recreated under the same name is
- * another incarnation: -KP_ECONFLICT, requeued, decided again).
+ * another incarnation: -KP_ECONFLICT, requeued, decided again). A NodeClaim already gone (404:
+ * deleted by someone else since the cache saw it) is neither logged nor counted as expired, as
+ * Karpenter ignores NotFound before its metric.
  *
  * Reading our own write: after the delete the cache may still show the NodeClaim without its
  * deletionTimestamp for a moment, and a key queued before could decide "expired" again and count
@@ -99,10 +101,9 @@ static void remember(struct kp_expiration_controller *ctl, const char *name, con
     kp_free(old);
 }
 
-static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
-                     uint64_t *ret_requeue)
+int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_client *c,
+                            const struct kp_ctx *cx, const char *key, uint64_t *ret_requeue)
 {
-    struct kp_expiration_controller *ctl = ctx;
     struct kp_expiration_plan plan;
     const struct kp_nodeclaim_view *nc;
     struct kp_entry *e = NULL;
@@ -128,7 +129,11 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     case KP_EXPIRATION_DELETE:
         if (already_deleted(ctl, key, nc->e.uid))
             break;
-        r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, key, nc->e.uid, &msg);
+        r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, key, nc->e.uid, &msg);
+        if (r == -ENOENT) { /* gone meanwhile, not by us: nothing to count */
+            r = 0;
+            break;
+        }
         if (r < 0) {
             if (r != -KP_ECONFLICT && msg)
                 kp_log_debug("expired nodeclaim delete refused", KP_LF("nodeclaim", key),
@@ -145,6 +150,12 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     kp_free(msg);
     kp_entry_unref(e);
     return r;
+}
+
+static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                     uint64_t *ret_requeue)
+{
+    return kp_expiration_reconcile(ctx, c, cx, key, ret_requeue);
 }
 
 int kp_expiration_controller_new(const struct kp_core_env *env,

@@ -57,4 +57,14 @@ bool kp_expiration_controller_ready(struct kp_expiration_controller *ctl);
 struct kp_expiration_controller *
 kp_expiration_controller_free(struct kp_expiration_controller *ctl);
 
+struct kp_client;
+struct kp_ctx;
+
+/* One reconcile of the NodeClaim called key, as a worker runs it (exposed for tests: a test
+ * feeds the store and calls it with a client of its own). Returns as k8s/reconciler.h says: 0
+ * (requeue in *ret_requeue, left alone when there is none), -KP_ECONFLICT (another incarnation:
+ * decided again soon) or the delete's error. */
+int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_client *c,
+                            const struct kp_ctx *cx, const char *key, uint64_t *ret_requeue) KP_WUR;
+
 #endif

@@ -10,9 +10,11 @@
  *   3. puts the listed providerIDs in a map, then walks the NodeClaims (kp_gc_nodeclaim_plan)
  *      and the Nodes (kp_gc_node_plan), deleting with uid preconditions.
  *
- * Deletes are independent: a failed one is counted and the pass goes on; the pass then returns
+ * Deletes are independent: a failed one is logged and the pass goes on; the pass then returns
  * the last error so the reconciler logs it and retries with backoff. A lost race (-KP_ECONFLICT:
- * the name now holds another object) is not an error: the next pass decides again.
+ * the name now holds another object) is not an error: the next pass decides again. Nor is an
+ * object already gone (-ENOENT: deleted by someone else since the cache saw it), which is neither
+ * logged as collected nor counted, as Karpenter ignores NotFound before its metric.
  *
  * Threads: one worker at a time runs the only key; the map and lists are the pass's own. */
 #include "core/gc/gc.h"
@@ -142,14 +144,14 @@ static int collect_nodeclaims(struct kp_gc_controller *ctl, struct kp_client *c,
         char *msg = NULL;
 
         if (kp_gc_nodeclaim_plan(ctl->env->provider, nc, in, ne ? kp_node_view(ne) : NULL, now)) {
-            r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
+            r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
             if (r == 0) {
                 kp_log_info("garbage collecting nodeclaim with no cloudprovider representation",
                             KP_LF("nodeclaim", nc->e.name),
                             KP_LF("node", nc->node_name ? nc->node_name : ""),
                             KP_LF("provider-id", nc->provider_id));
                 kp_core_count_disrupted(ctl->env->observer, nc, KP_CM_REASON_GARBAGE_COLLECTED);
-            } else if (r != -KP_ECONFLICT) {
+            } else if (r != -KP_ECONFLICT && r != -ENOENT) {
                 kp_log_warn_errno(r, "garbage collection of nodeclaim failed",
                                   KP_LF("nodeclaim", nc->e.name), KP_LF("detail", msg ? msg : ""));
                 last = r;
@@ -213,13 +215,13 @@ static int collect_nodes(struct kp_gc_controller *ctl, struct kp_client *c,
                         (f.instance && claim_exists(ctl, f.instance->nodeclaim));
         if (!kp_gc_node_plan(ctl->env->provider, node, &f, now, ctl->timing.orphan_node_grace_usec))
             continue;
-        r = kp_delete_uid(c, &KP_RES_NODE, NULL, node->e.name, node->e.uid, &msg);
+        r = kp_delete_uid_own(c, &KP_RES_NODE, NULL, node->e.name, node->e.uid, &msg);
         if (r == 0)
             kp_log_info(
                 "deleting node with no nodeclaim", KP_LF("node", node->e.name),
                 KP_LF("provider-id", node->provider_id),
                 KP_LF("instance", f.instance && f.instance->backing ? f.instance->backing : ""));
-        else if (r != -KP_ECONFLICT) {
+        else if (r != -KP_ECONFLICT && r != -ENOENT) {
             kp_log_warn_errno(r, "garbage collection of node failed", KP_LF("node", node->e.name),
                               KP_LF("detail", msg ? msg : ""));
             last = r;
@@ -230,10 +232,9 @@ static int collect_nodes(struct kp_gc_controller *ctl, struct kp_client *c,
     return last;
 }
 
-static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
-                     uint64_t *ret_requeue)
+int kp_gc_reconcile(struct kp_gc_controller *ctl, struct kp_client *c, const struct kp_ctx *cx,
+                    uint64_t *ret_requeue)
 {
-    struct kp_gc_controller *ctl = ctx;
     const struct kp_provider *p = ctl->env->provider;
     struct kp_provider_instances list = {0};
     struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
@@ -241,7 +242,6 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     int64_t now;
     int r, r2;
 
-    (void)key;
     if (!kp_informer_synced(ctl->nodeclaims) || !kp_informer_synced(ctl->nodes)) {
         *ret_requeue = SYNC_WAIT_USEC;
         return 0;
@@ -269,6 +269,13 @@ out:
     kp_provider_instances_done(&list);
     kp_provider_err_done(&err);
     return r;
+}
+
+static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                     uint64_t *ret_requeue)
+{
+    (void)key; /* the only one, KP_GC_KEY */
+    return kp_gc_reconcile(ctx, c, cx, ret_requeue);
 }
 
 int kp_gc_controller_new(const struct kp_core_env *env, struct kp_gc_controller **ret)

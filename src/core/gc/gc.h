@@ -82,4 +82,15 @@ void kp_gc_controller_stop(struct kp_gc_controller *ctl);
 bool kp_gc_controller_ready(struct kp_gc_controller *ctl);
 struct kp_gc_controller *kp_gc_controller_free(struct kp_gc_controller *ctl);
 
+struct kp_client;
+struct kp_ctx;
+
+/* One pass, as the worker runs it for KP_GC_KEY (exposed for tests: a test feeds the stores,
+ * starts or leaves the informers and calls it with a client of its own). c is the caller's
+ * client; cx bounds the provider's List (NULL: never ends). 0 (requeue in *ret_requeue: the
+ * interval, or a second while a cache has not synced), or the List's or the last failed
+ * delete's error (retry with backoff). */
+int kp_gc_reconcile(struct kp_gc_controller *ctl, struct kp_client *c, const struct kp_ctx *cx,
+                    uint64_t *ret_requeue) KP_WUR;
+
 #endif
