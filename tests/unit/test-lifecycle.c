@@ -1285,6 +1285,24 @@ static void test_api_timeout_outcome(void **state)
     assert_int_equal(atomic_load(&kp_fake_provider_calls(X.fp)->create), 0);
 }
 
+/* The same claim deleted meanwhile by someone else (404): done, and nothing counted, since
+ * Karpenter ignores NotFound before its metrics. */
+static void test_api_timeout_gone(void **state)
+{
+    uint64_t requeue = 0;
+
+    (void)state;
+    fake_now = t0_usec() + 5 * 60 * SEC;
+    put(X.claims,
+        claim(&(struct ncopt){
+            .finalizer = true, .owned = true, .conds = COND("Launched", "Unknown", "JoinFailed")}));
+    api_answer(&A, 404, "{\"kind\":\"Status\",\"reason\":\"NotFound\",\"code\":404}");
+    assert_int_equal(reconcile(NULL, &requeue), 0);
+    expect_req(0, "DELETE " NC_PATH " ", "\"uid\":\"u1\"");
+    assert_int_equal(X.counts.disrupted, 0);
+    assert_int_equal(X.counts.outcomes, 0);
+}
+
 static void test_api_insufficient_capacity(void **state)
 {
     const struct kp_fake_provider_calls *calls = kp_fake_provider_calls(X.fp);
@@ -1453,6 +1471,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_api_launch_deadline, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_register, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_timeout_outcome, setup_api, teardown_api),
+        cmocka_unit_test_setup_teardown(test_api_timeout_gone, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_insufficient_capacity, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_delete, setup_api, teardown_api),
     };

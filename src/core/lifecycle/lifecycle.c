@@ -580,8 +580,10 @@ static int delete_claim(struct kp_lifecycle_controller *ctl, struct kp_client *c
                 emit(ctl, nc, KP_EVENT_WARNING, KP_LIFECYCLE_EVENT_INSUFFICIENT_CAPACITY, note);
         }
     }
-    r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
-    if (r == 0) {
+    r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
+    if (r == -ENOENT) {
+        r = 0; /* deleted meanwhile, not by us: not counted (Karpenter ignores NotFound first) */
+    } else if (r == 0) {
         held_put(ctl, nc->e.uid, (int64_t)kp_core_now(ctl->env));
         if (!refused) {
             kp_log_info("terminating due to timeout", KP_LF("reason", a->reason));
