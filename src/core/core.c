@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "base/time.h"
+#include "api/indexes.h"
+#include "api/obj-pod.h"
+#include "k8s/store.h"
 
 #define SEC 1000000ULL
 
@@ -45,4 +48,20 @@ bool kp_core_nodeclass_label(const char *group, const char *kind, char *buf, siz
     for (char *q = slash ? slash + 1 : buf; *q; q++)
         *q = (char)tolower((unsigned char)*q);
     return true;
+}
+
+static int count_reschedulable(void *ctx, struct kp_entry *e)
+{
+    *(uint32_t *)ctx += kp_pod_reschedulable(kp_pod_view(e));
+    return 0;
+}
+
+uint32_t kp_core_reschedulable_on(struct kp_store *pods, const char *node)
+{
+    uint32_t n = 0;
+
+    if (!pods || !node || !*node ||
+        kp_store_walk_index(pods, KP_INDEX_POD_NODE, node, count_reschedulable, &n) < 0)
+        return 0;
+    return n;
 }

@@ -27,6 +27,7 @@ struct kp_ctx;
 struct kp_events;
 struct kp_provider;
 struct kp_registry;
+struct kp_store;
 
 /* Karpenter's names (API: users' kubectl habits and tools rely on them). */
 #define KP_CORE_FINALIZER "karpenter.sh/termination"
@@ -96,5 +97,10 @@ bool kp_core_nodeclass_label(const char *group, const char *kind, char *buf, siz
 
 /* env->now_usec() or the real clock. */
 uint64_t kp_core_now(const struct kp_core_env *env);
+
+/* The reschedulable pods (kp_pod_reschedulable) bound to Node node in pods, a Pod store with
+ * the KP_INDEX_POD_NODE index; 0 for a NULL or empty node name, or when the index answers an
+ * error (the count is a metric's, never a decision's). */
+uint32_t kp_core_reschedulable_on(struct kp_store *pods, const char *node);
 
 #endif

@@ -156,12 +156,27 @@ const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc)
     return d->ns <= 0 ? "forceful" : "eventual";
 }
 
+static void count_disrupted(const struct kp_core_observer *o, enum kp_core_metric m,
+                            const struct kp_nodeclaim_view *nc, const char *reason, uint32_t times)
+{
+    const char *ct = kp_labels_get(&nc->meta.labels, KP_LABEL_CAPACITY_TYPE);
+    const char *const *labels =
+        KP_CM_LABELS(reason, nc->nodepool ? nc->nodepool : "", ct ? ct : "",
+                     /* consolidation_policy= */ "", kp_core_termination_mode(nc));
+
+    for (uint32_t i = 0; i < times; i++)
+        kp_core_count(o, m, labels);
+}
+
 void kp_core_count_disrupted(const struct kp_core_observer *o, const struct kp_nodeclaim_view *nc,
                              const char *reason)
 {
-    const char *ct = kp_labels_get(&nc->meta.labels, KP_LABEL_CAPACITY_TYPE);
+    count_disrupted(o, KP_CM_NODECLAIMS_DISRUPTED, nc, reason, 1);
+}
 
-    kp_core_count(o, KP_CM_NODECLAIMS_DISRUPTED,
-                  KP_CM_LABELS(reason, nc->nodepool ? nc->nodepool : "", ct ? ct : "",
-                               /* consolidation_policy= */ "", kp_core_termination_mode(nc)));
+void kp_core_count_disrupted_pods(const struct kp_core_observer *o,
+                                  const struct kp_nodeclaim_view *nc, const char *reason,
+                                  uint32_t pods)
+{
+    count_disrupted(o, KP_CM_PODS_DISRUPTION_INITIATED, nc, reason, pods);
 }

@@ -13,6 +13,7 @@
 #define KP_CORE_OBSERVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum kp_core_metric {
     KP_CM_NODECLAIMS_CREATED = 0,                   /* {reason,nodepool,min_values_relaxed} */
@@ -128,6 +129,11 @@ const char *kp_core_termination_mode(const struct kp_nodeclaim_view *nc);
  * termination_mode} grows by one for nc (the core's deletions that are not consolidation). */
 void kp_core_count_disrupted(const struct kp_core_observer *o, const struct kp_nodeclaim_view *nc,
                              const char *reason);
+/* karpenter_pods_disruption_initiated_total grows by pods, with kp_core_count_disrupted's
+ * labels: the reschedulable pods a forceful delete (expiration, garbage collection) set moving. */
+void kp_core_count_disrupted_pods(const struct kp_core_observer *o,
+                                  const struct kp_nodeclaim_view *nc, const char *reason,
+                                  uint32_t pods);
 
 /* Series that exist from start-up at 0 before anything counts them, as upstream adds them in
  * an init(): kpssh-controller makes each right after registering the families. */

@@ -21,6 +21,7 @@
 #include "k8s/store.h"
 #include "api/informers.h"
 #include "api/obj-karpenter.h"
+#include "api/obj-pod.h"
 #include "core/core.h"
 #include "core/expiration/expiration.h"
 #include "core/observe.h"
@@ -155,13 +156,19 @@ static void test_setup(void **state)
 /* What the observer heard: karpenter_nodeclaims_disrupted_total with its last labels, and any
  * other family. */
 static struct {
-    unsigned disrupted, other;
-    char labels[128];
+    unsigned disrupted, pods, other;
+    char labels[128], pod_labels[128];
 } M;
 
 static void obs_count(void *ctx, enum kp_core_metric m, const char *const *labels)
 {
     (void)ctx;
+    if (m == KP_CM_PODS_DISRUPTION_INITIATED) {
+        M.pods++;
+        (void)snprintf(M.pod_labels, sizeof(M.pod_labels), "%s,%s,%s,%s,%s", labels[0], labels[1],
+                       labels[2], labels[3], labels[4]);
+        return;
+    }
     if (m != KP_CM_NODECLAIMS_DISRUPTED) {
         M.other++;
         return;
@@ -187,7 +194,7 @@ struct fx {
     struct kp_provider prov;
     struct kp_core_env env;
     struct kp_expiration_controller *ctl;
-    struct kp_store *claims;
+    struct kp_store *claims, *pods;
     int log_fd;
 };
 
@@ -216,6 +223,8 @@ static void fx_init(struct fx *f)
     assert_int_equal(kp_expiration_controller_new(&f->env, &f->ctl), 0);
     assert_int_equal(kp_informers_nodeclaims(f->reg, &inf), 0);
     f->claims = kp_informer_store(inf);
+    assert_int_equal(kp_informers_pods(f->reg, &inf), 0);
+    f->pods = kp_informer_store(inf);
 }
 
 static void fx_done(struct fx *f)
@@ -316,6 +325,49 @@ static void test_exec_expired_once(void **state)
 
 /* Before its expiry: requeued for that instant, nothing sent. Never, another provider's or a
  * NodeClaim not in the cache: nothing at all. */
+/* A pod bound to node (running), owned by a DaemonSet when ds. */
+static struct kp_entry *xpod(const char *name, const char *node, bool ds)
+{
+    return kp_test_decode(kp_pod_decode, true,
+                          "{'metadata':{'name':'%s','namespace':'ns','uid':'pu-%s',"
+                          "'resourceVersion':'1'%s},'spec':{'nodeName':'%s','containers':[{"
+                          "'name':'c'}]},'status':{'phase':'Running'}}",
+                          name, name,
+                          ds ? ",'ownerReferences':[{'apiVersion':'apps/v1','kind':'DaemonSet',"
+                               "'name':'d','uid':'du','controller':true}]"
+                             : "",
+                          node);
+}
+
+/* The expired NodeClaim's Node still runs its pods: the reschedulable ones (not the DaemonSet's,
+ * not another Node's) are counted as disruptions initiated, with the NodeClaim's labels. */
+static void test_exec_pods_counted(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+
+    (void)state;
+    fx_init(&f);
+    put(&f, kp_test_decode(kp_nodeclaim_decode, true,
+                           "{'metadata':{'name':'nc','uid':'u1','resourceVersion':'3',"
+                           "'creationTimestamp':'" T0 "','labels':{'karpenter.sh/nodepool':'np',"
+                           "'karpenter.sh/capacity-type':'spot'}},"
+                           "'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP "',"
+                           "'kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[],"
+                           "'expireAfter':'1h'},'status':{'nodeName':'n1'}}"));
+    assert_int_equal(kp_store_put(f.pods, xpod("a", "n1", false), NULL), 0);
+    assert_int_equal(kp_store_put(f.pods, xpod("b", "n1", false), NULL), 0);
+    assert_int_equal(kp_store_put(f.pods, xpod("agent", "n1", true), NULL), 0);
+    assert_int_equal(kp_store_put(f.pods, xpod("elsewhere", "n2", false), NULL), 0);
+    fake_now = t0() + 3600 * SEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 1);
+    assert_int_equal(M.pods, 2);
+    assert_string_equal(M.pod_labels, "expired,np,spot,,graceful");
+    fx_done(&f);
+}
+
 static void test_exec_wait_and_never(void **state)
 {
     struct fx f;
@@ -390,6 +442,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_setup),
         cmocka_unit_test(test_exec_expired_once),
+        cmocka_unit_test(test_exec_pods_counted),
         cmocka_unit_test(test_exec_wait_and_never),
         cmocka_unit_test(test_exec_delete_answers),
     };

@@ -26,6 +26,7 @@
 #include "api/informers.h"
 #include "api/obj-karpenter.h"
 #include "api/obj-node.h"
+#include "api/obj-pod.h"
 #include "core/core.h"
 #include "core/gc/gc.h"
 #include "core/observe.h"
@@ -248,13 +249,17 @@ static int scripted_list(void *self, const struct kp_ctx *ctx, struct kp_client 
 /* What the observer heard: karpenter_nodeclaims_disrupted_total with its last labels, and any
  * other family. */
 static struct {
-    unsigned disrupted, other;
+    unsigned disrupted, pods, other;
     char labels[128];
 } M;
 
 static void obs_count(void *ctx, enum kp_core_metric m, const char *const *labels)
 {
     (void)ctx;
+    if (m == KP_CM_PODS_DISRUPTION_INITIATED) {
+        M.pods++;
+        return;
+    }
     if (m != KP_CM_NODECLAIMS_DISRUPTED) {
         M.other++;
         return;
@@ -494,6 +499,44 @@ static void test_exec_lost_nodeclaim(void **state)
     fx_done(&f);
 }
 
+/* A collected NodeClaim whose Node (NotReady, its kubelet gone) still shows two running pods
+ * bound to it and a DaemonSet's: the two are counted as disruptions initiated. */
+static void test_exec_pods_counted(void **state)
+{
+    struct fx f;
+    struct kp_informer *pods = NULL;
+    uint64_t rq;
+    static const char *const names[] = {"a", "b", "agent"};
+
+    (void)state;
+    fx_init(&f, SYNCED_BOTH);
+    assert_int_equal(kp_informers_pods(f.reg, &pods), 0);
+    put(f.claims, decode(kp_nodeclaim_decode,
+                         "{'metadata':{'name':'nc-a','uid':'nc-a-uid','resourceVersion':'3',"
+                         "'creationTimestamp':'" T0 "','labels':{'karpenter.sh/nodepool':'np'}},"
+                         "'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
+                         "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]},"
+                         "'status':{'providerID':'fake://a','nodeName':'n-a','conditions':["
+                         "{'type':'Launched','status':'True','reason':'R','message':'',"
+                         "'lastTransitionTime':'" T0 "'},"
+                         "{'type':'Registered','status':'True','reason':'R','message':'',"
+                         "'lastTransitionTime':'" T0 "'}]}}"));
+    for (size_t i = 0; i < 3; i++)
+        put(pods, decode(kp_pod_decode,
+                         "{'metadata':{'name':'%s','namespace':'ns','uid':'pu-%s',"
+                         "'resourceVersion':'1'%s},'spec':{'nodeName':'n-a','containers':[{"
+                         "'name':'c'}]},'status':{'phase':'Running'}}",
+                         names[i], names[i],
+                         i == 2 ? ",'ownerReferences':[{'apiVersion':'apps/v1','kind':"
+                                  "'DaemonSet','name':'d','uid':'du','controller':true}]"
+                                : ""));
+    assert_int_equal(run(&f, &rq), 0);
+    expect_delete(&f, "DELETE " NC_PATH "nc-a", "nc-a-uid");
+    assert_int_equal(M.disrupted, 1);
+    assert_int_equal(M.pods, 2);
+    fx_done(&f);
+}
+
 /* KP_GC_LAUNCH_GRACE_USEC after Launched went True, not before: a List may trail its Create. */
 static void test_exec_launch_grace(void **state)
 {
@@ -610,6 +653,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_exec_unsynced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_list_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_lost_nodeclaim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_pods_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_launch_grace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_delete_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_orphan_node, setup, teardown),

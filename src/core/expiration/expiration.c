@@ -30,6 +30,7 @@
 #include "k8s/controller.h"
 #include "k8s/informer.h"
 #include "k8s/store.h"
+#include "api/indexes.h"
 #include "api/informers.h"
 #include "api/obj-karpenter.h"
 #include "core/core.h"
@@ -64,7 +65,7 @@ struct kp_expiration_plan kp_expiration_plan(const struct kp_provider *p,
 
 struct kp_expiration_controller {
     const struct kp_core_env *env;
-    struct kp_informer *nodeclaims;
+    struct kp_informer *nodeclaims, *pods;
     struct kp_controller *base;
     pthread_mutex_t mu;
     struct kp_map *deleted; /* name -> uid (owned) we deleted; under mu */
@@ -145,6 +146,10 @@ int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_clie
                     KP_LF("node", nc->node_name ? nc->node_name : ""),
                     KP_LF("expireAfter", nc->spec.expire_after.text));
         kp_core_count_disrupted(ctl->env->observer, nc, KP_CM_REASON_EXPIRED);
+        /* Its pods are still bound: the count is of what the delete sets moving. */
+        kp_core_count_disrupted_pods(
+            ctl->env->observer, nc, KP_CM_REASON_EXPIRED,
+            kp_core_reschedulable_on(kp_informer_store(ctl->pods), nc->node_name));
         break;
     }
     kp_free(msg);
@@ -172,7 +177,8 @@ int kp_expiration_controller_new(const struct kp_core_env *env,
     pthread_mutex_init(&ctl->mu, NULL);
     ctl->env = env;
     if ((r = kp_map_new(&ctl->deleted)) < 0 ||
-        (r = kp_informers_nodeclaims(env->informers, &ctl->nodeclaims)) < 0)
+        (r = kp_informers_nodeclaims(env->informers, &ctl->nodeclaims)) < 0 ||
+        (r = kp_informers_pods(env->informers, &ctl->pods)) < 0)
         goto out;
     co.name = "nodeclaim.expiration";
     co.group = "karpenter.sh";
@@ -184,7 +190,10 @@ int kp_expiration_controller_new(const struct kp_core_env *env,
     co.parent = env->parent;
     co.events = env->events;
     if ((r = kp_controller_new(&co, &ctl->base)) < 0 ||
-        (r = kp_controller_watch_keys(ctl->base, ctl->nodeclaims)) < 0)
+        (r = kp_controller_watch_keys(ctl->base, ctl->nodeclaims)) < 0 ||
+        (r = kp_controller_add_index(ctl->base, ctl->pods, KP_INDEX_POD_NODE, kp_index_pod_node)) <
+            0 ||
+        (r = kp_controller_read(ctl->base, ctl->pods)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;

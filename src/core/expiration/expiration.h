@@ -8,7 +8,8 @@
  * karpenter_nodeclaims_disrupted_total{reason="expired"}. Before that moment the key is requeued
  * at the expiry. A NodeClaim already being deleted is left alone.
  *
- * Not reported: karpenter_pods_disruption_initiated_total (core/observe.h has no such family).
+ * The reschedulable pods still bound to its Node (the pod cache's by-node index) are added to
+ * karpenter_pods_disruption_initiated_total with the same labels.
  *
  * The decision is the pure kp_expiration_plan (tests/unit/test-expiration.c); the controller is
  * a reconciler keyed by NodeClaim name on the shared NodeClaim informer (k8s/controller.h). */

@@ -106,7 +106,7 @@ bool kp_gc_node_plan(const struct kp_provider *p, const struct kp_node_view *nod
 struct kp_gc_controller {
     const struct kp_core_env *env;
     struct kp_core_timing timing;
-    struct kp_informer *nodeclaims, *nodes;
+    struct kp_informer *nodeclaims, *nodes, *pods;
     struct kp_controller *base;
 };
 
@@ -151,6 +151,9 @@ static int collect_nodeclaims(struct kp_gc_controller *ctl, struct kp_client *c,
                             KP_LF("node", nc->node_name ? nc->node_name : ""),
                             KP_LF("provider-id", nc->provider_id));
                 kp_core_count_disrupted(ctl->env->observer, nc, KP_CM_REASON_GARBAGE_COLLECTED);
+                kp_core_count_disrupted_pods(
+                    ctl->env->observer, nc, KP_CM_REASON_GARBAGE_COLLECTED,
+                    kp_core_reschedulable_on(kp_informer_store(ctl->pods), nc->node_name));
             } else if (r != -KP_ECONFLICT && r != -ENOENT) {
                 kp_log_warn_errno(r, "garbage collection of nodeclaim failed",
                                   KP_LF("nodeclaim", nc->e.name), KP_LF("detail", msg ? msg : ""));
@@ -292,7 +295,8 @@ int kp_gc_controller_new(const struct kp_core_env *env, struct kp_gc_controller 
     ctl->timing = env->timing;
     kp_core_timing_defaults(&ctl->timing);
     if ((r = kp_informers_nodeclaims(env->informers, &ctl->nodeclaims)) < 0 ||
-        (r = kp_informers_nodes(env->informers, &ctl->nodes)) < 0)
+        (r = kp_informers_nodes(env->informers, &ctl->nodes)) < 0 ||
+        (r = kp_informers_pods(env->informers, &ctl->pods)) < 0)
         goto out;
     co.name = "nodeclaim.garbagecollection";
     co.group = "karpenter.sh";
@@ -309,7 +313,10 @@ int kp_gc_controller_new(const struct kp_core_env *env, struct kp_gc_controller 
         (r = kp_controller_add_index(ctl->base, ctl->nodeclaims, KP_INDEX_NODECLAIM_PROVIDER_ID,
                                      kp_index_nodeclaim_provider_id)) < 0 ||
         (r = kp_controller_read(ctl->base, ctl->nodeclaims)) < 0 ||
-        (r = kp_controller_read(ctl->base, ctl->nodes)) < 0)
+        (r = kp_controller_read(ctl->base, ctl->nodes)) < 0 ||
+        (r = kp_controller_add_index(ctl->base, ctl->pods, KP_INDEX_POD_NODE, kp_index_pod_node)) <
+            0 ||
+        (r = kp_controller_read(ctl->base, ctl->pods)) < 0)
         goto out;
     *ret = ctl;
     ctl = NULL;

@@ -21,7 +21,8 @@
  *   but whose status.providerID is not written yet (or, in the SSH provider's Adopt mode, not
  *   known yet) from losing its Node.
  *
- * Not reported: karpenter_pods_disruption_initiated_total (no such family in core/observe.h).
+ * A collected NodeClaim also adds the reschedulable pods still bound to its Node (from the pod
+ * cache's by-node index) to karpenter_pods_disruption_initiated_total, same labels.
  *
  * The decisions are pure (kp_gc_nodeclaim_plan, kp_gc_node_plan; tests/unit/test-gc.c); the
  * controller is one key ("gc") on a reconciler (k8s/controller.h) that requeues itself. */
