@@ -25,7 +25,7 @@ help:
 	@echo "make harness     build the pinned Kubernetes binaries for the test lab"
 	@echo "make bench-provider|bench-informer   a lab benchmark, lab brought up around it"
 	@echo "                 (BENCH_ARGS=... passes options, KPSSH_LAB_ID=N picks the lab)"
-	@echo "make bench-scheduler   our scheduler and Karpenter's own BenchmarkScheduling side by side"
+	@echo "make bench-scheduler   our scheduler and Karpenter's own scheduling benchmarks side by side"
 	@echo "                 (SIZES=\"1 50 ...\", BENCH_ARGS=--large adds 10000 and 20000 pods;"
 	@echo "                 fetches go1.27.3 and Karpenter through the Go module proxy)"
 
@@ -71,9 +71,10 @@ bench-provider: deps harness build
 bench-informer: deps harness build
 	scripts/lab-bench.sh $(BUILD)/bench/bench-informer $(BENCH_ARGS)
 
-# No lab: bench-scheduler -k (release preset) against Karpenter's own BenchmarkScheduling<N> from
-# the pinned module bench/karpenter, which the script builds with GOTOOLCHAIN=go1.27.3. Nothing
-# else in the tree (test, check, CI) touches that module.
+# No lab: bench-scheduler -k and -p (release preset) against Karpenter's own BenchmarkScheduling<N>
+# and Benchmark{Respect,Ignore}Preferences from the pinned module bench/karpenter, which the
+# script builds with GOTOOLCHAIN=go1.27.3, then bench-scheduler -b (kpssh only). Nothing else in
+# the tree (test, check, CI) touches that module.
 bench-scheduler: deps
 	scripts/bench-scheduler.sh $(BENCH_ARGS)
 

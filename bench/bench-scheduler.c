@@ -28,7 +28,26 @@
  * process's so far (run one size per process to read it per size). digest is an FNV-1a hash of
  * the whole plan (plan_digest): a scheduler change meant to keep plans must keep it. Each -k
  * continues one random stream, so compare digests of runs given the same -k list. The default
- * mode's lines end with the digests of its two plans (P and 2P pods). */
+ * mode's lines end with the digests of its two plans (P and 2P pods).
+ *
+ * -p PODS (repeatable): the workload of Karpenter's BenchmarkRespectPreferences, or with -i (for
+ * every -p) of BenchmarkIgnorePreferences (PREFERENCE_POLICY=Ignore), both
+ * makePreferencePods(4000): on the same NodePool and types as -k, PODS identical pods labelled
+ * app=nginx whose only constraints are preferences (zone test-zone-1; no other app=nginx pod in
+ * the zone, weight 10; none on the host, weight 1) and whose one request is the one Karpenter's
+ * seeded stream gives them (p_pod), so these pods are Karpenter's pod for pod. Lines are headed
+ * preferences-respect or preferences-ignore, with the fields above.
+ *
+ * -b: a big existing cluster, kpssh's own case (big_cluster): 1,000 existing nodes of the 400
+ * types, sized to 10,000 bound pods of 100 apps (plain, hostname spread, hostname
+ * anti-affinity) that the Solve must count, and 2,000 pending pods of the same apps, which go to
+ * existing nodes where they fit and to new NodeClaims otherwise (the run fails unless both
+ * happen). Target: 100 ms per Solve or less (reported, not gated). One line:
+ *   big-cluster nodes=1000 bound=10000 pods=2000 solve_ms=.. pods_per_s=.. nodeclaims=..
+ *   on_existing=.. on_new=.. placed=.. price_per_h=.. peak_rss_mib=.. repeats=R digest=..
+ * price_per_h counts the new NodeClaims only. -b draws from its own stream (seed 42), so its
+ * digest does not depend on the other options. -k, -p and -b may be combined (run in that
+ * order); -r applies to each. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,13 +183,17 @@ static uint32_t k_draw(uint32_t n)
     return (uint32_t)((z ^ (z >> 31)) % n);
 }
 
+/* Karpenter's randomCPU and randomMemory menus. */
+static const unsigned k_cpu_m[] = {100, 250, 500, 1000, 1500};
+static const unsigned k_mem_mi[] = {100, 256, 512, 1024, 2048, 4096};
+
 enum k_kind { K_PLAIN, K_SPREAD_ZONE, K_SPREAD_HOST, K_AFFINITY_ZONE, K_ANTI_HOST };
 
+/* Karpenter's makeDiversePods builders: makeGenericPods, makeTopologySpreadPods (zone, hostname),
+ * makePodAffinityPods (zone) and makePodAntiAffinityPods (hostname), one pod of the given kind. */
 static struct kp_entry *k_pod(unsigned i, enum k_kind kind)
 {
     static const char *const values[] = {"a", "b", "c", "d", "e", "f", "g"};
-    static const unsigned cpu_m[] = {100, 250, 500, 1000, 1500};
-    static const unsigned mem_mi[] = {100, 256, 512, 1024, 2048, 4096};
     struct kp_buf b = KP_BUF_INIT(1 << 16);
     struct kp_entry *e = NULL;
     const char *key = "my-label", *value = "nginx", *sel = NULL;
@@ -203,7 +226,7 @@ static struct kp_entry *k_pod(unsigned i, enum k_kind kind)
                       "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{"
                       "\"cpu\":\"%um\",\"memory\":\"%uMi\"}}}]},\"status\":{\"phase\":"
                       "\"Pending\"}}",
-                      i, i, key, value, extra, cpu_m[k_draw(5)], mem_mi[k_draw(6)]) < 0 ||
+                      i, i, key, value, extra, k_cpu_m[k_draw(5)], k_mem_mi[k_draw(6)]) < 0 ||
         kp_pod_decode(b.data, b.len, &e) < 0) {
         fprintf(stderr, "pod does not decode\n");
         exit(1);
@@ -274,25 +297,95 @@ static void k_types(struct kp_instance_types *types)
     }
 }
 
-static void karpenter_workload(uint32_t n, uint32_t repeats)
+/* The NodePool of Karpenter's setupScheduler: test.NodePool with cpu and memory limits far out
+ * of reach. */
+static const char k_np_json[] =
+    "{\"apiVersion\":\"karpenter.sh/v1\",\"kind\":\"NodePool\",\"metadata\":{\"name\":"
+    "\"default\",\"uid\":\"u\",\"resourceVersion\":\"1\"},\"spec\":{\"limits\":{\"cpu\":"
+    "\"10000000\",\"memory\":\"10000000Gi\"},\"template\":{\"spec\":{\"nodeClassRef\":{"
+    "\"group\":\"g\",\"kind\":\"K\",\"name\":\"default\"}}}}}";
+
+/* Solves one workload of Karpenter's kind (-k, -p, -b) repeats times over the same pods and
+ * existing nodes, with that NodePool offering types, and prints its line (the top comment),
+ * headed by label. Exits when a pod did not place, as Karpenter's benchmark fails on any
+ * PodError. *ret_on_existing (optional) gets the first Solve's placements on existing nodes. */
+static void k_solve(const char *label, const struct kp_pod_view *const *views, uint32_t n,
+                    const struct kp_sched_node *nodes, size_t n_nodes,
+                    const struct kp_instance_types *types, bool ignore_prefs, uint32_t repeats,
+                    size_t *ret_on_existing)
 {
-    static const char np_json[] =
-        "{\"apiVersion\":\"karpenter.sh/v1\",\"kind\":\"NodePool\",\"metadata\":{\"name\":"
-        "\"default\",\"uid\":\"u\",\"resourceVersion\":\"1\"},\"spec\":{\"limits\":{\"cpu\":"
-        "\"10000000\",\"memory\":\"10000000Gi\"},\"template\":{\"spec\":{\"nodeClassRef\":{"
-        "\"group\":\"g\",\"kind\":\"K\",\"name\":\"default\"}}}}}";
-    struct kp_instance_types types = {0};
-    struct kp_entry *np = NULL, **pods = kp_calloc(n, sizeof(*pods));
-    const struct kp_pod_view **views = kp_calloc(n, sizeof(*views));
-    uint32_t per = n / 5, at = 0;
+    struct kp_entry *np = NULL;
     uint64_t total = 0, digest = 0;
-    size_t claims = 0, placed = 0;
+    size_t claims = 0, placed = 0, on_existing = 0;
     int64_t price = 0;
     struct rusage ru;
+    double ms;
+
+    must(kp_nodepool_decode(k_np_json, sizeof(k_np_json) - 1, &np));
+    for (uint32_t r = 0; r < repeats; r++) {
+        struct kp_sched_pool pl = {kp_nodepool_view(np), types->v, types->n};
+        struct kp_sched_input in = {0};
+        struct kp_sched_plan plan = {0};
+        uint64_t t0 = kp_mono_usec();
+
+        in.pods = views;
+        in.n_pods = n;
+        in.nodes = nodes;
+        in.n_nodes = n_nodes;
+        in.pools = &pl;
+        in.n_pools = 1;
+        in.ignore_preferences = ignore_prefs;
+        must(kp_sched_solve(&in, &plan));
+        total += kp_mono_usec() - t0;
+        if (r == 0) {
+            digest = plan_digest(&plan);
+            for (size_t i = 0; i < plan.n_pods; i++) {
+                placed += plan.pods[i].where != KP_SCHED_FAILED;
+                on_existing += plan.pods[i].where == KP_SCHED_NODE;
+            }
+            claims = plan.n_claims;
+            for (size_t c = 0; c < plan.n_claims; c++)
+                if (plan.claims[c].n_types)
+                    price += kp_instance_type_price(plan.claims[c].types[0]);
+        }
+        kp_sched_plan_done(&plan);
+    }
+    getrusage(RUSAGE_SELF, &ru);
+    ms = (double)total / repeats / 1000.0;
+    printf("%s pods=%u solve_ms=%.3f pods_per_s=%.0f nodeclaims=%zu ", label, n, ms,
+           ms > 0 ? n / (ms / 1000.0) : 0.0, claims);
+    if (n_nodes)
+        printf("on_existing=%zu on_new=%zu ", on_existing, placed - on_existing);
+    printf("placed=%zu price_per_h=%.2f peak_rss_mib=%.1f repeats=%u digest=%016llx\n", placed,
+           (double)price / 1e6, (double)ru.ru_maxrss / 1024.0, repeats, (unsigned long long)digest);
+    if (placed != n) {
+        fprintf(stderr, "bench-scheduler: %s: %zu of %u pods did not place\n", label, n - placed,
+                n);
+        exit(1);
+    }
+    if (ret_on_existing)
+        *ret_on_existing = on_existing;
+    kp_entry_unref(np);
+}
+
+static void free_pods(struct kp_entry **pods, const struct kp_pod_view **views, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        kp_entry_unref(pods[i]);
+    kp_free(pods);
+    kp_free(views);
+}
+
+/* -k: Karpenter's makeDiversePods(n), a fifth of each kind, the remainder plain. */
+static void karpenter_workload(uint32_t n, uint32_t repeats)
+{
+    struct kp_instance_types types = {0};
+    struct kp_entry **pods = kp_calloc(n, sizeof(*pods));
+    const struct kp_pod_view **views = kp_calloc(n, sizeof(*views));
+    uint32_t per = n / 5, at = 0;
 
     if (!pods || !views)
         must(-ENOMEM);
-    must(kp_nodepool_decode(np_json, sizeof(np_json) - 1, &np));
     k_types(&types);
     for (int kind = K_PLAIN; kind <= K_ANTI_HOST; kind++)
         for (uint32_t j = 0; j < per; j++, at++)
@@ -303,48 +396,227 @@ static void karpenter_workload(uint32_t n, uint32_t repeats)
     }
     for (uint32_t i = 0; i < n; i++)
         views[i] = kp_pod_view(pods[i]);
-    for (uint32_t r = 0; r < repeats; r++) {
-        struct kp_sched_pool pl = {kp_nodepool_view(np), types.v, types.n};
-        struct kp_sched_input in = {0};
-        struct kp_sched_plan plan = {0};
-        uint64_t t0 = kp_mono_usec();
+    k_solve("karpenter-workload", views, n, /* nodes= */ NULL, 0, &types,
+            /* ignore_prefs= */ false, repeats, /* ret_on_existing= */ NULL);
+    free_pods(pods, views, n);
+    kp_instance_types_done(&types);
+}
 
-        in.pods = views;
-        in.n_pods = n;
-        in.pools = &pl;
-        in.n_pools = 1;
-        must(kp_sched_solve(&in, &plan));
-        total += kp_mono_usec() - t0;
-        if (r == 0) {
-            digest = plan_digest(&plan);
-            for (size_t i = 0; i < plan.n_pods; i++)
-                placed += plan.pods[i].where != KP_SCHED_FAILED;
-            claims = plan.n_claims;
-            for (size_t c = 0; c < plan.n_claims; c++)
-                if (plan.claims[c].n_types)
-                    price += kp_instance_type_price(plan.claims[c].types[0]);
-        }
-        kp_sched_plan_done(&plan);
-    }
-    getrusage(RUSAGE_SELF, &ru);
-    {
-        double ms = (double)total / repeats / 1000.0;
+/* -p: Karpenter's makePreferencePods(n), which its BenchmarkRespectPreferences and (with -i,
+ * PREFERENCE_POLICY=Ignore) BenchmarkIgnorePreferences solve at n = 4000. Every pod is labelled
+ * app=nginx and has only preferences: zone test-zone-1 (node affinity, weight 1), no other
+ * app=nginx pod in its zone (anti-affinity, weight 10; only three pods can have that) and none
+ * on its host (anti-affinity, weight 1). Respect tries each pod with its preferences required and
+ * drops them one failed attempt at a time in Karpenter's order; Ignore drops them all.
+ *
+ * test.Pods builds every pod from one PodOptions value, whose randomCPU() and randomMemory()
+ * ran once: all pods share one request. In a process that runs only this benchmark (the script
+ * runs each in its own), Go's math/rand seeded 42 draws menu entries 0 and 5 first, 100m and
+ * 4096Mi. We take that draw instead of one from our stream: it alone decides the workload
+ * (Ignore plans about 20 NodeClaims for 4,000 pods of 100m and 4096Mi; pods of 100m and 100Mi
+ * would fit on two), and so both sides place the very same pods. */
+static struct kp_entry *p_pod(unsigned i)
+{
+    struct kp_buf b = KP_BUF_INIT(1 << 16);
+    struct kp_entry *e = NULL;
 
-        printf("karpenter-workload pods=%u solve_ms=%.3f pods_per_s=%.0f nodeclaims=%zu "
-               "placed=%zu price_per_h=%.2f peak_rss_mib=%.1f repeats=%u digest=%016llx\n",
-               n, ms, ms > 0 ? n / (ms / 1000.0) : 0.0, claims, placed, (double)price / 1e6,
-               (double)ru.ru_maxrss / 1024.0, repeats, (unsigned long long)digest);
-    }
-    if (placed != n) {
-        fprintf(stderr, "bench-scheduler: %zu of %u pods did not place\n", n - placed, n);
+    if (kp_buf_printf(
+            &b,
+            "{\"metadata\":{\"name\":\"p%u\",\"namespace\":\"default\",\"uid\":\"pu%u\","
+            "\"resourceVersion\":\"1\",\"labels\":{\"app\":\"nginx\"}},\"spec\":{\"affinity\":{"
+            "\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":1,"
+            "\"preference\":{\"matchExpressions\":[{\"key\":\"%s\",\"operator\":\"In\","
+            "\"values\":[\"test-zone-1\"]}]}}]},\"podAntiAffinity\":{"
+            "\"preferredDuringSchedulingIgnoredDuringExecution\":[{\"weight\":10,"
+            "\"podAffinityTerm\":{\"topologyKey\":\"%s\",\"labelSelector\":{\"matchLabels\":{"
+            "\"app\":\"nginx\"}}}},{\"weight\":1,\"podAffinityTerm\":{\"topologyKey\":\"%s\","
+            "\"labelSelector\":{\"matchLabels\":{\"app\":\"nginx\"}}}}]}},\"containers\":[{"
+            "\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":\"%um\",\"memory\":\"%uMi\"}}}]},"
+            "\"status\":{\"phase\":\"Pending\"}}",
+            i, i, KP_LABEL_ZONE, KP_LABEL_ZONE, KP_LABEL_HOSTNAME, k_cpu_m[0], k_mem_mi[5]) < 0 ||
+        kp_pod_decode(b.data, b.len, &e) < 0) {
+        fprintf(stderr, "pod does not decode\n");
         exit(1);
     }
-    for (uint32_t i = 0; i < n; i++)
-        kp_entry_unref(pods[i]);
-    kp_free(pods);
-    kp_free(views);
+    kp_buf_done(&b);
+    return e;
+}
+
+static void preference_workload(uint32_t n, bool ignore_prefs, uint32_t repeats)
+{
+    struct kp_instance_types types = {0};
+    struct kp_entry **pods = kp_calloc(n, sizeof(*pods));
+    const struct kp_pod_view **views = kp_calloc(n, sizeof(*views));
+
+    if (!pods || !views)
+        must(-ENOMEM);
+    k_types(&types);
+    for (uint32_t i = 0; i < n; i++) {
+        pods[i] = p_pod(i);
+        views[i] = kp_pod_view(pods[i]);
+    }
+    k_solve(ignore_prefs ? "preferences-ignore" : "preferences-respect", views, n,
+            /* nodes= */ NULL, 0, &types, ignore_prefs, repeats, /* ret_on_existing= */ NULL);
+    free_pods(pods, views, n);
     kp_instance_types_done(&types);
-    kp_entry_unref(np);
+}
+
+/* -b: a big existing cluster, kpssh's own case (Karpenter has no such benchmark), built from
+ * the rules of Karpenter's benchmark pods: B_APPS apps ("Deployments"), each with one request
+ * drawn from Karpenter's menus; app a is plain when a % 3 is 0, has a hostname topology spread
+ * (maxSkew 1, DoNotSchedule) over its own pods when 1, and a required hostname anti-affinity to
+ * its own pods when 2. B_NODES existing nodes of the 400 fake types, in their three zones, hold
+ * B_PER_NODE bound pods each: slot j of node n runs app (n + 11j) % B_APPS, so a node holds ten
+ * different apps and each app runs once on a hundred nodes, meeting every spread and
+ * anti-affinity. A node is the smallest type that fits its pods, as Karpenter sizes a
+ * NodeClaim, so its headroom is what rounding up to a type left. B_PENDING pending pods are
+ * twenty more replicas of each app; about five in six fit in that headroom. The Solve has to
+ * count the bound pods in every spread and anti-affinity (inverse ones included), put pending
+ * pods on existing nodes where they fit and their app allows, and the rest on new NodeClaims;
+ * the run fails unless both happen. */
+#define B_APPS 100u
+#define B_NODES 1000u
+#define B_PER_NODE 10u
+#define B_PENDING 2000u
+
+static struct kp_entry *b_pod(unsigned i, unsigned app, unsigned cpu_m, unsigned mem_mi,
+                              const char *node)
+{
+    struct kp_buf b = KP_BUF_INIT(1 << 16);
+    struct kp_entry *e = NULL;
+    char extra[512] = "";
+
+    if (app % 3 == 1)
+        (void)snprintf(extra, sizeof(extra),
+                       "\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"%s\","
+                       "\"whenUnsatisfiable\":\"DoNotSchedule\",\"labelSelector\":{"
+                       "\"matchLabels\":{\"app\":\"app-%02u\"}}}],",
+                       KP_LABEL_HOSTNAME, app);
+    else if (app % 3 == 2)
+        (void)snprintf(extra, sizeof(extra),
+                       "\"affinity\":{\"podAntiAffinity\":{"
+                       "\"requiredDuringSchedulingIgnoredDuringExecution\":[{\"topologyKey\":"
+                       "\"%s\",\"labelSelector\":{\"matchLabels\":{\"app\":\"app-%02u\"}}}]}},",
+                       KP_LABEL_HOSTNAME, app);
+    if (kp_buf_printf(&b,
+                      "{\"metadata\":{\"name\":\"%c%u\",\"namespace\":\"default\",\"uid\":"
+                      "\"%cu%u\",\"resourceVersion\":\"1\",\"labels\":{\"app\":\"app-%02u\"}},"
+                      "\"spec\":{%s%s%s%s\"containers\":[{\"name\":\"c\",\"resources\":{"
+                      "\"requests\":{\"cpu\":\"%um\",\"memory\":\"%uMi\"}}}]},\"status\":{"
+                      "\"phase\":\"%s\"}}",
+                      node ? 'b' : 'q', i, node ? 'b' : 'q', i, app, extra,
+                      node ? "\"nodeName\":\"" : "", node ? node : "", node ? "\"," : "", cpu_m,
+                      mem_mi, node ? "Running" : "Pending") < 0 ||
+        kp_pod_decode(b.data, b.len, &e) < 0) {
+        fprintf(stderr, "pod does not decode\n");
+        exit(1);
+    }
+    kp_buf_done(&b);
+    return e;
+}
+
+static void big_cluster(uint32_t repeats)
+{
+    static const char *const res[] = {"cpu", "memory", "pods"};
+    struct kp_instance_types types = {0};
+    struct kp_sched_node *nodes = kp_calloc(B_NODES, sizeof(*nodes));
+    struct kp_label(*labels)[7] = kp_calloc(B_NODES, sizeof(*labels));
+    struct kp_res(*alloc)[3] = kp_calloc(B_NODES, sizeof(*alloc));
+    struct kp_res(*cap)[3] = kp_calloc(B_NODES, sizeof(*cap));
+    char(*names)[16] = kp_calloc(B_NODES, sizeof(*names));
+    struct kp_entry **bound = kp_calloc((size_t)B_NODES * B_PER_NODE, sizeof(*bound));
+    const struct kp_pod_view **bviews = kp_calloc((size_t)B_NODES * B_PER_NODE, sizeof(*bviews));
+    struct kp_entry **pend = kp_calloc(B_PENDING, sizeof(*pend));
+    const struct kp_pod_view **pviews = kp_calloc(B_PENDING, sizeof(*pviews));
+    unsigned cpu_m[B_APPS], mem_mi[B_APPS];
+    uint64_t saved_rng = k_rng;
+    size_t on_existing = 0;
+    char label[64];
+
+    if (!nodes || !labels || !alloc || !cap || !names || !bound || !bviews || !pend || !pviews)
+        must(-ENOMEM);
+    /* Its own stream from the seed, so that its digest does not depend on the -k before it. */
+    k_rng = 42;
+    k_types(&types);
+    for (unsigned a = 0; a < B_APPS; a++) {
+        cpu_m[a] = k_cpu_m[k_draw(5)];
+        mem_mi[a] = k_mem_mi[k_draw(6)];
+    }
+    for (unsigned n = 0; n < B_NODES; n++) {
+        int64_t need[3] = {0, 0, (int64_t)B_PER_NODE * 1000};
+        const struct kp_instance_type *it = NULL;
+        size_t t = 0;
+
+        (void)snprintf(names[n], sizeof(names[n]), "node-%04u", n);
+        for (unsigned j = 0; j < B_PER_NODE; j++) {
+            unsigned app = (n + 11 * j) % B_APPS;
+            size_t k = (size_t)n * B_PER_NODE + j;
+
+            need[0] += cpu_m[app];
+            need[1] += (int64_t)mem_mi[app] * (1 << 20) * 1000;
+            bound[k] = b_pod((unsigned)k, app, cpu_m[app], mem_mi[app], names[n]);
+            bviews[k] = kp_pod_view(bound[k]);
+        }
+        while (t < types.n && (kp_instance_type_allocatable(&types.v[t], res[0]) < need[0] ||
+                               kp_instance_type_allocatable(&types.v[t], res[1]) < need[1] ||
+                               kp_instance_type_allocatable(&types.v[t], res[2]) < need[2]))
+            t++;
+        if (t == types.n)
+            must(-ERANGE);
+        it = &types.v[t];
+        for (size_t r = 0; r < 3; r++) {
+            alloc[n][r] = (struct kp_res){res[r], kp_instance_type_allocatable(it, res[r])};
+            cap[n][r] = (struct kp_res){res[r], 0};
+            for (size_t c = 0; c < it->n_capacity; c++)
+                if (!strcmp(it->capacity[c].name, res[r]))
+                    cap[n][r].milli = it->capacity[c].milli;
+        }
+        /* In key order, as a Node's labels come. */
+        labels[n][0] = (struct kp_label){KP_LABEL_CAPACITY_TYPE, "on-demand"};
+        labels[n][1] = (struct kp_label){"karpenter.sh/nodepool", "default"};
+        labels[n][2] = (struct kp_label){KP_LABEL_ARCH, "amd64"};
+        labels[n][3] = (struct kp_label){KP_LABEL_HOSTNAME, names[n]};
+        labels[n][4] = (struct kp_label){KP_LABEL_OS, "linux"};
+        labels[n][5] = (struct kp_label){KP_LABEL_INSTANCE_TYPE, it->name};
+        labels[n][6] = (struct kp_label){KP_LABEL_ZONE, n % 3 == 0   ? "test-zone-1"
+                                                        : n % 3 == 1 ? "test-zone-2"
+                                                                     : "test-zone-3"};
+        nodes[n].name = names[n];
+        nodes[n].nodepool = "default";
+        nodes[n].initialized = true;
+        nodes[n].labels.v = labels[n];
+        nodes[n].labels.n = 7;
+        nodes[n].allocatable.v = alloc[n];
+        nodes[n].allocatable.n = 3;
+        nodes[n].capacity.v = cap[n];
+        nodes[n].capacity.n = 3;
+        nodes[n].pods = &bviews[(size_t)n * B_PER_NODE];
+        nodes[n].n_pods = B_PER_NODE;
+    }
+    for (unsigned i = 0; i < B_PENDING; i++) {
+        pend[i] = b_pod(i, i % B_APPS, cpu_m[i % B_APPS], mem_mi[i % B_APPS], /* node= */ NULL);
+        pviews[i] = kp_pod_view(pend[i]);
+    }
+    k_rng = saved_rng;
+    (void)snprintf(label, sizeof(label), "big-cluster nodes=%u bound=%u", B_NODES,
+                   B_NODES * B_PER_NODE);
+    k_solve(label, pviews, B_PENDING, nodes, B_NODES, &types, /* ignore_prefs= */ false, repeats,
+            &on_existing);
+    if (on_existing == 0 || on_existing == B_PENDING) {
+        fprintf(stderr,
+                "bench-scheduler: big-cluster: %s pending pods went to existing nodes; "
+                "the workload is meant to need both existing nodes and new NodeClaims\n",
+                on_existing ? "all" : "no");
+        exit(1);
+    }
+    free_pods(bound, bviews, (size_t)B_NODES * B_PER_NODE);
+    free_pods(pend, pviews, B_PENDING);
+    kp_free(nodes);
+    kp_free(labels);
+    kp_free(alloc);
+    kp_free(cap);
+    kp_free(names);
+    kp_instance_types_done(&types);
 }
 
 int main(int argc, char **argv)
@@ -357,30 +629,43 @@ int main(int argc, char **argv)
         "\"nodeClassRef\":{\"group\":\"g\",\"kind\":\"K\",\"name\":\"c\"}}}}}";
     struct kp_instance_types types = {0};
     struct kp_entry *np = NULL;
-    uint32_t k_sizes[16], n_k = 0, k_one = 0;
-    bool repeats_set = false;
+    uint32_t k_sizes[16], n_k = 0, p_sizes[16], n_p = 0, one = 0;
+    bool repeats_set = false, ignore_prefs = false, big = false;
     int opt;
 
-    while ((opt = getopt(argc, argv, "N:P:T:r:k:")) != -1) {
+    while ((opt = getopt(argc, argv, "N:P:T:r:k:p:ib")) != -1) {
         uint32_t *to = opt == 'N'   ? &nodes
                        : opt == 'P' ? &pods
                        : opt == 'T' ? &ntypes
                        : opt == 'r' ? &repeats
-                       : opt == 'k' ? &k_one
+                       : opt == 'k' ? &one
+                       : opt == 'p' ? &one
                                     : NULL;
+        uint32_t *sizes = opt == 'k' ? k_sizes : p_sizes, *n_sizes = opt == 'k' ? &n_k : &n_p;
 
+        if (opt == 'i' || opt == 'b') {
+            ignore_prefs |= opt == 'i';
+            big |= opt == 'b';
+            continue;
+        }
         if (!to || kp_safe_atou32(optarg, to) < 0 || *to == 0)
             return 2;
         repeats_set |= opt == 'r';
-        if (opt == 'k') {
-            if (n_k == sizeof(k_sizes) / sizeof(k_sizes[0]))
+        if (opt == 'k' || opt == 'p') {
+            if (*n_sizes == sizeof(k_sizes) / sizeof(k_sizes[0]))
                 return 2;
-            k_sizes[n_k++] = k_one;
+            sizes[(*n_sizes)++] = one;
         }
     }
-    if (n_k) {
+    if (ignore_prefs && !n_p)
+        return 2;
+    if (n_k || n_p || big) {
         for (uint32_t i = 0; i < n_k; i++)
             karpenter_workload(k_sizes[i], repeats_set ? repeats : 1);
+        for (uint32_t i = 0; i < n_p; i++)
+            preference_workload(p_sizes[i], ignore_prefs, repeats_set ? repeats : 1);
+        if (big)
+            big_cluster(repeats_set ? repeats : 1);
         return 0;
     }
     must(kp_nodepool_decode(np_json, sizeof(np_json) - 1, &np));
