@@ -25,6 +25,8 @@
 #   7. timeouts   a controller restarted with --registration-ttl 20s / --launch-timeout 20s:
 #                 a launch whose kubelet never registers, and a launch that never ends, are
 #                 deleted and their hosts come back.
+#   8. SIGTERM    while a join is in flight: the controller exits 0 within 5 s, the claim
+#                 stays, and the next process resumes the launch (cut by the launch timeout).
 #
 # One replica (--disable-leader-election). Ports: 31000 + 10 * lab ID + 8. Lab hosts 161..166.
 # Prints "N passed, M failed".
@@ -316,6 +318,35 @@ check "core-r: host core-noreg-1 comes back Available" wait_until 60 host_is cor
 nodeclaim core-s core-slow
 check "core-s (a launch that never ends): deleted after the launch timeout" wait_until 120 gone nodeclaim core-s
 check "core-s: host core-slow-1 comes back Available" wait_until 120 host_is core-slow-1 Available
+
+# --- 8. SIGTERM while a join is in flight ------------------------------------------------------
+# The join phase runs on a reconcile worker under the controller's context: SIGTERM cancels the
+# SSH session, the process exits 0 well inside the chart's 30 s grace period (no watchdog), and
+# the claim stays on the host, so the next process resumes the launch (here cut by the launch
+# timeout, as core-s was).
+slow_host() { kc get sshhost -n "$NS" core-slow-1 -o json 2>/dev/null || echo '{}'; }
+joining() { # the host is core-t's and its bootstrap token is minted: the join is next
+    slow_host | jq -e '.status.claimRef.name == "core-t" and (.status.bootstrapTokenID // "") != ""' >/dev/null
+}
+nodeclaim core-t core-slow
+check "core-t: host core-slow-1 claimed and its token minted" wait_until 60 joining
+sleep 2 # the join's "sleep 600" is running on the host now
+t_term=$(now_ms)
+kill -TERM "$pid_ctl"
+rc_term=0
+wait "$pid_ctl" || rc_term=$?
+ms_term=$(($(now_ms) - t_term))
+pid_ctl=""
+echo "# SIGTERM with a join in flight -> exit $rc_term after $ms_term ms"
+check "SIGTERM with a join in flight: exit 0 (not the watchdog's 142)" test "$rc_term" = 0
+check "SIGTERM with a join in flight: exited within 5 s (${ms_term} ms; grace period 30 s)" \
+    test "$ms_term" -le 5000
+check "core-t: the claim is still on the host (the launch resumes)" \
+    eval 'slow_host | jq -e ".status.claimRef.name == \"core-t\"" >/dev/null'
+start_controller --registration-ttl 20s --launch-timeout 20s
+check "core-t: the resumed launch is cut by the launch timeout and deleted" \
+    wait_until 120 gone nodeclaim core-t
+check "core-t: host core-slow-1 comes back Available" wait_until 120 host_is core-slow-1 Available
 
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 stop_controller
