@@ -1354,6 +1354,41 @@ static void test_anti_hostname_many(void **state)
     }
 }
 
+/* The same with the anti-affinity preferred: while the preference is in force it refuses a
+ * taken claim as the required one does (HOSTS), and a new claim always meets it, so nothing is
+ * relaxed: 100 claims again, no pod relaxed. */
+static void test_anti_hostname_preferred_many(void **state)
+{
+    size_t p;
+
+    (void)state;
+    p = pool("default", NULL, NULL);
+    itype(p, "c5", 5, 64, 100, "a", NULL);
+    for (int i = 0; i < 100; i++) {
+        char name[8];
+
+        (void)snprintf(name, sizeof(name), "p%03d", i);
+        mkpod(name, NULL, "2", "1Gi", "\"app\":\"p\"", NULL);
+        (void)snprintf(name, sizeof(name), "w%03d", i);
+        mkpod(name, NULL, "1", "1Gi", "\"app\":\"w\"",
+              ",\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuring"
+              "Execution\":[{\"weight\":1,\"podAffinityTerm\":{\"topologyKey\":\"" HOST
+              "\",\"labelSelector\":{\"matchLabels\":{\"app\":\"w\"}}}}]}}");
+    }
+    solve();
+    assert_int_equal(F.plan.n_claims, 100);
+    for (int i = 0; i < 100; i++) {
+        char name[8];
+        const struct kp_sched_result *r;
+
+        (void)snprintf(name, sizeof(name), "w%03d", i);
+        r = res(name);
+        assert_int_equal(r->where, KP_SCHED_CLAIM);
+        assert_int_equal(r->relaxed, 0);
+        assert_int_equal(F.plan.claims[r->index].n_pods, i < 50 ? 3 : 1);
+    }
+}
+
 /* minDomains above the domains there are makes the global minimum 0. */
 static void test_spread_min_domains(void **state)
 {
@@ -2405,6 +2440,7 @@ int main(int argc, char **argv)
         T(test_spread_hostname),
         T(test_spread_zone_many),
         T(test_anti_hostname_many),
+        T(test_anti_hostname_preferred_many),
         T(test_spread_min_domains),
         T(test_spread_unsatisfiable),
         T(test_anti_affinity_hostname),

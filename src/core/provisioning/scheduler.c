@@ -61,7 +61,8 @@
  *            A name only the overhead has passes for every pod when the overhead alone fits
  *            (alone_ok); a type where it does not, a pod or claim naming a resource no type
  *            has, or more than 64 names, fall back to rv_fits3.
- *   HOSTS    A pod with required hostname anti-affinity (or selected by an inverse one) is
+ *   HOSTS    A pod with required hostname anti-affinity (or selected by an inverse one, or
+ *            with a preferred one not yet relaxed away, which binds while in force) is
  *            refused by every open claim whose hostname domain already counts in that group:
  *            topology.c's next_anti returns nothing for a target whose hostname requirement is
  *            one value with a count. With one such pod per claim (Karpenter's benchmark) that
@@ -1752,9 +1753,36 @@ static void zkey_done(struct kp_sched_zkey *z)
     kp_free(z->cls_of);
 }
 
+/* Whether preferred anti-affinity term k of sp (in relaxation order) is on the hostname and
+ * still in force: then it refuses claims as a required one does (HOSTS). */
+static bool panti_host(const struct kp_sched_solver *s, const struct kp_sched_pod *sp, size_t k)
+{
+    const struct kp_sched_group *g = &s->groups[sp->g_panti[sp->panti_order[k]]];
+
+    return k >= sp->panti_drop && g->type == KP_SCHED_ANTI && kp_streq(g->key, KP_LABEL_HOSTNAME);
+}
+
+/* Whether some hostname anti-affinity group refuses claims for sp now (HOSTS). */
+static bool hosts_apply(const struct kp_sched_solver *s, const struct kp_sched_pod *sp)
+{
+    for (size_t k = sp->panti_drop; k < sp->p->n_preferred_anti_affinity; k++)
+        if (panti_host(s, sp, k))
+            return true;
+    return sp->n_anti_host > 0;
+}
+
+/* Word w of the claims (by seq) whose hostname counts in group gi. */
+static uint64_t taken_word(const struct kp_sched_solver *s, size_t gi, size_t w)
+{
+    const struct kp_sched_group *g = &s->groups[gi];
+
+    return w < g->cap_ccount / 64 ? g->taken[w] : 0;
+}
+
 /* HOSTS and ZONES: s->scan_mask := by seq, the claims the scan must try for sp, its first nw
  * words: all but those whose hostname is their own name and counts in one of sp's anti_host
- * groups, and (z not NULL) those whose set for z's key topology refuses sp on. */
+ * groups or its preferred hostname anti-affinity still in force, and (z not NULL) those whose
+ * set for z's key topology refuses sp on. */
 static int scan_candidates(struct kp_sched_solver *s, const struct kp_sched_pod *sp,
                            const struct kp_sched_zkey *z, size_t nw)
 {
@@ -1765,19 +1793,14 @@ static int scan_candidates(struct kp_sched_solver *s, const struct kp_sched_pod 
         if ((rc = kp_sched_topo_feasible(s, sp, &z->cls[c], &feasible[c])) < 0)
             return rc;
     for (size_t w = 0; w < nw; w++) {
-        uint64_t cand = ~(uint64_t)0;
+        uint64_t cand = ~(uint64_t)0, taken = 0;
 
-        if (sp->n_anti_host) {
-            uint64_t taken = 0;
-
-            for (size_t i = 0; i < sp->n_anti_host; i++) {
-                const struct kp_sched_group *g = &s->groups[sp->anti_host[i]];
-
-                if (w < g->cap_ccount / 64)
-                    taken |= g->taken[w];
-            }
-            cand &= ~(s->host_named[w] & taken);
-        }
+        for (size_t i = 0; i < sp->n_anti_host; i++)
+            taken |= taken_word(s, sp->anti_host[i], w);
+        for (size_t k = sp->panti_drop; k < sp->p->n_preferred_anti_affinity; k++)
+            if (panti_host(s, sp, k))
+                taken |= taken_word(s, sp->g_panti[sp->panti_order[k]], w);
+        cand &= ~(s->host_named[w] & taken);
         if (z) {
             uint64_t in = z->loose[w];
 
@@ -1858,7 +1881,7 @@ static int pod_add(struct kp_sched_solver *s, struct kp_sched_pod *sp, bool *pla
         s->n_claims && kp_sched_pod_has_topology(sp) ? kp_sched_topo_single_key(s, sp) : NULL;
     if (memo.key && (rc = zkey_for(s, memo.key, &z)) < 0)
         return rc;
-    if (sp->n_anti_host || z) {
+    if (z || hosts_apply(s, sp)) {
         /* HOSTS and ZONES: in order, only the claims the topology leaves. */
         size_t nw = (s->n_claims + 63) / 64;
 
