@@ -489,6 +489,52 @@ static void test_invalid_do_not_disrupt(void **state)
     }
 }
 
+/* Karpenter's DoNotDisruptUntil and DoNotDisruptGracePeriodElapsed events for a duration the
+ * pod's start time counts from; none for "true", an invalid value or a pod not started. */
+static void test_do_not_disrupt_events(void **state)
+{
+    static const struct {
+        const char *value, *start, *reason, *note;
+    } cases[] = {
+        {"true", "2026-01-01T00:00:00Z", NULL, NULL},
+        {"abc", "2026-01-01T00:00:00Z", NULL, NULL},
+        {"30m", NULL, NULL, NULL},
+        {"30m", "2026-01-01T00:00:00Z", "DoNotDisruptUntil",
+         "The karpenter.sh/do-not-disrupt grace period will elapse at 2026-01-01T00:30:00Z"},
+        {"1h30m15.5s", "2026-01-01T00:00:00Z", "DoNotDisruptUntil",
+         "The karpenter.sh/do-not-disrupt grace period will elapse at 2026-01-01T01:30:15Z"},
+        {"10m", "2026-01-01T00:00:00Z", "DoNotDisruptGracePeriodElapsed",
+         "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable"},
+        /* Exactly at the end: no longer active (age < duration is the test). */
+        {"20m", "2026-01-01T00:00:00Z", "DoNotDisruptGracePeriodElapsed",
+         "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable"},
+    };
+    int64_t now;
+    char buf[256];
+
+    (void)state;
+    assert_int_equal(kp_rfc3339_parse("2026-01-01T00:20:00Z", 20, &now), 0);
+    for (size_t i = 0; i < KP_ARRAY_SIZE(cases); i++) {
+        struct kp_entry *p = decode(
+            kp_pod_decode,
+            "{'metadata':{'name':'p','namespace':'default','uid':'p-uid','resourceVersion':'1',"
+            "'annotations':{'karpenter.sh/do-not-disrupt':'%s'}},'spec':{'nodeName':'n',"
+            "'containers':[{'name':'c'}]},'status':{'phase':'Running'%s%s%s}}",
+            cases[i].value, cases[i].start ? ",'startTime':'" : "",
+            cases[i].start ? cases[i].start : "", cases[i].start ? "'" : "");
+        const char *got = kp_disruption_do_not_disrupt_event(kp_pod_view(p), now, buf, sizeof(buf));
+
+        if (!cases[i].reason && got)
+            fail_msg("case %zu: unexpected %s", i, got);
+        if (cases[i].reason) {
+            if (!got || strcmp(got, cases[i].reason) != 0)
+                fail_msg("case %zu: got %s", i, got ? got : "(null)");
+            assert_string_equal(buf, cases[i].note);
+        }
+        kp_entry_unref(p);
+    }
+}
+
 static void test_select_schedule(void **state)
 {
     struct fx f = {0};
@@ -957,15 +1003,25 @@ static void test_drift_candidates(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocked_sentences),    cmocka_unit_test(test_emptiness_wants),
-        cmocka_unit_test(test_pool_counts),          cmocka_unit_test(test_select_order),
-        cmocka_unit_test(test_select_budgets),       cmocka_unit_test(test_select_schedule),
-        cmocka_unit_test(test_select_skips_blocked), cmocka_unit_test(test_select_only_the_command),
-        cmocka_unit_test(test_pod_events),           cmocka_unit_test(test_pod_event_dedupe),
-        cmocka_unit_test(test_consolidatable_plan),  cmocka_unit_test(test_consolidation_unwanted),
-        cmocka_unit_test(test_disruption_costs),     cmocka_unit_test(test_node_price),
-        cmocka_unit_test(test_consolidation_decide), cmocka_unit_test(test_drift_candidates),
-        cmocka_unit_test(test_budget_report),        cmocka_unit_test(test_invalid_do_not_disrupt),
+        cmocka_unit_test(test_blocked_sentences),
+        cmocka_unit_test(test_emptiness_wants),
+        cmocka_unit_test(test_pool_counts),
+        cmocka_unit_test(test_select_order),
+        cmocka_unit_test(test_select_budgets),
+        cmocka_unit_test(test_select_schedule),
+        cmocka_unit_test(test_select_skips_blocked),
+        cmocka_unit_test(test_select_only_the_command),
+        cmocka_unit_test(test_pod_events),
+        cmocka_unit_test(test_pod_event_dedupe),
+        cmocka_unit_test(test_consolidatable_plan),
+        cmocka_unit_test(test_consolidation_unwanted),
+        cmocka_unit_test(test_disruption_costs),
+        cmocka_unit_test(test_node_price),
+        cmocka_unit_test(test_consolidation_decide),
+        cmocka_unit_test(test_drift_candidates),
+        cmocka_unit_test(test_budget_report),
+        cmocka_unit_test(test_invalid_do_not_disrupt),
+        cmocka_unit_test(test_do_not_disrupt_events),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -38,6 +38,7 @@
 #include "k8s/events.h"
 #include "k8s/informer.h"
 #include "k8s/reconciler.h"
+#include "k8s/rfc3339.h"
 #include "k8s/store.h"
 #include "api/duration.h"
 #include "api/indexes.h"
@@ -187,6 +188,28 @@ const char *kp_disruption_invalid_do_not_disrupt(const struct kp_pod_view *p, ch
 }
 
 #undef PUT
+
+const char *kp_disruption_do_not_disrupt_event(const struct kp_pod_view *p, int64_t now_usec,
+                                               char *buf, size_t size)
+{
+    char at[KP_RFC3339_STRMAX];
+
+    if (p->do_not_disrupt_ns <= 0 || !p->start_usec || (p->flags & KP_POD_DO_NOT_DISRUPT) ||
+        size == 0)
+        return NULL;
+    if (!kp_pod_do_not_disrupt_active(p, now_usec)) {
+        (void)snprintf(buf, size,
+                       "The " KP_CORE_ANN_DO_NOT_DISRUPT
+                       " grace period has elapsed, pod is now disruptable");
+        return "DoNotDisruptGracePeriodElapsed";
+    }
+    if (kp_rfc3339_format(p->start_usec + p->do_not_disrupt_ns / KP_NSEC_PER_USEC,
+                          KP_RFC3339_SECONDS, at, sizeof(at)) < 0)
+        return NULL;
+    (void)snprintf(buf, size, "The " KP_CORE_ANN_DO_NOT_DISRUPT " grace period will elapse at %s",
+                   at);
+    return "DoNotDisruptUntil";
+}
 
 void kp_disruption_pool_counts(const struct kp_dnode *v, size_t n, const char *nodepool,
                                int64_t *ret_nodes, int64_t *ret_disrupting)
@@ -450,8 +473,8 @@ static void pass_done(struct pass *p)
     memset(p, 0, sizeof(*p));
 }
 
-static void invalid_do_not_disrupt(struct kp_disruption_controller *ctl,
-                                   const struct kp_pod_view *const *pv, size_t n);
+static void do_not_disrupt_events(struct kp_disruption_controller *ctl,
+                                  const struct kp_pod_view *const *pv, size_t n, int64_t now);
 
 /* What d's pods say (kp_dnode_count_pods), from the pods bound to node name; the first
  * do-not-disrupt pod's "ns/name" in *ret_blocking (owned, NULL when none). */
@@ -472,10 +495,11 @@ static int node_pods(struct kp_disruption_controller *ctl, const struct pass *p,
     for (size_t i = 0; i < l.n; i++)
         pv[i] = kp_pod_view(l.v[i]);
     kp_dnode_count_pods(d, pv, l.n, now, &blocking);
-    /* Upstream parses a pod's annotation (and warns of a bad one) only for a node its own
-     * checks let through: d's pod fields are not set yet, so this asks the node's part alone. */
+    /* Upstream parses a pod's annotation (and reports a bad one, or a duration's state) only
+     * for a node its own checks let through: d's pod fields are not set yet, so this asks the
+     * node's part alone. */
     if (!kp_disruption_blocked(d, now, why, sizeof(why)))
-        invalid_do_not_disrupt(ctl, pv, l.n);
+        do_not_disrupt_events(ctl, pv, l.n, now);
     if (blocking && !(*ret_blocking = kp_strjoin(blocking->e.ns ? blocking->e.ns : "", "/",
                                                  blocking->e.name, (const char *)NULL)))
         r = -ENOMEM;
@@ -602,23 +626,29 @@ static void emit(struct kp_disruption_controller *ctl, const struct kp_entry *e,
  * karpenter.sh/do-not-disrupt value Karpenter ignores, as upstream's IsDoNotDisruptActive
  * publishes it while it looks at a candidate's pods (the recorder folds the repeats of every
  * pass). */
-static void invalid_do_not_disrupt(struct kp_disruption_controller *ctl,
-                                   const struct kp_pod_view *const *pv, size_t n)
+static void do_not_disrupt_events(struct kp_disruption_controller *ctl,
+                                  const struct kp_pod_view *const *pv, size_t n, int64_t now)
 {
     struct kp_events *ev = events(ctl);
     char note[768];
 
     for (size_t i = 0; ev && i < n; i++) {
         struct kp_event_ref ref = {.kind = "Pod", .api_version = "v1"};
+        const char *reason;
+        enum kp_event_type type = KP_EVENT_NORMAL;
 
-        if (!kp_pod_active(pv[i]) ||
-            !kp_disruption_invalid_do_not_disrupt(pv[i], note, sizeof(note)))
+        if (!kp_pod_active(pv[i]))
             continue;
+        if (kp_disruption_invalid_do_not_disrupt(pv[i], note, sizeof(note))) {
+            reason = "InvalidDoNotDisruptAnnotation";
+            type = KP_EVENT_WARNING;
+        } else if (!(reason = kp_disruption_do_not_disrupt_event(pv[i], now, note, sizeof(note)))) {
+            continue;
+        }
         ref.ns = pv[i]->e.ns;
         ref.name = pv[i]->e.name;
         ref.uid = pv[i]->e.uid;
-        (void)kp_events_emit(ev, &ref, KP_EVENT_WARNING, "InvalidDoNotDisruptAnnotation",
-                             /* action= */ "Disruption", note);
+        (void)kp_events_emit(ev, &ref, type, reason, /* action= */ "Disruption", note);
     }
 }
 

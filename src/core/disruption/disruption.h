@@ -115,6 +115,15 @@ struct kp_pod_view;
  * NULL when the annotation is absent or valid. Pure. */
 const char *kp_disruption_invalid_do_not_disrupt(const struct kp_pod_view *p, char *buf,
                                                  size_t size) KP_NONNULL(1, 2);
+/* The Normal event Karpenter's IsDoNotDisruptActive publishes for pod p at now_usec when its
+ * karpenter.sh/do-not-disrupt annotation is a positive duration and p has a start time:
+ * "DoNotDisruptUntil" ("The karpenter.sh/do-not-disrupt grace period will elapse at
+ * <startTime + duration, RFC 3339>") while it protects the pod, "DoNotDisruptGracePeriodElapsed"
+ * ("The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable") after.
+ * Returns the reason with the note in buf[size], or NULL ("true", absent, invalid, or no start
+ * time: no event). Pure. */
+const char *kp_disruption_do_not_disrupt_event(const struct kp_pod_view *p, int64_t now_usec,
+                                               char *buf, size_t size) KP_NONNULL(1, 3);
 
 /* Karpenter's budget mapping for the nodes of nodepool among v[0..n): *ret_nodes managed,
  * initialized, not InstanceTerminating; *ret_disrupting those among them whose Node is not
