@@ -353,6 +353,46 @@ static void test_daemonset_overhead_changes_plan(void **state)
     dfx_free(&f);
 }
 
+/* A DaemonSet pod running on node n1, controlled by the DaemonSet named ds with uid dsuid,
+ * made at created, requesting cpu. */
+static int put_ds_pod(struct dfx *f, const char *name, const char *ds, const char *dsuid,
+                      const char *created, const char *cpu)
+{
+    char json[768];
+
+    (void)snprintf(json, sizeof(json),
+                   "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"kube-system\",\"uid\":"
+                   "\"pu-%s\",\"creationTimestamp\":\"%s\",\"ownerReferences\":[{"
+                   "\"apiVersion\":\"apps/v1\",\"kind\":\"DaemonSet\",\"name\":\"%s\","
+                   "\"uid\":\"%s\",\"controller\":true}]},\"spec\":{\"nodeName\":\"n1\","
+                   "\"containers\":[{\"name\":\"c\",\"resources\":{\"requests\":{\"cpu\":"
+                   "\"%s\"}}}]},\"status\":{\"phase\":\"Running\"}}",
+                   name, name, created, ds, dsuid, cpu);
+    return put(f->pods, kp_pod_decode, json);
+}
+
+/* The agent's pods say what it really requests (a webhook or VPA changed it): the newest pod it
+ * controls sizes it, not its template's 1 CPU limit. An older pod and a newer one of another
+ * DaemonSet incarnation (another uid) do not count: 1.5 + 0.1 fits the small type. */
+static void test_daemonset_sized_by_newest_pod(void **state)
+{
+    struct dfx f;
+    struct doutcome o;
+
+    (void)state;
+    assert_int_equal(dfx_make(&f), 0);
+    assert_int_equal(put_ds_pod(&f, "agent-old", "agent", "u-a", "2026-01-01T00:00:00Z", "3"), 0);
+    assert_int_equal(put_ds_pod(&f, "agent-new", "agent", "u-a", "2026-01-02T00:00:00Z", "100m"),
+                     0);
+    assert_int_equal(put_ds_pod(&f, "agent-gone", "agent", "u-old", "2026-01-03T00:00:00Z", "3"),
+                     0);
+    assert_int_equal(dplan(&f, f.plain, f.daemonsets, &o), 0);
+    assert_int_equal(o.n_claims, 1);
+    assert_string_equal(o.first_type, "small");
+    assert_int_equal(o.cpu, 1600);
+    dfx_free(&f);
+}
+
 /* A NodePool tainted dedicated=infra:NoSchedule: the agent does not tolerate it, so it would
  * not run on the new node and costs it nothing. */
 static void test_daemonset_not_tolerating_pool(void **state)
@@ -402,6 +442,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pdbs_hold_deleting_pods),
         cmocka_unit_test(test_daemonsets_fed),
         cmocka_unit_test(test_daemonset_overhead_changes_plan),
+        cmocka_unit_test(test_daemonset_sized_by_newest_pod),
         cmocka_unit_test(test_daemonset_not_tolerating_pool),
     };
     const struct kp_torture_case cases[] = {

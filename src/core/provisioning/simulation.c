@@ -24,6 +24,7 @@
 #include "base/alloc.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/map.h"
 #include "base/str.h"
 #include "k8s/store.h"
 #include "api/indexes.h"
@@ -292,36 +293,97 @@ static int cmp_daemon(const void *a, const void *b)
                   ((const struct kp_sched_daemon *)b)->name);
 }
 
-/* The DaemonSets, once per build (no store: none), as the scheduler's daemons: each template's
- * requests, nodeSelector, tolerations, required node affinity and host ports. Which NodePools
- * and instance types, and which existing nodes, a daemon counts on is the scheduler's to decide
- * (taints, requirements), the same for every caller. */
+/* Whether pod p is controlled by DaemonSet ds (its controller reference names ds, by uid when
+ * both carry one). */
+static bool ds_controls(const struct kp_daemonset_view *ds, const struct kp_pod_view *p)
+{
+    const struct kp_owner_ref *o = kp_owner_refs_controller(&p->meta.owners);
+
+    return o && kp_streq(o->kind, "DaemonSet") && kp_streq(o->name, ds->e.name) &&
+           kp_streq(p->e.ns, ds->e.ns) && (!o->uid || !ds->e.uid || kp_streq(o->uid, ds->e.uid));
+}
+
+/* newest[i] := the newest pod DaemonSet i controls (creationTimestamp; equal ones: the least
+ * name, the first of the API server's list, as upstream keeps the first), or NULL. One pass over
+ * the pods; the DaemonSets are found by "namespace/name". */
+static int newest_daemon_pods(struct kp_sim *sim, const struct kp_pod_view **newest)
+{
+    struct kp_map *by_key = NULL;
+    char key[512];
+    int r;
+
+    if ((r = kp_map_new(&by_key)) < 0)
+        return r;
+    for (size_t i = 0; i < sim->daemonsets_l.n; i++)
+        if ((r = kp_map_put(by_key, sim->daemonsets_l.v[i]->key, &sim->daemonsets_l.v[i], NULL)) <
+            0)
+            goto out;
+    for (size_t i = 0; i < sim->pods_all.n; i++) {
+        const struct kp_pod_view *p = kp_pod_view(sim->pods_all.v[i]), *cur;
+        struct kp_entry **slot;
+        size_t di;
+
+        if (!kp_streq(p->owner_kind, "DaemonSet") || !p->e.ns ||
+            snprintf(key, sizeof(key), "%s/%s", p->e.ns, p->owner_name) >= (int)sizeof(key) ||
+            !(slot = kp_map_get(by_key, key)))
+            continue;
+        di = (size_t)(slot - sim->daemonsets_l.v);
+        if (!ds_controls(kp_daemonset_view(*slot), p))
+            continue;
+        cur = newest[di];
+        if (!cur || p->meta.creation_usec > cur->meta.creation_usec ||
+            (p->meta.creation_usec == cur->meta.creation_usec &&
+             strcmp(p->e.name, cur->e.name) < 0))
+            newest[di] = p;
+    }
+    r = 0;
+out:
+    kp_map_free(by_key);
+    return r;
+}
+
+/* The DaemonSets, once per build (no store: none), as the scheduler's daemons. As Karpenter's
+ * provisioner does, a DaemonSet with a pod is sized from its newest pod (requests, nodeSelector,
+ * tolerations and host ports as admission and the DaemonSet controller left them: a webhook or
+ * VPA may have changed the requests, the controller adds tolerations) and keeps its template's
+ * required node affinity (the controller pins each pod to its node); one without a pod yet is
+ * sized from its template. Which NodePools and instance types, and which existing nodes, a
+ * daemon counts on is the scheduler's to decide (taints, requirements), the same for every
+ * caller. */
 static int build_daemons(struct kp_sim *sim)
 {
+    const struct kp_pod_view **newest = NULL;
     int r;
 
     if (!sim->src->daemonsets)
         return 0;
     if ((r = kp_store_list(sim->src->daemonsets, &sim->daemonsets_l)) < 0)
         return r;
-    if (!(sim->daemons = kp_calloc(sim->daemonsets_l.n + 1, sizeof(*sim->daemons))))
+    if (!(sim->daemons = kp_calloc(sim->daemonsets_l.n + 1, sizeof(*sim->daemons))) ||
+        !(newest = kp_calloc(sim->daemonsets_l.n + 1, sizeof(*newest))))
         return -ENOMEM;
+    if ((r = newest_daemon_pods(sim, newest)) < 0) {
+        kp_free(newest);
+        return r;
+    }
     for (size_t i = 0; i < sim->daemonsets_l.n; i++) {
         const struct kp_daemonset_view *ds = kp_daemonset_view(sim->daemonsets_l.v[i]);
+        const struct kp_pod_view *p = newest[i];
 
         if (ds->dra)
             continue;
         sim->daemons[sim->n_daemons++] = (struct kp_sched_daemon){
             .name = ds->e.key,
-            .requests = ds->requests,
-            .node_selector = ds->node_selector,
-            .tolerations = ds->tolerations,
+            .requests = p ? p->requests : ds->requests,
+            .node_selector = p ? p->node_selector : ds->node_selector,
+            .tolerations = p ? p->tolerations : ds->tolerations,
             .required = ds->required,
             .n_required = ds->n_required,
-            .host_ports = ds->host_ports,
-            .n_host_ports = ds->n_host_ports,
+            .host_ports = p ? p->host_ports : ds->host_ports,
+            .n_host_ports = p ? p->n_host_ports : ds->n_host_ports,
         };
     }
+    kp_free(newest);
     /* The store's order is a hash's; the scheduler's inputs are totally ordered. */
     qsort(sim->daemons, sim->n_daemons, sizeof(*sim->daemons), cmp_daemon);
     return 0;
