@@ -1001,6 +1001,50 @@ static void test_stop(void **state)
     world_free(w);
 }
 
+/* The search's time limit firing mid-way (its context cancelled while it runs): told about
+ * the first candidate, single-node consolidation stops there and does not take the second,
+ * which it would have taken with time left. */
+static struct kp_ctx midway_cx;
+
+static void told_then_stop(void *ctx, const struct kp_dnode *d, const char *why)
+{
+    told_cb(ctx, d, why);
+    kp_ctx_cancel(&midway_cx);
+}
+
+static void test_stop_midway(void **state)
+{
+    struct world *w = world_new();
+    static const struct row r = {
+        .nodes = {{.name = "a", .pool = "np", .type = "c2", .cpu = {1800}},
+                  {.name = "b", .pool = "np", .type = "c2", .cpu = {300}},
+                  {.name = "c", .pool = "np", .type = "c2", .cpu = {1000}}}};
+    struct kp_consolidation_decision dec;
+    size_t cand[MAXN], n_cand, one = 7;
+
+    (void)state;
+    world_of(w, &r);
+    n_cand = kp_consolidation_candidates(w->d, w->n, NULL, now, NULL, NULL, cand);
+    assert_int_equal(n_cand, 3);
+    /* With time: a is told why not, b is taken (the table's row says the same). */
+    kp_ctx_init(&midway_cx, /* parent= */ NULL, kp_deadline_never());
+    assert_int_equal(kp_consolidation_single(&w->sim, w->d, w->n, cand, n_cand, now, told_cb, w,
+                                             &midway_cx, &one, &dec),
+                     1);
+    assert_string_equal(w->sn[one].name, "b");
+    kp_consolidation_decision_done(&dec);
+    /* The limit fires while a is simulated: nothing is taken, a is still told. */
+    w->told[0] = '\0';
+    one = 7;
+    assert_int_equal(kp_consolidation_single(&w->sim, w->d, w->n, cand, n_cand, now, told_then_stop,
+                                             w, &midway_cx, &one, &dec),
+                     0);
+    assert_int_equal(one, 7);
+    assert_int_equal(dec.verdict, KP_CONSOL_NOTHING);
+    assert_string_equal(w->told, "a: Can't replace with a cheaper node");
+    world_free(w);
+}
+
 /* --- validation: the re-check a command gets before it acts -------------------------------- */
 
 enum change {
@@ -1571,7 +1615,7 @@ static void test_memo(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[KP_ARRAY_SIZE(rows) + KP_ARRAY_SIZE(vrows) + KP_ARRAY_SIZE(rrows) + 3];
+    struct CMUnitTest tests[KP_ARRAY_SIZE(rows) + KP_ARRAY_SIZE(vrows) + KP_ARRAY_SIZE(rrows) + 4];
     size_t n = 0;
     int fd, rc;
 
@@ -1589,6 +1633,8 @@ int main(void)
         (struct CMUnitTest){.name = "multi: at most 100 candidates", .test_func = test_multi_cap};
     tests[n++] =
         (struct CMUnitTest){.name = "searches end when told to stop", .test_func = test_stop};
+    tests[n++] = (struct CMUnitTest){.name = "single: a time limit firing mid-way takes nothing",
+                                     .test_func = test_stop_midway};
     tests[n++] = (struct CMUnitTest){.name = "the consolidated memo", .test_func = test_memo};
     assert_int_equal(kp_rfc3339_parse(T0, strlen(T0), &t0), 0);
     now = t0 + 3600 * SEC;
