@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/err.h"
 #include "api/obj-node.h"
 #include "core/conds.h"
@@ -60,20 +61,38 @@ static int finish(int r, struct kp_error *err, char **ret_msg)
     return r;
 }
 
-int kp_patch_cas(struct kp_client *c, const struct kp_resource *res, const char *ns,
-                 const char *name, const char *subresource, const char *rv, json_t *body,
-                 char **ret_msg)
+int kp_patch_cas_rv(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                    const char *name, const char *subresource, const char *rv, json_t *body,
+                    char **ret_rv, char **ret_msg)
 {
     struct kp_error err = KP_ERROR_INIT;
+    json_t *got = NULL;
+    const char *new_rv = NULL;
     int r;
 
     if (!*rv)
         return -EINVAL; /* no precondition, no write */
     if ((r = kp_json_patch_set_str(body, KP_JSON_PATH("metadata", "resourceVersion"), rv)) < 0)
         return r;
-    r = kp_client_patch(c, res, ns, name, subresource, KP_PATCH_MERGE, body, /* ret_obj= */ NULL,
+    r = kp_client_patch(c, res, ns, name, subresource, KP_PATCH_MERGE, body, ret_rv ? &got : NULL,
                         &err);
+    if (r >= 0 && ret_rv) {
+        *ret_rv = NULL;
+        /* Out of memory for the copy, *ret_rv stays NULL: the write stands, and the caller's
+         * undo falls back to the cache's resourceVersion, as when the answer has none. */
+        if (got && kp_json_path_str(got, "metadata.resourceVersion", &new_rv) >= 0 && new_rv &&
+            *new_rv)
+            *ret_rv = kp_strdup(new_rv);
+    }
+    kp_json_unref(got);
     return finish(r, &err, ret_msg);
+}
+
+int kp_patch_cas(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                 const char *name, const char *subresource, const char *rv, json_t *body,
+                 char **ret_msg)
+{
+    return kp_patch_cas_rv(c, res, ns, name, subresource, rv, body, /* ret_rv= */ NULL, ret_msg);
 }
 
 int kp_write_conditions(struct kp_client *c, const struct kp_resource *res, const char *ns,

@@ -34,6 +34,12 @@ int kp_patch_finalizers(json_t *patch, const char *const *list, size_t n, const 
 int kp_patch_cas(struct kp_client *c, const struct kp_resource *res, const char *ns,
                  const char *name, const char *subresource, const char *rv, json_t *body,
                  char **ret_msg) KP_NONNULL(1, 2, 4, 6, 7) KP_WUR;
+/* kp_patch_cas, and on success *ret_rv (optional) the resourceVersion the server gave the patched
+ * object (owned; NULL when its answer has none or the copy found no memory): the precondition of
+ * a write that must follow this one before the cache has caught up with it (an undo). */
+int kp_patch_cas_rv(struct kp_client *c, const struct kp_resource *res, const char *ns,
+                    const char *name, const char *subresource, const char *rv, json_t *body,
+                    char **ret_rv, char **ret_msg) KP_NONNULL(1, 2, 4, 6, 7) KP_WUR;
 
 /* Writes cs as status.conditions of name with the precondition rv (a status merge patch). 0 when
  * cs has no change (nothing sent), else as kp_patch_cas. */

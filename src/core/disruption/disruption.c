@@ -669,8 +669,11 @@ static struct kp_entry *fresh(struct kp_store *store, const struct kp_entry *e)
     return cur;
 }
 
-/* Adds (add) or removes the disrupted taint on node, CAS on its cached resourceVersion. */
-static int write_taint(struct kp_client *c, const struct kp_node_view *n, bool add)
+/* Adds (add) or removes the disrupted taint on node, CAS on rv (NULL: its cached
+ * resourceVersion); *ret_rv (optional): the resourceVersion the write gave the Node
+ * (kp_patch_cas_rv). */
+static int write_taint(struct kp_client *c, const struct kp_node_view *n, const char *rv, bool add,
+                       char **ret_rv)
 {
     json_t *body = NULL, *taints = NULL;
     char *msg = NULL;
@@ -681,7 +684,8 @@ static int write_taint(struct kp_client *c, const struct kp_node_view *n, bool a
     if ((r = kp_taints_disrupted(n, add, &taints)) < 0 ||
         (r = kp_json_patch_set_steal(body, KP_JSON_PATH("spec", "taints"), taints)) < 0)
         goto out;
-    r = kp_patch_cas(c, &KP_RES_NODE, NULL, n->e.name, NULL, n->e.rv, body, &msg);
+    r = kp_patch_cas_rv(c, &KP_RES_NODE, NULL, n->e.name, NULL, rv ? rv : n->e.rv, body, ret_rv,
+                        &msg);
     if (r < 0 && r != -KP_ECONFLICT && r != -ENOENT)
         kp_log_warn_errno(r, add ? "tainting node" : "untainting node", KP_LF("Node", n->e.name),
                           KP_LF("detail", msg ? msg : ""));
@@ -732,7 +736,7 @@ static void cleanup(struct kp_disruption_controller *ctl, struct kp_client *c,
             nv->meta.deletion_usec != 0)
             continue;
         if (has_disrupted_taint(nv) && (ne = fresh(ctl->nodes, sn->node))) {
-            if (write_taint(c, kp_node_view(ne), false) == 0)
+            if (write_taint(c, kp_node_view(ne), NULL, false, NULL) == 0)
                 kp_log_info("removed stale disruption taint", KP_LF("Node", nv->e.name));
             kp_entry_unref(ne);
         }
@@ -783,17 +787,20 @@ static const struct reason REASON_UNDERUTILIZED = {KP_DISRUPTION_REASON_UNDERUTI
 static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted",
                                              KP_DISRUPT_DRIFTED};
 
-/* Undoes what disrupt_begin did to sn: the taint (from the store's newest Node; a conflict
- * leaves it to the next pass's clean-up), the DisruptionReason (with_reason), the mark. */
+/* Undoes what disrupt_begin did to sn: the taint (the store's newest Node's taints without it,
+ * under taint_rv, the resourceVersion the taint's own write gave the Node, when the server said
+ * it: an undo in the same pass comes before the cache has seen the taint, and the cached
+ * resourceVersion would only meet a Conflict; otherwise under the cached one. A conflict leaves it
+ * to the next pass's clean-up), the DisruptionReason (with_reason), the mark. */
 static void disrupt_rollback(struct kp_disruption_controller *ctl, struct kp_client *c,
-                             const struct kp_state_node *sn, bool tainted, bool with_reason,
-                             bool marked, int64_t now)
+                             const struct kp_state_node *sn, bool tainted, const char *taint_rv,
+                             bool with_reason, bool marked, int64_t now)
 {
     if (tainted && sn->node) {
         struct kp_entry *again = fresh(ctl->nodes, sn->node);
 
         if (again) {
-            (void)write_taint(c, kp_node_view(again), false);
+            (void)write_taint(c, kp_node_view(again), taint_rv, false, NULL);
             kp_entry_unref(again);
         }
     }
@@ -814,16 +821,20 @@ static void disrupt_rollback(struct kp_disruption_controller *ctl, struct kp_cli
  * (mark), check that no do-not-disrupt annotation or nomination came since the snapshot, taint
  * it karpenter.sh/disrupted:NoSchedule and set DisruptionReason (strict: a failed condition
  * write fails the step, as a command with replacements must). *ret_tainted / *ret_marked say
- * what to roll back. 0, -KP_ECONFLICT (changed since the snapshot), or a write error. */
+ * what to roll back, *ret_taint_rv (owned, may be NULL) under which resourceVersion (see
+ * disrupt_rollback); they are set on failure too. 0, -KP_ECONFLICT (changed since the
+ * snapshot), or a write error. */
 static int disrupt_begin(struct kp_disruption_controller *ctl, struct kp_client *c,
                          const struct kp_state_node *sn, const struct reason *why, bool mark,
-                         bool strict, int64_t now, bool *ret_tainted, bool *ret_marked)
+                         bool strict, int64_t now, bool *ret_tainted, char **ret_taint_rv,
+                         bool *ret_marked)
 {
     struct kp_entry *ne = fresh(ctl->nodes, sn->node), *ce = fresh(ctl->nodeclaims, sn->nodeclaim);
     const struct kp_node_view *nv;
     int r;
 
     *ret_tainted = *ret_marked = false;
+    *ret_taint_rv = NULL;
     if (!ne || !ce) {
         r = -KP_ECONFLICT; /* gone or replaced since the snapshot: decided again next pass */
         goto out;
@@ -842,7 +853,7 @@ static int disrupt_begin(struct kp_disruption_controller *ctl, struct kp_client 
         goto out;
     }
     if (!has_disrupted_taint(nv)) {
-        if ((r = write_taint(c, nv, true)) < 0)
+        if ((r = write_taint(c, nv, NULL, true, ret_taint_rv)) < 0)
             goto out;
         *ret_tainted = true;
     }
@@ -915,12 +926,14 @@ static int disrupt(struct kp_disruption_controller *ctl, struct kp_client *c,
                    const struct kp_dnode *d, const struct reason *why, int64_t now)
 {
     bool tainted, marked;
-    int r = disrupt_begin(ctl, c, d->sn, why, true, false, now, &tainted, &marked);
+    char *taint_rv = NULL;
+    int r = disrupt_begin(ctl, c, d->sn, why, true, false, now, &tainted, &taint_rv, &marked);
 
     if (r == 0)
         r = disrupt_delete(ctl, c, d, why);
     if (r < 0)
-        disrupt_rollback(ctl, c, d->sn, tainted, false, marked, now);
+        disrupt_rollback(ctl, c, d->sn, tainted, taint_rv, false, marked, now);
+    kp_free(taint_rv);
     return r;
 }
 
@@ -1147,16 +1160,19 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
                          const struct kp_sched_claim *claims, size_t n, int64_t now)
 {
     bool *tainted = kp_calloc(k, sizeof(*tainted)), marked = false;
+    char **taint_rv = kp_calloc(k, sizeof(*taint_rv));
     size_t begun = 0;
     char note[96];
     int r = 0;
 
-    if (!tainted || !(ctl->repl_names = kp_calloc(n, sizeof(*ctl->repl_names)))) {
+    if (!tainted || !taint_rv || !(ctl->repl_names = kp_calloc(n, sizeof(*ctl->repl_names)))) {
         kp_free(tainted);
+        kp_free(taint_rv);
         return -ENOMEM;
     }
     for (; begun < k && r == 0; begun++)
-        r = disrupt_begin(ctl, c, d[begun]->sn, why, false, true, now, &tainted[begun], &marked);
+        r = disrupt_begin(ctl, c, d[begun]->sn, why, false, true, now, &tainted[begun],
+                          &taint_rv[begun], &marked);
     if (r < 0)
         goto fail;
     for (size_t q = 0; q < n; q++) {
@@ -1181,16 +1197,20 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
     kp_log_info("disrupting node(s)", KP_LF("decision", "replace"), KP_LF("reason", why->name),
                 KP_LF("nodes", (uint64_t)k), KP_LF("first", d[0]->sn->name),
                 KP_LF("replacements", (uint64_t)n), KP_LF("replacement", ctl->repl_names[0]));
-    kp_free(tainted);
-    return 0;
+    r = 0;
+    goto out;
 fail:
     for (size_t i = 0; i < begun; i++)
-        disrupt_rollback(ctl, c, d[i]->sn, tainted[i], true, false, now);
+        disrupt_rollback(ctl, c, d[i]->sn, tainted[i], taint_rv[i], true, false, now);
     for (size_t q = 0; q < n; q++)
         kp_free(ctl->repl_names[q]);
     kp_free(ctl->repl_names);
     ctl->repl_names = NULL;
     ctl->n_repl = 0;
+out:
+    for (size_t i = 0; i < k; i++)
+        kp_free(taint_rv[i]);
+    kp_free(taint_rv);
     kp_free(tainted);
     return r;
 }
@@ -1268,7 +1288,8 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
         kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
                       KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
         for (size_t i = 0; i < n_cand; i++)
-            disrupt_rollback(ctl, c, cand[i]->sn, true, true, step.unmark, now);
+            disrupt_rollback(ctl, c, cand[i]->sn, true, /* taint_rv= */ NULL, true, step.unmark,
+                             now);
         replacing_clear(ctl);
         break;
     case KP_REPLACE_WAIT:
@@ -1690,10 +1711,9 @@ static bool catalogs_sum(struct kp_disruption_controller *ctl, struct kp_client 
     return ok;
 }
 
-static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
-                     uint64_t *ret_requeue)
+int kp_disruption_reconcile(struct kp_disruption_controller *ctl, struct kp_client *c,
+                            const struct kp_ctx *cx, uint64_t *ret_requeue)
 {
-    struct kp_disruption_controller *ctl = ctx;
     struct pass p = {0};
     size_t *idx = NULL, n_sel = 0;
     int64_t now = (int64_t)kp_core_now(ctl->env);
@@ -1705,7 +1725,6 @@ static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, co
     size_t eligible = 0;
     int r;
 
-    (void)key;
     *ret_requeue = KP_DISRUPTION_POLL_USEC;
     if (!kp_cluster_state_synced(ctl->env->cluster)) {
         *ret_requeue = SOON_USEC;
@@ -1834,6 +1853,13 @@ out:
     kp_free(idx);
     pass_done(&p);
     return r;
+}
+
+static int reconcile(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
+                     uint64_t *ret_requeue)
+{
+    (void)key; /* the only one, KP_DISRUPTION_KEY */
+    return kp_disruption_reconcile(ctx, c, cx, ret_requeue);
 }
 
 /* Every projected change of what the searches read counts toward the memo. */

@@ -231,4 +231,16 @@ bool kp_disruption_controller_ready(struct kp_disruption_controller *ctl);
 struct kp_disruption_controller *
 kp_disruption_controller_free(struct kp_disruption_controller *ctl);
 
+struct kp_client;
+struct kp_ctx;
+
+/* One pass, as the worker runs it for KP_DISRUPTION_KEY (exposed for tests: a test feeds the
+ * stores and a detached cluster state (kp_cluster_state_new_detached) and calls it with a client
+ * of its own; the controller need not be started, and its events go to env->events only). c
+ * writes; cx bounds the pass (NULL: never ends). 0 (requeue in *ret_requeue: the poll interval,
+ * the validation delay, or a second while the cluster state is not synced or after acting), or
+ * the pass's error (retry with backoff). */
+int kp_disruption_reconcile(struct kp_disruption_controller *ctl, struct kp_client *c,
+                            const struct kp_ctx *cx, uint64_t *ret_requeue) KP_WUR;
+
 #endif
