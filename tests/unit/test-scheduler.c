@@ -2009,6 +2009,416 @@ static void test_requeue(void **state)
     assert_null(res("follower")->error);
 }
 
+/* --- behaviour tables: one row per behaviour, each asserting the plan ----------------------- */
+
+/* The place of pod name in words: "claim:<n> <options>", "node:<name>" or "failed". */
+static const char *place(const char *name)
+{
+    static char buf[320];
+    const struct kp_sched_result *r = res(name);
+
+    if (r->where == KP_SCHED_CLAIM)
+        (void)snprintf(buf, sizeof(buf), "claim:%zu %s", r->index, opts(r->index));
+    else
+        (void)snprintf(buf, sizeof(buf), "%s", where(name));
+    return buf;
+}
+
+/* One row's expectations for pod name: its place; when it is on a claim, the claim's
+ * requirement on key (if key) and the relaxation steps; when it failed, a part of the reason. */
+static void check_row(const char *what, const char *name, const char *want, const char *key,
+                      const char *req, const char *why, int relaxed)
+{
+    const struct kp_sched_result *r = res(name);
+    const char *got = place(name);
+
+    if (strcmp(got, want) != 0)
+        fail_msg("%s: %s is \"%s\", want \"%s\"%s%s", what, name, got, want, r->error ? ": " : "",
+                 r->error ? r->error : "");
+    if (r->where == KP_SCHED_FAILED) {
+        if (why && !strstr(r->error, why))
+            fail_msg("%s: reason \"%s\" lacks \"%s\"", what, r->error, why);
+        return;
+    }
+    if (key && r->where == KP_SCHED_CLAIM && strcmp(creq(r->index, key), req) != 0)
+        fail_msg("%s: claim has \"%s\", want \"%s\"", what, creq(r->index, key), req);
+    if ((int)r->relaxed != relaxed)
+        fail_msg("%s: relaxed %d, want %d", what, r->relaxed, relaxed);
+}
+
+#define Q(v) "\"" v "\""
+#define EX(key, op, vals) "{\"key\":\"" key "\",\"operator\":\"" op "\",\"values\":[" vals "]}"
+#define EXN(key, op) "{\"key\":\"" key "\",\"operator\":\"" op "\"}"
+#define SEL(key, value) ",\"nodeSelector\":{\"" key "\":\"" value "\"}"
+#define NODE_AFF(terms)                                                                            \
+    ",\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"        \
+    "\"nodeSelectorTerms\":[" terms "]}}}"
+#define TERM(exprs) "{\"matchExpressions\":[" exprs "]}"
+#define NA(exprs) NODE_AFF(TERM(exprs))
+#define NA_PREFER(w, exprs)                                                                        \
+    ",\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{"      \
+    "\"weight\":" #w ",\"preference\":{\"matchExpressions\":[" exprs "]}}]}}"
+#define POOL_REQS(exprs) ",\"requirements\":[" exprs "]"
+#define GEN "kp.dev/gen"
+#define ARCH KP_LABEL_ARCH
+#define CAP KP_LABEL_CAPACITY_TYPE
+#define ITYPE KP_LABEL_INSTANCE_TYPE
+
+/* Node selectors, node affinity (each operator, ANDed expressions, ORed terms, preferred
+ * terms) and NodePool requirements against a catalog of c2 (amd64, zones a b, gen 3), c4
+ * (amd64, a b c, gen 5) and r8 (arm64, c, gen 7), cheapest first. The pool defines gen unless
+ * the row gives its own template. */
+static void test_requirements_table(void **state)
+{
+    static const struct {
+        const char *what, *tmpl, *spec, *want, *key, *req, *why;
+        int relaxed;
+    } rows[] = {
+        {"no requirements: every type", NULL, NULL, "claim:0 c2 c4 r8", ZONE, "(none)", NULL, 0},
+        {"selector zone a", NULL, SEL(ZONE, "a"), "claim:0 c2 c4", ZONE, ZONE " In [a]", NULL, 0},
+        {"selector zone c", NULL, SEL(ZONE, "c"), "claim:0 c4 r8", ZONE, ZONE " In [c]", NULL, 0},
+        {"selector zone nowhere", NULL, SEL(ZONE, "z"), "failed", NULL, NULL,
+         "no instance type met the scheduling requirements", 0},
+        {"selector arch arm64", NULL, SEL(ARCH, "arm64"), "claim:0 r8", ARCH, ARCH " In [arm64]",
+         NULL, 0},
+        {"selector arch amd64", NULL, SEL(ARCH, "amd64"), "claim:0 c2 c4", ARCH, ARCH " In [amd64]",
+         NULL, 0},
+        {"selector capacity-type on-demand", NULL, SEL(CAP, "on-demand"), "claim:0 c2 c4 r8", CAP,
+         CAP " In [on-demand]", NULL, 0},
+        {"selector capacity-type spot: no offering", NULL, SEL(CAP, "spot"), "failed", NULL, NULL,
+         "no instance type", 0},
+        {"selector instance type", NULL, SEL(ITYPE, "c4"), "claim:0 c4", ITYPE, ITYPE " In [c4]",
+         NULL, 0},
+        {"selector nodepool label", NULL, SEL("karpenter.sh/nodepool", "default"),
+         "claim:0 c2 c4 r8", NULL, NULL, NULL, 0},
+        {"selector other nodepool", NULL, SEL("karpenter.sh/nodepool", "other"), "failed", NULL,
+         NULL, "incompatible requirements", 0},
+        {"instance type NotIn", NULL, NA(EX(ITYPE, "NotIn", Q("c2"))), "claim:0 c4 r8", NULL, NULL,
+         NULL, 0},
+        {"instance type In two", NULL, NA(EX(ITYPE, "In", Q("c2") "," Q("r8"))), "claim:0 c2 r8",
+         NULL, NULL, NULL, 0},
+        {"zone In two", NULL, NA(EX(ZONE, "In", Q("b") "," Q("c"))), "claim:0 c2 c4 r8", ZONE,
+         ZONE " In [b c]", NULL, 0},
+        {"zone NotIn a b", NULL, NA(EX(ZONE, "NotIn", Q("a") "," Q("b"))), "claim:0 c4 r8", NULL,
+         NULL, NULL, 0},
+        {"zone Exists", NULL, NA(EXN(ZONE, "Exists")), "claim:0 c2 c4 r8", NULL, NULL, NULL, 0},
+        {"zone DoesNotExist", NULL, NA(EXN(ZONE, "DoesNotExist")), "failed", NULL, NULL, NULL, 0},
+        {"arch NotIn amd64", NULL, NA(EX(ARCH, "NotIn", Q("amd64"))), "claim:0 r8", NULL, NULL,
+         NULL, 0},
+        {"capacity-type NotIn on-demand", NULL, NA(EX(CAP, "NotIn", Q("on-demand"))), "failed",
+         NULL, NULL, NULL, 0},
+        {"custom In two", NULL, NA(EX(GEN, "In", Q("3") "," Q("7"))), "claim:0 c2 r8", NULL, NULL,
+         NULL, 0},
+        {"custom NotIn every value", NULL, NA(EX(GEN, "NotIn", Q("3") "," Q("5") "," Q("7"))),
+         "failed", NULL, NULL, NULL, 0},
+        {"custom Gt", NULL, NA(EX(GEN, "Gt", Q("3"))), "claim:0 c4 r8", NULL, NULL, NULL, 0},
+        {"custom Gt above all", NULL, NA(EX(GEN, "Gt", Q("7"))), "failed", NULL, NULL, NULL, 0},
+        {"custom Lt", NULL, NA(EX(GEN, "Lt", Q("7"))), "claim:0 c2 c4", NULL, NULL, NULL, 0},
+        {"custom Lt below all", NULL, NA(EX(GEN, "Lt", Q("3"))), "failed", NULL, NULL, NULL, 0},
+        {"custom Gte boundary", NULL, NA(EX(GEN, "Gte", Q("7"))), "claim:0 r8", NULL, NULL, NULL,
+         0},
+        {"custom Lte boundary", NULL, NA(EX(GEN, "Lte", Q("3"))), "claim:0 c2", NULL, NULL, NULL,
+         0},
+        {"custom Gt and Lt ANDed", NULL, NA(EX(GEN, "Gt", Q("3")) "," EX(GEN, "Lt", Q("7"))),
+         "claim:0 c4", NULL, NULL, NULL, 0},
+        {"zone and arch ANDed", NULL, NA(EX(ZONE, "In", Q("c")) "," EX(ARCH, "In", Q("amd64"))),
+         "claim:0 c4", ZONE, ZONE " In [c]", NULL, 0},
+        {"ANDed expressions that exclude each other", NULL,
+         NA(EX(ZONE, "In", Q("a")) "," EX(ARCH, "In", Q("arm64"))), "failed", NULL, NULL, NULL, 0},
+        {"ORed terms: the first that can be met", NULL,
+         NODE_AFF(TERM(EX(ARCH, "In", Q("arm64"))) "," TERM(EX(GEN, "In", Q("3")))), "claim:0 r8",
+         NULL, NULL, NULL, 0},
+        {"ORed terms: the first dropped, the second met", NULL,
+         NODE_AFF(TERM(EX(ZONE, "In", Q("z"))) "," TERM(EX(GEN, "In", Q("3")))), "claim:0 c2", NULL,
+         NULL, NULL, 1},
+        {"selector and affinity both apply", NULL, SEL(ZONE, "a") NA(EX(GEN, "In", Q("5"))),
+         "claim:0 c4", ZONE, ZONE " In [a]", NULL, 0},
+        {"selector and affinity that conflict", NULL, SEL(ZONE, "a") NA(EX(ZONE, "In", Q("c"))),
+         "failed", NULL, NULL, NULL, 0},
+        {"custom key the pool does not define", NULL, SEL("team", "x"), "failed", NULL, NULL,
+         "incompatible requirements", 0},
+        {"custom key the pool restricts, matching", POOL_REQS(EX("team", "In", Q("x"))),
+         SEL("team", "x"), "claim:0 c2 c4 r8", "team", "team In [x]", NULL, 0},
+        {"custom key the pool restricts, other value", POOL_REQS(EX("team", "In", Q("x"))),
+         SEL("team", "y"), "failed", NULL, NULL, "incompatible requirements", 0},
+        {"custom key the pool restricts, NotIn another", POOL_REQS(EX("team", "In", Q("x"))),
+         NA(EX("team", "NotIn", Q("y"))), "claim:0 c2 c4 r8", "team", "team In [x]", NULL, 0},
+        {"custom key the pool restricts, DoesNotExist", POOL_REQS(EX("team", "In", Q("x"))),
+         NA(EXN("team", "DoesNotExist")), "failed", NULL, NULL, NULL, 0},
+        {"pool restricts zone, pod asks another", POOL_REQS(EX(ZONE, "In", Q("a"))), SEL(ZONE, "c"),
+         "failed", NULL, NULL, "incompatible requirements", 0},
+        {"pool restricts zone, pod narrows it", POOL_REQS(EX(ZONE, "In", Q("a") "," Q("b"))),
+         NA(EX(ZONE, "NotIn", Q("a"))), "claim:0 c2 c4", ZONE, ZONE " In [b]", NULL, 0},
+        {"pool restricts zone: types elsewhere drop", POOL_REQS(EX(ZONE, "In", Q("a") "," Q("b"))),
+         NULL, "claim:0 c2 c4", ZONE, ZONE " In [a b]", NULL, 0},
+        {"pool restricts arch", POOL_REQS(EX(ARCH, "In", Q("arm64"))), NULL, "claim:0 r8", NULL,
+         NULL, NULL, 0},
+        {"pool NotIn instance type", POOL_REQS(EX(ITYPE, "NotIn", Q("c2"))), NULL, "claim:0 c4 r8",
+         NULL, NULL, NULL, 0},
+        {"pool asks spot, catalog has none", POOL_REQS(EX(CAP, "In", Q("spot"))), NULL, "failed",
+         NULL, NULL, "nodepool requirements filtered out all available instance types", 0},
+        {"pool Gt and pod Lt", POOL_REQS(EX(GEN, "Gt", Q("3"))), NA(EX(GEN, "Lt", Q("7"))),
+         "claim:0 c4", NULL, NULL, NULL, 0},
+        {"preferred zone met", NULL, NA_PREFER(10, EX(ZONE, "In", Q("c"))), "claim:0 c4 r8", ZONE,
+         ZONE " In [c]", NULL, 0},
+        {"preferred zone nowhere: relaxed away", NULL, NA_PREFER(10, EX(ZONE, "In", Q("z"))),
+         "claim:0 c2 c4 r8", ZONE, "(none)", NULL, 1},
+        {"preferred term against the required one: relaxed", NULL,
+         SEL(ARCH, "amd64") NA_PREFER(10, EX(ARCH, "In", Q("arm64"))), "claim:0 c2 c4", NULL, NULL,
+         NULL, 1},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        struct kp_instance_type *r8;
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, rows[i].tmpl ? rows[i].tmpl : POOL_REQS(EXN(GEN, "Exists")));
+        itype(p, "c2", 2, 8, 100, "a,b", GEN "=3");
+        itype(p, "c4", 4, 16, 200, "a,b,c", GEN "=5");
+        r8 = itype(p, "r8", 8, 32, 400, "c", GEN "=7");
+        kp_reqset_remove(&r8->reqs, ARCH);
+        add_in(&r8->reqs, ARCH, "arm64");
+        pod("p", "1", NULL, rows[i].spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, rows[i].key, rows[i].req, rows[i].why,
+                  rows[i].relaxed);
+    }
+}
+
+/* Taints and tolerations: the pool's taints against the pod's tolerations. */
+static void test_taints_table(void **state)
+{
+#define TAINT(k, v, eff) "{\"key\":\"" k "\",\"value\":\"" v "\",\"effect\":\"" eff "\"}"
+#define TOL(...) ",\"tolerations\":[" __VA_ARGS__ "]"
+    static const struct {
+        const char *what, *taints, *startup, *spec, *want, *why;
+        int relaxed;
+    } rows[] = {
+        {"NoSchedule, no toleration", TAINT("t", "v", "NoSchedule"), NULL, NULL, "failed",
+         "did not tolerate taint t=v:NoSchedule", 0},
+        {"Equal key, value and effect", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Equal\",\"value\":\"v\",\"effect\":\"NoSchedule\"}"),
+         "claim:0 m", NULL, 0},
+        {"Equal is the default operator", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"value\":\"v\",\"effect\":\"NoSchedule\"}"), "claim:0 m", NULL, 0},
+        {"Equal, other value", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Equal\",\"value\":\"w\",\"effect\":\"NoSchedule\"}"),
+         "failed", "did not tolerate taint t=v:NoSchedule", 0},
+        {"Equal, empty effect matches every effect", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Equal\",\"value\":\"v\"}"), "claim:0 m", NULL, 0},
+        {"Equal, other effect", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Equal\",\"value\":\"v\",\"effect\":\"NoExecute\"}"),
+         "failed", "did not tolerate", 0},
+        {"Exists on the key, any value", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Exists\"}"), "claim:0 m", NULL, 0},
+        {"Exists on another key", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"key\":\"u\",\"operator\":\"Exists\"}"), "failed", "did not tolerate", 0},
+        {"Exists with no key tolerates everything", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"operator\":\"Exists\"}"), "claim:0 m", NULL, 0},
+        {"Exists with no key, one effect only", TAINT("t", "v", "NoSchedule"), NULL,
+         TOL("{\"operator\":\"Exists\",\"effect\":\"NoExecute\"}"), "failed", "did not tolerate",
+         0},
+        {"NoExecute, no toleration", TAINT("t", "v", "NoExecute"), NULL, NULL, "failed",
+         "did not tolerate taint t=v:NoExecute", 0},
+        {"NoExecute tolerated; tolerationSeconds plays no part", TAINT("t", "v", "NoExecute"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Exists\",\"effect\":\"NoExecute\","
+             "\"tolerationSeconds\":30}"),
+         "claim:0 m", NULL, 0},
+        {"PreferNoSchedule untolerated: relaxed", TAINT("t", "v", "PreferNoSchedule"), NULL, NULL,
+         "claim:0 m", NULL, 1},
+        {"PreferNoSchedule tolerated: not relaxed", TAINT("t", "v", "PreferNoSchedule"), NULL,
+         TOL("{\"key\":\"t\",\"operator\":\"Exists\"}"), "claim:0 m", NULL, 0},
+        {"startup taints need no toleration", NULL, TAINT("init", "x", "NoSchedule"), NULL,
+         "claim:0 m", NULL, 0},
+        {"two taints, one tolerated",
+         TAINT("a", "1", "NoSchedule") "," TAINT("b", "2", "NoExecute"), NULL,
+         TOL("{\"key\":\"a\",\"operator\":\"Exists\"}"), "failed",
+         "did not tolerate taint b=2:NoExecute", 0},
+        {"two taints, both tolerated",
+         TAINT("a", "1", "NoSchedule") "," TAINT("b", "2", "NoExecute"), NULL,
+         TOL("{\"key\":\"a\",\"operator\":\"Exists\"},{\"key\":\"b\",\"operator\":\"Exists\"}"),
+         "claim:0 m", NULL, 0},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        char tmpl[512];
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        (void)snprintf(tmpl, sizeof(tmpl), "%s%s%s%s%s%s", rows[i].taints ? ",\"taints\":[" : "",
+                       rows[i].taints ? rows[i].taints : "", rows[i].taints ? "]" : "",
+                       rows[i].startup ? ",\"startupTaints\":[" : "",
+                       rows[i].startup ? rows[i].startup : "", rows[i].startup ? "]" : "");
+        p = pool("default", NULL, tmpl);
+        itype(p, "m", 4, 16, 100, "a", NULL);
+        pod("p", "1", NULL, rows[i].spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, NULL, NULL, rows[i].why, rows[i].relaxed);
+    }
+#undef TAINT
+#undef TOL
+}
+
+/* A pending pod with the given spec members, which name its containers (no leading comma). */
+static const struct kp_pod_view *rpod(const char *name, const char *spec)
+{
+    struct kp_entry *e = decode(kp_pod_decode,
+                                "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":"
+                                "\"u-%s\",\"resourceVersion\":\"1\"},\"spec\":{%s},\"status\":{"
+                                "\"phase\":\"Pending\"}}",
+                                name, name, spec);
+    const struct kp_pod_view *p = kp_pod_view(e);
+
+    assert_true(F.n_pods < MAXP);
+    F.pods[F.n_pods++] = p;
+    return p;
+}
+
+/* Resource fit against c2 (2 cpu, 8Gi), c4 (4, 16Gi) and c8 (8, 32Gi, 2 kp.dev/gpu): exact
+ * boundaries, containers summed, init containers and sidecars, pod overhead, limits as
+ * requests, resources no type has. */
+static void test_resources_table(void **state)
+{
+#define C(req) "{\"name\":\"c\",\"resources\":{\"requests\":{" req "}}}"
+#define C2(req) "{\"name\":\"d\",\"resources\":{\"requests\":{" req "}}}"
+#define INIT(req) "{\"name\":\"i\",\"resources\":{\"requests\":{" req "}}}"
+#define SIDECAR(req)                                                                               \
+    "{\"name\":\"s\",\"restartPolicy\":\"Always\",\"resources\":{\"requests\":{" req "}}}"
+#define CONTAINERS(...) "\"containers\":[" __VA_ARGS__ "]"
+#define INITS(...) "\"initContainers\":[" __VA_ARGS__ "],"
+    static const struct {
+        const char *what, *spec, *want, *why;
+        int64_t cpu; /* the claim's cpu request, or 0: not checked */
+    } rows[] = {
+        {"cpu exactly a type's capacity", CONTAINERS(C("\"cpu\":\"2\"")), "claim:0 c2 c4 c8", NULL,
+         2000},
+        {"cpu 1m over", CONTAINERS(C("\"cpu\":\"2001m\"")), "claim:0 c4 c8", NULL, 2001},
+        {"memory exactly a type's capacity", CONTAINERS(C("\"memory\":\"8Gi\"")),
+         "claim:0 c2 c4 c8", NULL, 0},
+        {"memory 1 byte over", CONTAINERS(C("\"memory\":\"8589934593\"")), "claim:0 c4 c8", NULL,
+         0},
+        {"containers are summed", CONTAINERS(C("\"cpu\":\"1\"") "," C2("\"cpu\":\"1500m\"")),
+         "claim:0 c4 c8", NULL, 2500},
+        {"an init container larger than the containers",
+         INITS(INIT("\"cpu\":\"3\"")) CONTAINERS(C("\"cpu\":\"1\"")), "claim:0 c4 c8", NULL, 3000},
+        {"an init container smaller than the containers",
+         INITS(INIT("\"cpu\":\"1\"")) CONTAINERS(C("\"cpu\":\"1500m\"")), "claim:0 c2 c4 c8", NULL,
+         1500},
+        {"a sidecar runs beside the containers",
+         INITS(SIDECAR("\"cpu\":\"1\"")) CONTAINERS(C("\"cpu\":\"1500m\"")), "claim:0 c4 c8", NULL,
+         2500},
+        {"an init container runs beside the sidecars before it",
+         INITS(SIDECAR("\"cpu\":\"1\"") "," INIT("\"cpu\":\"1500m\""))
+             CONTAINERS(C("\"cpu\":\"500m\"")),
+         "claim:0 c4 c8", NULL, 2500},
+        {"an init container before a sidecar runs alone",
+         INITS(INIT("\"cpu\":\"1500m\"") "," SIDECAR("\"cpu\":\"1\""))
+             CONTAINERS(C("\"cpu\":\"500m\"")),
+         "claim:0 c2 c4 c8", NULL, 1500},
+        {"pod overhead is added",
+         "\"overhead\":{\"cpu\":\"500m\"}," CONTAINERS(C("\"cpu\":\"1600m\"")), "claim:0 c4 c8",
+         NULL, 2100},
+        /* The API server copies limits into requests; the projection of a pod does not. */
+        {"a limit alone is not a request",
+         CONTAINERS("{\"name\":\"c\",\"resources\":{\"limits\":{\"cpu\":\"3\"}}}"),
+         "claim:0 c2 c4 c8", NULL, 0},
+        {"an extended resource one type has", CONTAINERS(C("\"kp.dev/gpu\":\"1\"")), "claim:0 c8",
+         NULL, 0},
+        {"more of an extended resource than any type has", CONTAINERS(C("\"kp.dev/gpu\":\"3\"")),
+         "failed", "no instance type has enough resources", 0},
+        {"an extended resource no type has", CONTAINERS(C("\"nvidia.com/gpu\":\"1\"")), "failed",
+         "no instance type has enough resources", 0},
+        {"more cpu than any type", CONTAINERS(C("\"cpu\":\"9\"")), "failed",
+         "no instance type has enough resources", 0},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        struct kp_instance_type *c8;
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, NULL);
+        itype(p, "c2", 2, 8, 100, "a", NULL);
+        itype(p, "c4", 4, 16, 200, "a", NULL);
+        c8 = itype(p, "c8", 8, 32, 400, "a", NULL);
+        assert_int_equal(kp_provider_res_add(&c8->capacity, &c8->n_capacity, "kp.dev/gpu", 2000),
+                         0);
+        rpod("p", rows[i].spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, NULL, NULL, rows[i].why, 0);
+        if (rows[i].cpu && creqs(0, "cpu") != rows[i].cpu)
+            fail_msg("%s: claim cpu %lld, want %lld", rows[i].what, (long long)creqs(0, "cpu"),
+                     (long long)rows[i].cpu);
+    }
+#undef C
+#undef C2
+#undef INIT
+#undef SIDECAR
+#undef CONTAINERS
+#undef INITS
+}
+
+/* Host ports: two 1-cpu pods, each with one port, and room for both on one claim; they share
+ * it unless the ports conflict (same port and protocol, and an unspecified or equal host IP). */
+static void test_host_ports_table(void **state)
+{
+    static const struct {
+        const char *what, *a, *b;
+        bool apart;
+    } rows[] = {
+        {"same port and protocol", "\"hostPort\":80", "\"hostPort\":80", true},
+        {"same port, TCP and UDP", "\"hostPort\":80", "\"hostPort\":80,\"protocol\":\"UDP\"",
+         false},
+        {"same port, explicit TCP and default", "\"hostPort\":80,\"protocol\":\"TCP\"",
+         "\"hostPort\":80", true},
+        {"same port, both SCTP", "\"hostPort\":80,\"protocol\":\"SCTP\"",
+         "\"hostPort\":80,\"protocol\":\"SCTP\"", true},
+        {"other port", "\"hostPort\":80", "\"hostPort\":81", false},
+        {"two host IPs", "\"hostPort\":80,\"hostIP\":\"10.0.0.1\"",
+         "\"hostPort\":80,\"hostIP\":\"10.0.0.2\"", false},
+        {"one host IP twice", "\"hostPort\":80,\"hostIP\":\"10.0.0.1\"",
+         "\"hostPort\":80,\"hostIP\":\"10.0.0.1\"", true},
+        {"a host IP and none", "\"hostPort\":80,\"hostIP\":\"10.0.0.1\"", "\"hostPort\":80", true},
+        {"a host IP and 0.0.0.0", "\"hostPort\":80,\"hostIP\":\"10.0.0.1\"",
+         "\"hostPort\":80,\"hostIP\":\"0.0.0.0\"", true},
+        {"a host IP and ::", "\"hostPort\":80,\"hostIP\":\"10.0.0.1\"",
+         "\"hostPort\":80,\"hostIP\":\"::\"", true},
+        {"container ports without host ports", "\"name\":\"x\"", "\"name\":\"x\"", false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        char spec[512];
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, NULL);
+        itype(p, "m", 8, 32, 100, "a", NULL);
+        (void)snprintf(spec, sizeof(spec),
+                       "\"containers\":[{\"name\":\"c\",\"ports\":[{\"containerPort\":80,%s}],"
+                       "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]",
+                       rows[i].a);
+        rpod("p1", spec);
+        (void)snprintf(spec, sizeof(spec),
+                       "\"containers\":[{\"name\":\"c\",\"ports\":[{\"containerPort\":80,%s}],"
+                       "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]",
+                       rows[i].b);
+        rpod("p2", spec);
+        solve();
+        check_row(rows[i].what, "p1", "claim:0 m", NULL, NULL, NULL, 0);
+        check_row(rows[i].what, "p2", rows[i].apart ? "claim:1 m" : "claim:0 m", NULL, NULL, NULL,
+                  0);
+    }
+}
+
 /* --- prepared nodes (kp_sched_prepare_nodes) ----------------------------------------------- */
 
 /* a and b are the same plan, byte for byte as far as the caller can read it: every pod's place,
@@ -2463,6 +2873,10 @@ int main(int argc, char **argv)
         T(test_relax_prefer_no_schedule),
         T(test_ignore_preferences),
         T(test_requeue),
+        T(test_requirements_table),
+        T(test_taints_table),
+        T(test_resources_table),
+        T(test_host_ports_table),
         T(test_prepared_equivalence),
 #undef T
     };
