@@ -2419,6 +2419,247 @@ static void test_host_ports_table(void **state)
     }
 }
 
+/* DaemonSet overhead: a 1500m pod against c2 (2 cpu) and c4 (4 cpu), one DaemonSet built from
+ * a template pod's selector, tolerations, required affinity and ports. A DaemonSet counts on a
+ * type when it tolerates the pool's taints (PreferNoSchedule always, startup taints never
+ * matter) and its required terms are compatible with the pool and the type. */
+static void test_daemonset_table(void **state)
+{
+#define TOL_T ",\"tolerations\":[{\"key\":\"t\",\"operator\":\"Exists\"}]"
+#define PORT80 "\"ports\":[{\"containerPort\":80,\"hostPort\":80}],"
+    static const struct {
+        const char *what, *tmpl, *ds_spec; /* ds_spec NULL: no DaemonSet */
+        int64_t ds_cpu;
+        const char *pod_spec, *want, *why;
+        int64_t cpu; /* the claim's cpu request */
+    } rows[] = {
+        {"no DaemonSet", NULL, NULL, 0, NULL, "claim:0 c2 c4", NULL, 1500},
+        {"overhead that just fits", NULL, "", 500, NULL, "claim:0 c2 c4", NULL, 2000},
+        {"overhead 1m too much for c2", NULL, "", 501, NULL, "claim:0 c4", NULL, 2001},
+        {"overhead too large for any type", NULL, "", 2600, NULL, "failed",
+         "no instance type has enough resources (with daemonset overhead)", 0},
+        {"a pool taint the DaemonSet does not tolerate",
+         ",\"taints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]", "", 1000, TOL_T,
+         "claim:0 c2 c4", NULL, 1500},
+        {"a pool taint the DaemonSet tolerates",
+         ",\"taints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]", TOL_T, 1000, TOL_T,
+         "claim:0 c4", NULL, 2500},
+        {"a PreferNoSchedule pool taint does not keep it off",
+         ",\"taints\":[{\"key\":\"t\",\"effect\":\"PreferNoSchedule\"}]", "", 1000, TOL_T,
+         "claim:0 c4", NULL, 2500},
+        {"a startup taint does not keep it off",
+         ",\"startupTaints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]", "", 1000, NULL,
+         "claim:0 c4", NULL, 2500},
+        {"required affinity the types do not meet", NULL, NA(EX(ARCH, "In", Q("arm64"))), 1000,
+         NULL, "claim:0 c2 c4", NULL, 1500},
+        {"required affinity the types meet", NULL, NA(EX(ARCH, "In", Q("amd64"))), 1000, NULL,
+         "claim:0 c4", NULL, 2500},
+        {"a selector on a label the pool does not define", NULL, SEL("team", "x"), 1000, NULL,
+         "claim:0 c2 c4", NULL, 1500},
+        {"a selector on a label the pool defines", POOL_REQS(EX("team", "In", Q("x"))),
+         SEL("team", "x"), 1000, NULL, "claim:0 c4", NULL, 2500},
+        /* Overhead is per pool and type, as upstream, not per claim. */
+        {"a selector on a zone the claim is then held out of", NULL, SEL(ZONE, "b"), 1000,
+         SEL(ZONE, "a"), "claim:0 c4", NULL, 2500},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, rows[i].tmpl);
+        itype(p, "c2", 2, 8, 100, "a,b", NULL);
+        itype(p, "c4", 4, 16, 200, "a,b", NULL);
+        if (rows[i].ds_spec) {
+            const struct kp_pod_view *t =
+                mkpod("ds-tmpl", "elsewhere", "0", "0", NULL, rows[i].ds_spec);
+            struct kp_sched_daemon *d = daemon("ds", rows[i].ds_cpu);
+
+            d->node_selector = t->node_selector;
+            d->tolerations = t->tolerations;
+            d->required = t->required;
+            d->n_required = t->n_required;
+        }
+        pod("p", "1500m", NULL, rows[i].pod_spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, NULL, NULL, rows[i].why, 0);
+        if (rows[i].cpu && creqs(0, "cpu") != rows[i].cpu)
+            fail_msg("%s: claim cpu %lld, want %lld", rows[i].what, (long long)creqs(0, "cpu"),
+                     (long long)rows[i].cpu);
+    }
+#undef TOL_T
+#undef PORT80
+}
+
+/* NodePool order, limits and minValues: pools a-pool and b-pool, each with c2 (2 cpu, 8Gi) and
+ * c4 (4 cpu, 16Gi); which pool's claim the pod gets, with which options. */
+static void test_pools_table(void **state)
+{
+#define W10 ",\"weight\":10"
+#define MINV(n) POOL_REQS("{\"key\":\"" ITYPE "\",\"operator\":\"Exists\",\"minValues\":" #n "}")
+    static const struct {
+        const char *what, *spec_a, *tmpl_a, *spec_b, *tmpl_b, *cpu, *want, *why;
+    } rows[] = {
+        {"equal weights: name descending", NULL, NULL, NULL, NULL, "1", "b-pool c2 c4", NULL},
+        {"the heavier pool first", W10, NULL, NULL, NULL, "1", "a-pool c2 c4", NULL},
+        {"heavier of two weights", ",\"weight\":20", NULL, W10, NULL, "1", "a-pool c2 c4", NULL},
+        {"a heavier pool whose taint the pod does not tolerate", W10,
+         ",\"taints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]", NULL, NULL, "1", "b-pool c2 c4",
+         NULL},
+        {"a heavier pool whose requirements exclude the pod", W10,
+         POOL_REQS(EX(ZONE, "In", Q("b"))), NULL, NULL, "1", "b-pool c2 c4", NULL},
+        {"a cpu limit equal to the largest type", W10 ",\"limits\":{\"cpu\":\"4\"}", NULL, NULL,
+         NULL, "1", "a-pool c2 c4", NULL},
+        {"a cpu limit below the largest type", W10 ",\"limits\":{\"cpu\":\"3\"}", NULL, NULL, NULL,
+         "1", "a-pool c2", NULL},
+        {"a cpu limit below every type", W10 ",\"limits\":{\"cpu\":\"1\"}", NULL, NULL, NULL, "1",
+         "b-pool c2 c4", NULL},
+        {"a memory limit", W10 ",\"limits\":{\"memory\":\"8Gi\"}", NULL, NULL, NULL, "1",
+         "a-pool c2", NULL},
+        {"a limit on a resource the types lack", W10 ",\"limits\":{\"kp.dev/gpu\":\"0\"}", NULL,
+         NULL, NULL, "1", "a-pool c2 c4", NULL},
+        {"a node limit of 0", W10 ",\"limits\":{\"nodes\":\"0\"}", NULL, NULL, NULL, "1",
+         "b-pool c2 c4", NULL},
+        {"every pool over its limit", ",\"limits\":{\"cpu\":\"1\"}", NULL,
+         ",\"limits\":{\"cpu\":\"1\"}", NULL, "1", "failed",
+         "all available instance types exceed limits for nodepool"},
+        {"the limit leaves types too small for the pod", W10 ",\"limits\":{\"cpu\":\"3\"}", NULL,
+         NULL, NULL, "3", "b-pool c4", NULL},
+        {"minValues met", W10, MINV(2), NULL, NULL, "1", "a-pool c2 c4", NULL},
+        {"minValues the pod would break: next pool", W10, MINV(2), NULL, NULL, "3", "b-pool c4",
+         NULL},
+        {"minValues above the catalog: pool skipped", W10, MINV(3), NULL, NULL, "1", "b-pool c2 c4",
+         NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        char got[320];
+        size_t a, b;
+
+        teardown(NULL);
+        setup(NULL);
+        a = pool("a-pool", rows[i].spec_a, rows[i].tmpl_a);
+        b = pool("b-pool", rows[i].spec_b, rows[i].tmpl_b);
+        itype(a, "c2", 2, 8, 100, "a,b", NULL);
+        itype(a, "c4", 4, 16, 200, "a,b", NULL);
+        itype(b, "c2", 2, 8, 100, "a,b", NULL);
+        itype(b, "c4", 4, 16, 200, "a,b", NULL);
+        pod("p", rows[i].cpu, NULL, SEL(ZONE, "a"));
+        solve();
+        if (res("p")->where == KP_SCHED_CLAIM)
+            (void)snprintf(got, sizeof(got), "%s %s",
+                           F.pools[F.plan.claims[res("p")->index].pool].np->e.name,
+                           opts(res("p")->index));
+        else
+            (void)snprintf(got, sizeof(got), "%s", where("p"));
+        if (strcmp(got, rows[i].want) != 0)
+            fail_msg("%s: \"%s\", want \"%s\"%s%s", rows[i].what, got, rows[i].want,
+                     res("p")->error ? ": " : "", res("p")->error ? res("p")->error : "");
+        if (rows[i].why)
+            assert_error("p", rows[i].why);
+    }
+#undef W10
+#undef MINV
+}
+
+/* Topology and affinity against one existing node n-a in zone a (8 cpu free) holding the pod
+ * "old" (app=w unless the row says, with the row's spec); the pool launches c4 into a, b and c.
+ * The pending pod p (1 cpu, app=w unless the row says) has the row's spec. */
+static void test_topology_table(void **state)
+{
+#define PREF_AFF(kind, w, key, app)                                                                \
+    ",\"affinity\":{\"" kind "\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{"          \
+    "\"weight\":" #w ",\"podAffinityTerm\":{\"topologyKey\":\"" key "\",\"labelSelector\":{"       \
+    "\"matchLabels\":{\"app\":\"" app "\"}}}}]}}"
+#define PREF_AFF_AND_ZONE(kind, key, app, z)                                                       \
+    ",\"affinity\":{\"" kind "\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[{"          \
+    "\"weight\":10,\"podAffinityTerm\":{\"topologyKey\":\"" key "\",\"labelSelector\":{"           \
+    "\"matchLabels\":{\"app\":\"" app "\"}}}}]},\"nodeAffinity\":{\"preferredDuring"               \
+    "SchedulingIgnoredDuringExecution\":[" PREFER_ZONE(5, z) "]}}"
+#define WL "\"app\":\"w\""
+    static const struct {
+        const char *what, *old_labels, *old_spec, *labels, *spec, *want, *zone, *why;
+        int relaxed;
+    } rows[] = {
+        {"no constraint: the existing node", WL, NULL, WL, NULL, "node:n-a", NULL, NULL, 0},
+        {"zone spread skew 1 leaves zone a", WL, NULL, WL, SPREAD(ZONE, 1, "DoNotSchedule", "w"),
+         "claim:0 c4", ZONE " In [b]", NULL, 0},
+        {"zone spread skew 2 allows zone a", WL, NULL, WL, SPREAD(ZONE, 2, "DoNotSchedule", "w"),
+         "node:n-a", NULL, NULL, 0},
+        {"ScheduleAnyway is kept while it can be met", WL, NULL, WL,
+         SPREAD(ZONE, 1, "ScheduleAnyway", "w"), "claim:0 c4", ZONE " In [b]", NULL, 0},
+        {"a spread selecting no pod", WL, NULL, WL, SPREAD(ZONE, 1, "DoNotSchedule", "x"),
+         "node:n-a", NULL, NULL, 0},
+        /* a:1 b:0 c:0, and p adds to no count: zone a keeps the skew at 1. */
+        {"a spread that does not select the pod itself", WL, NULL, "\"app\":\"v\"",
+         SPREAD(ZONE, 1, "DoNotSchedule", "w"), "node:n-a", NULL, NULL, 0},
+        {"a zone spread the pod's selector confines to zone a", WL, NULL, WL,
+         SEL(ZONE, "a") SPREAD(ZONE, 1, "DoNotSchedule", "w"), "node:n-a", NULL, NULL, 0},
+        {"hostname spread skew 1: a new node", WL, NULL, WL, SPREAD(HOST, 1, "DoNotSchedule", "w"),
+         "claim:0 c4", "(none)", NULL, 0},
+        {"hostname spread skew 2: the existing node", WL, NULL, WL,
+         SPREAD(HOST, 2, "DoNotSchedule", "w"), "node:n-a", NULL, NULL, 0},
+        {"zone anti-affinity: the other zones", WL, NULL, WL, ANTI(ZONE, "w"), "claim:0 c4",
+         ZONE " In [b c]", NULL, 0},
+        {"hostname anti-affinity: a new node", WL, NULL, WL, ANTI(HOST, "w"), "claim:0 c4",
+         "(none)", NULL, 0},
+        {"anti-affinity to pods of another namespace", WL, NULL, WL,
+         ",\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":"
+         "[{\"topologyKey\":\"" HOST "\",\"namespaces\":[\"other\"],\"labelSelector\":{"
+         "\"matchLabels\":{\"app\":\"w\"}}}]}}",
+         "node:n-a", NULL, NULL, 0},
+        {"zone affinity: the existing node", "\"app\":\"db\"", NULL, WL, AFFINITY(ZONE, "db"),
+         "node:n-a", NULL, NULL, 0},
+        {"hostname affinity: the existing node", "\"app\":\"db\"", NULL, WL, AFFINITY(HOST, "db"),
+         "node:n-a", NULL, NULL, 0},
+        {"affinity to pods there are none of", WL, NULL, WL, AFFINITY(ZONE, "db"), "failed", NULL,
+         "unsatisfiable pod affinity constraint", 0},
+        {"a bound pod's hostname anti-affinity repels", "\"app\":\"old\"", ANTI(HOST, "w"), WL,
+         NULL, "claim:0 c4", "(none)", NULL, 0},
+        {"a bound pod's zone anti-affinity repels from its zone", "\"app\":\"old\"",
+         ANTI(ZONE, "w"), WL, NULL, "claim:0 c4", ZONE " In [b c]", NULL, 0},
+        {"a bound pod's anti-affinity spares pods it does not select", "\"app\":\"old\"",
+         ANTI(HOST, "w"), "\"app\":\"v\"", NULL, "node:n-a", NULL, NULL, 0},
+        {"preferred zone anti-affinity met", WL, NULL, WL,
+         PREF_AFF("podAntiAffinity", 10, ZONE, "w"), "claim:0 c4", ZONE " In [b c]", NULL, 0},
+        {"preferred hostname anti-affinity met", WL, NULL, WL,
+         PREF_AFF("podAntiAffinity", 10, HOST, "w"), "claim:0 c4", "(none)", NULL, 0},
+        {"preferred affinity to no pod: relaxed", WL, NULL, WL,
+         PREF_AFF("podAffinity", 10, ZONE, "db"), "node:n-a", NULL, NULL, 1},
+        {"preferred pod affinity goes before preferred node affinity", WL, NULL, WL,
+         PREF_AFF_AND_ZONE("podAffinity", ZONE, "w", "b"), "claim:0 c4", ZONE " In [b]", NULL, 1},
+        {"preferred anti-affinity goes before preferred node affinity", WL, NULL, WL,
+         PREF_AFF_AND_ZONE("podAntiAffinity", ZONE, "w", "a"), "node:n-a", NULL, NULL, 1},
+        {"preferred node affinity goes before a ScheduleAnyway spread", WL, NULL, WL,
+         ",\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":"
+         "[" PREFER_ZONE(5, "a") "]}}" SPREAD(ZONE, 1, "ScheduleAnyway", "w"),
+         "claim:0 c4", ZONE " In [b]", NULL, 1},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        struct kp_sched_node *n;
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, NULL);
+        itype(p, "c4", 4, 16, 100, "a,b,c", NULL);
+        n = node("n-a", "default", "a", 8, 32);
+        bind(n, "old", "0", rows[i].old_labels, rows[i].old_spec);
+        mkpod("p", NULL, "1", "1Gi", rows[i].labels, rows[i].spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, rows[i].zone ? ZONE : NULL,
+                  rows[i].zone ? rows[i].zone : NULL, rows[i].why, rows[i].relaxed);
+    }
+#undef PREF_AFF
+#undef PREF_AFF_AND_ZONE
+#undef WL
+}
+
 /* --- prepared nodes (kp_sched_prepare_nodes) ----------------------------------------------- */
 
 /* a and b are the same plan, byte for byte as far as the caller can read it: every pod's place,
@@ -2877,6 +3118,9 @@ int main(int argc, char **argv)
         T(test_taints_table),
         T(test_resources_table),
         T(test_host_ports_table),
+        T(test_daemonset_table),
+        T(test_pools_table),
+        T(test_topology_table),
         T(test_prepared_equivalence),
 #undef T
     };
