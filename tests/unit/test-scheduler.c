@@ -2137,6 +2137,12 @@ static void test_requirements_table(void **state)
          "failed", NULL, NULL, NULL, 0},
         {"custom key the pool does not define", NULL, SEL("team", "x"), "failed", NULL, NULL,
          "incompatible requirements", 0},
+        {"custom key the pool does not define, NotIn", NULL, NA(EX("team", "NotIn", Q("x"))),
+         "claim:0 c2 c4 r8", NULL, NULL, NULL, 0},
+        {"custom key the pool does not define, DoesNotExist", NULL, NA(EXN("team", "DoesNotExist")),
+         "claim:0 c2 c4 r8", NULL, NULL, NULL, 0},
+        {"well-known key the types do not define", NULL, SEL(KP_LABEL_OS, "linux"),
+         "claim:0 c2 c4 r8", KP_LABEL_OS, KP_LABEL_OS " In [linux]", NULL, 0},
         {"custom key the pool restricts, matching", POOL_REQS(EX("team", "In", Q("x"))),
          SEL("team", "x"), "claim:0 c2 c4 r8", "team", "team In [x]", NULL, 0},
         {"custom key the pool restricts, other value", POOL_REQS(EX("team", "In", Q("x"))),
@@ -2231,6 +2237,9 @@ static void test_taints_table(void **state)
          "claim:0 m", NULL, 1},
         {"PreferNoSchedule tolerated: not relaxed", TAINT("t", "v", "PreferNoSchedule"), NULL,
          TOL("{\"key\":\"t\",\"operator\":\"Exists\"}"), "claim:0 m", NULL, 0},
+        {"PreferNoSchedule is tolerated last, after a preferred term",
+         TAINT("t", "v", "PreferNoSchedule"), NULL, NA_PREFER(10, EX(ZONE, "In", Q("z"))),
+         "claim:0 m", NULL, 2},
         {"startup taints need no toleration", NULL, TAINT("init", "x", "NoSchedule"), NULL,
          "claim:0 m", NULL, 0},
         {"two taints, one tolerated",
@@ -2658,6 +2667,79 @@ static void test_topology_table(void **state)
 #undef PREF_AFF
 #undef PREF_AFF_AND_ZONE
 #undef WL
+}
+
+/* Existing nodes: one node n-a in zone a labelled team=x (8 cpu free), with the row's taint;
+ * the pool defines team In [x y] and launches c4 into a and b. Against a node every key the pod
+ * requires must be a label (NotIn and DoesNotExist excepted) and intersect; its taints must be
+ * tolerated, except the startup and known ephemeral ones of a managed node not yet
+ * initialized. The pool also defines disk In [ssd], which the node lacks. */
+static void test_existing_node_table(void **state)
+{
+    static const struct {
+        const char *what, *taint;
+        enum kp_taint_effect effect;
+        bool startup, uninit;
+        const char *spec, *want, *key, *req;
+    } rows[] = {
+        {"no requirement", NULL, 0, false, false, NULL, "node:n-a", NULL, NULL},
+        {"a selector on the node's label", NULL, 0, false, false, SEL("team", "x"), "node:n-a",
+         NULL, NULL},
+        {"a selector on another value: a claim", NULL, 0, false, false, SEL("team", "y"),
+         "claim:0 c4", "team", "team In [y]"},
+        {"NotIn another value", NULL, 0, false, false, NA(EX("team", "NotIn", Q("y"))), "node:n-a",
+         NULL, NULL},
+        {"NotIn the node's value: a claim", NULL, 0, false, false, NA(EX("team", "NotIn", Q("x"))),
+         "claim:0 c4", "team", "team In [y]"},
+        {"the node's zone", NULL, 0, false, false, SEL(ZONE, "a"), "node:n-a", NULL, NULL},
+        {"another zone: a claim", NULL, 0, false, false, SEL(ZONE, "b"), "claim:0 c4", ZONE,
+         ZONE " In [b]"},
+        {"zone NotIn another", NULL, 0, false, false, NA(EX(ZONE, "NotIn", Q("b"))), "node:n-a",
+         NULL, NULL},
+        {"the node's hostname", NULL, 0, false, false, SEL(HOST, "n-a"), "node:n-a", NULL, NULL},
+        {"a label the node lacks and the pool defines: a claim", NULL, 0, false, false,
+         NA(EXN("disk", "Exists")), "claim:0 c4", "disk", "disk In [ssd]"},
+        {"DoesNotExist on a label the node lacks", NULL, 0, false, false,
+         NA(EXN("disk", "DoesNotExist")), "node:n-a", NULL, NULL},
+        {"an untolerated NoSchedule taint: a claim", "dedicated", KP_TAINT_NO_SCHEDULE, false,
+         false, NULL, "claim:0 c4", NULL, NULL},
+        {"a tolerated NoSchedule taint", "dedicated", KP_TAINT_NO_SCHEDULE, false, false,
+         ",\"tolerations\":[{\"key\":\"dedicated\",\"operator\":\"Exists\"}]", "node:n-a", NULL,
+         NULL},
+        {"an untolerated NoExecute taint: a claim", "dedicated", KP_TAINT_NO_EXECUTE, false, false,
+         NULL, "claim:0 c4", NULL, NULL},
+        {"PreferNoSchedule with no pool that has one: a claim", "soft", KP_TAINT_PREFER_NO_SCHEDULE,
+         false, false, NULL, "claim:0 c4", NULL, NULL},
+        {"a startup taint of an uninitialized node is ignored", "starting", KP_TAINT_NO_SCHEDULE,
+         true, true, NULL, "node:n-a", NULL, NULL},
+        {"a startup taint of an initialized node counts", "starting", KP_TAINT_NO_SCHEDULE, true,
+         false, NULL, "claim:0 c4", NULL, NULL},
+        {"a known ephemeral taint of an uninitialized node is ignored",
+         "node.kubernetes.io/not-ready", KP_TAINT_NO_SCHEDULE, false, true, NULL, "node:n-a", NULL,
+         NULL},
+        {"any other taint of an uninitialized node counts", "dedicated", KP_TAINT_NO_SCHEDULE,
+         false, true, NULL, "claim:0 c4", NULL, NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        struct kp_sched_node *n;
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL,
+                 POOL_REQS(EX("team", "In", Q("x") "," Q("y")) "," EX("disk", "In", Q("ssd"))));
+        itype(p, "c4", 4, 16, 100, "a,b", NULL);
+        n = node("n-a", "default", "a", 8, 32);
+        node_label(n, "team", "x");
+        if (rows[i].taint)
+            node_taint(n, rows[i].taint, rows[i].effect, rows[i].startup);
+        n->initialized = !rows[i].uninit;
+        pod("p", "1", NULL, rows[i].spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, rows[i].key, rows[i].req, NULL, 0);
+    }
 }
 
 /* --- prepared nodes (kp_sched_prepare_nodes) ----------------------------------------------- */
@@ -3121,6 +3203,7 @@ int main(int argc, char **argv)
         T(test_daemonset_table),
         T(test_pools_table),
         T(test_topology_table),
+        T(test_existing_node_table),
         T(test_prepared_equivalence),
 #undef T
     };
