@@ -1148,7 +1148,7 @@ static void test_input_order(void **state)
     node("n1", "a-pool", "a", 1, 8);
     node("n2", "b-pool", "b", 1, 8);
     for (int i = 0; i < 8; i++) {
-        static char names[8][8];
+        static char names[8][16];
 
         (void)snprintf(names[i], sizeof(names[i]), "p%d", i);
         mkpod(names[i], NULL, i % 2 ? "500m" : "1", "1Gi", "\"app\":\"w\"",
@@ -2742,6 +2742,115 @@ static void test_existing_node_table(void **state)
     }
 }
 
+/* Topology over a batch: n pods p0, p1, ... (1 cpu, app=w, the row's spec) against the pool's
+ * c1 (1 cpu: one pod per claim) or c4, offered on demand in the row's zones (and spot where the
+ * row says); each pod's place and the claim's requirement on the row's key, in pod order. */
+static void test_topology_batch_table(void **state)
+{
+#define MIN_DOMAINS(n)                                                                             \
+    ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"minDomains\":" #n ",\"topologyKey\":\"" ZONE \
+    "\",\"whenUnsatisfiable\":\"DoNotSchedule\",\"labelSelector\":{\"matchLabels\":{\"app\":"      \
+    "\"w\"}}}]"
+    static const struct {
+        const char *what, *tmpl, *type, *zones;
+        bool spot;
+        const char *spec;
+        int n;
+        const char *key, *want;
+    } rows[] = {
+        {"zone spread over three zones", NULL, "c1", "a,b,c", false,
+         SPREAD(ZONE, 1, "DoNotSchedule", "w"), 4, ZONE,
+         "c0 In [a], c1 In [b], c2 In [c], c3 In [a]"},
+        {"zone spread with skew 2 still takes the least count", NULL, "c1", "a,b", false,
+         SPREAD(ZONE, 2, "DoNotSchedule", "w"), 3, ZONE, "c0 In [a], c1 In [b], c2 In [a]"},
+        {"zone spread over the zones the pool allows", POOL_REQS(EX(ZONE, "In", Q("b") "," Q("c"))),
+         "c1", "a,b,c", false, SPREAD(ZONE, 1, "DoNotSchedule", "w"), 3, ZONE,
+         "c0 In [b], c1 In [c], c2 In [b]"},
+        {"ScheduleAnyway over one allowed zone holds", POOL_REQS(EX(ZONE, "In", Q("a"))), "c1",
+         "a,b", false, SPREAD(ZONE, 1, "ScheduleAnyway", "w"), 2, ZONE, "c0 In [a], c1 In [a]"},
+        {"spread over capacity type", NULL, "c1", "a", true, SPREAD(CAP, 1, "DoNotSchedule", "w"),
+         3, CAP, "c0 In [on-demand], c1 In [spot], c2 In [on-demand]"},
+        {"spread over a custom key the pool defines",
+         POOL_REQS(EX("kp.dev/rack", "In", Q("r1") "," Q("r2"))), "c1", "a", false,
+         SPREAD("kp.dev/rack", 1, "DoNotSchedule", "w"), 3, "kp.dev/rack",
+         "c0 In [r1], c1 In [r2], c2 In [r1]"},
+        {"minDomains above the zones there are", NULL, "c1", "a,b", false, MIN_DOMAINS(3), 3, ZONE,
+         "c0 In [a], c1 In [b], failed"},
+        {"minDomains met", NULL, "c1", "a,b", false, MIN_DOMAINS(2), 3, ZONE,
+         "c0 In [a], c1 In [b], c2 In [a]"},
+        {"hostname spread: a claim each", NULL, "c4", "a", false,
+         SPREAD(HOST, 1, "DoNotSchedule", "w"), 3, ZONE, "c0 (none), c1 (none), c2 (none)"},
+        {"hostname anti-affinity: a claim each", NULL, "c4", "a", false, ANTI(HOST, "w"), 3, ZONE,
+         "c0 (none), c1 (none), c2 (none)"},
+        {"no constraint: one claim", NULL, "c4", "a", false, NULL, 3, ZONE,
+         "c0 (none), c0 (none), c0 (none)"},
+        {"zone self-affinity follows the first pod", NULL, "c1", "a,b", false, AFFINITY(ZONE, "w"),
+         3, ZONE, "c0 In [a], c1 In [a], c2 In [a]"},
+        {"hostname self-affinity shares the first claim", NULL, "c4", "a,b", false,
+         AFFINITY(HOST, "w"), 3, ZONE, "c0 (none), c0 (none), c0 (none)"},
+        {"hostname self-affinity with no room left", NULL, "c1", "a", false, AFFINITY(HOST, "w"), 2,
+         ZONE, "c0 (none), failed"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        static char names[8][16];
+        char got[512];
+        size_t p, len = 0;
+        struct kp_instance_type *it;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, rows[i].tmpl);
+        it = itype(p, rows[i].type, strcmp(rows[i].type, "c1") == 0 ? 1 : 4, 16, 100, rows[i].zones,
+                   NULL);
+        if (rows[i].spot) {
+            /* One more offering, spot, in the type's first zone. */
+            const char *z = kp_req_single(kp_reqset_get(&it->offerings[0].reqs, ZONE));
+            struct kp_offering *o;
+
+            it->offerings =
+                kp_reallocarray(it->offerings, it->n_offerings + 1, sizeof(*it->offerings));
+            assert_non_null(it->offerings);
+            o = &it->offerings[it->n_offerings++];
+            memset(o, 0, sizeof(*o));
+            add_in(&o->reqs, ZONE, z);
+            add_in(&o->reqs, CAP, "spot");
+            o->price_micro_usd = 100;
+            o->available = true;
+            kp_reqset_remove(&it->reqs, CAP);
+            assert_int_equal(kp_reqset_add(&it->reqs, CAP, KP_SEL_IN,
+                                           (const char *[]){"on-demand", "spot"}, 2, 0),
+                             0);
+        }
+        for (int k = 0; k < rows[i].n; k++) {
+            (void)snprintf(names[k], sizeof(names[k]), "p%d", k);
+            mkpod(names[k], NULL, "1", "1Gi", "\"app\":\"w\"", rows[i].spec);
+        }
+        solve();
+        got[0] = '\0';
+        for (int k = 0; k < rows[i].n; k++) {
+            const struct kp_sched_result *r = res(names[k]);
+            const char *req = "";
+            size_t kl = strlen(rows[i].key);
+
+            if (r->where == KP_SCHED_CLAIM) {
+                req = creq(r->index, rows[i].key);
+                if (strncmp(req, rows[i].key, kl) == 0 && req[kl] == ' ')
+                    req += kl + 1;
+                len += (size_t)snprintf(got + len, sizeof(got) - len, "%sc%zu %s", k ? ", " : "",
+                                        r->index, req);
+            } else {
+                len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%s", k ? ", " : "",
+                                        where(names[k]));
+            }
+        }
+        if (strcmp(got, rows[i].want) != 0)
+            fail_msg("%s: \"%s\", want \"%s\"", rows[i].what, got, rows[i].want);
+    }
+#undef MIN_DOMAINS
+}
+
 /* --- prepared nodes (kp_sched_prepare_nodes) ----------------------------------------------- */
 
 /* a and b are the same plan, byte for byte as far as the caller can read it: every pod's place,
@@ -3204,6 +3313,7 @@ int main(int argc, char **argv)
         T(test_pools_table),
         T(test_topology_table),
         T(test_existing_node_table),
+        T(test_topology_batch_table),
         T(test_prepared_equivalence),
 #undef T
     };
