@@ -2632,6 +2632,36 @@ static void test_topology_table(void **state)
          ANTI(ZONE, "w"), WL, NULL, "claim:0 c4", ZONE " In [b c]", NULL, 0},
         {"a bound pod's anti-affinity spares pods it does not select", "\"app\":\"old\"",
          ANTI(HOST, "w"), "\"app\":\"v\"", NULL, "node:n-a", NULL, NULL, 0},
+        {"a bound pod's preferred anti-affinity is not enforced inversely", "\"app\":\"old\"",
+         PREF_AFF("podAntiAffinity", 10, HOST, "w"), WL, NULL, "node:n-a", NULL, NULL, 0},
+        {"an empty spread selector selects every pod", "\"app\":\"other\"", NULL, WL,
+         ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"" ZONE "\","
+         "\"whenUnsatisfiable\":\"DoNotSchedule\",\"labelSelector\":{}}]",
+         "claim:0 c4", ZONE " In [b]", NULL, 0},
+        {"a spread without a selector selects none", "\"app\":\"other\"", NULL, WL,
+         ",\"topologySpreadConstraints\":[{\"maxSkew\":1,\"topologyKey\":\"" ZONE "\","
+         "\"whenUnsatisfiable\":\"DoNotSchedule\"}]",
+         "node:n-a", NULL, NULL, 0},
+        {"a spread over a key no pool or node has", WL, NULL, WL,
+         SPREAD("kp.dev/rack", 1, "DoNotSchedule", "w"), "failed", NULL,
+         "unsatisfiable topology spread constraint, key=kp.dev/rack", 0},
+        {"anti-affinity over a key no pool or node has", WL, NULL, WL, ANTI("kp.dev/rack", "w"),
+         "failed", NULL, "unsatisfiable pod anti-affinity constraint, key=kp.dev/rack", 0},
+        {"affinity by matchExpressions In", "\"app\":\"db\"", NULL, WL,
+         ",\"affinity\":{\"podAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":[{"
+         "\"topologyKey\":\"" ZONE
+         "\",\"labelSelector\":{\"matchExpressions\":[" EX("app", "In", Q("db")) "]}}]}}",
+         "node:n-a", NULL, NULL, 0},
+        {"anti-affinity by matchExpressions NotIn", "\"app\":\"db\"", NULL, WL,
+         ",\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\""
+         ":[{\"topologyKey\":\"" ZONE
+         "\",\"labelSelector\":{\"matchExpressions\":[" EX("app", "NotIn", Q("w")) "]}}]}}",
+         "claim:0 c4", ZONE " In [b c]", NULL, 0},
+        {"anti-affinity by matchExpressions DoesNotExist", "\"app\":\"db\"", NULL, WL,
+         ",\"affinity\":{\"podAntiAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\""
+         ":[{\"topologyKey\":\"" ZONE
+         "\",\"labelSelector\":{\"matchExpressions\":[" EXN("tier", "DoesNotExist") "]}}]}}",
+         "claim:0 c4", ZONE " In [b c]", NULL, 0},
         {"preferred zone anti-affinity met", WL, NULL, WL,
          PREF_AFF("podAntiAffinity", 10, ZONE, "w"), "claim:0 c4", ZONE " In [b c]", NULL, 0},
         {"preferred hostname anti-affinity met", WL, NULL, WL,
