@@ -2502,6 +2502,72 @@ static void test_daemonset_table(void **state)
 #undef PORT80
 }
 
+/* DaemonSet host ports: a pod asking for one host port against a DaemonSet holding another (or
+ * none) on the types it runs on: amd64 m4 and, where the row says, arm64 r4 too. The pod
+ * tolerates the taint t; the DaemonSet does not. */
+static void test_daemonset_ports_table(void **state)
+{
+    static const struct {
+        const char *what, *tmpl, *ds_port, *ds_spec, *pod_port;
+        bool arm;
+        const char *want, *why;
+    } rows[] = {
+        {"the same port", NULL, "\"hostPort\":80", "", "\"hostPort\":80", false, "failed",
+         "host port conflict with daemonsets"},
+        {"another port", NULL, "\"hostPort\":80", "", "\"hostPort\":81", false, "claim:0 m4", NULL},
+        {"another protocol", NULL, "\"hostPort\":80", "", "\"hostPort\":80,\"protocol\":\"UDP\"",
+         false, "claim:0 m4", NULL},
+        {"a DaemonSet kept off by the pool's taint",
+         ",\"taints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]", "\"hostPort\":80", "",
+         "\"hostPort\":80", false, "claim:0 m4", NULL},
+        {"a DaemonSet kept off by its affinity", NULL, "\"hostPort\":80",
+         NA(EX(ARCH, "In", Q("arm64"))), "\"hostPort\":80", false, "claim:0 m4", NULL},
+        {"only the types the DaemonSet runs on are ruled out", NULL, "\"hostPort\":80",
+         NA(EX(ARCH, "In", Q("amd64"))), "\"hostPort\":80", true, "claim:0 r4", NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        const struct kp_pod_view *t;
+        struct kp_sched_daemon *d;
+        struct kp_entry *e;
+        char spec[512];
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        p = pool("default", NULL, rows[i].tmpl);
+        itype(p, "m4", 4, 16, 100, "a", NULL);
+        if (rows[i].arm) {
+            struct kp_instance_type *r4 = itype(p, "r4", 4, 16, 200, "a", NULL);
+
+            kp_reqset_remove(&r4->reqs, ARCH);
+            add_in(&r4->reqs, ARCH, "arm64");
+        }
+        e = decode(kp_pod_decode,
+                   "{\"metadata\":{\"name\":\"ds-tmpl\",\"namespace\":\"ns\",\"uid\":\"u-ds\","
+                   "\"resourceVersion\":\"1\"},\"spec\":{\"nodeName\":\"elsewhere\","
+                   "\"containers\":[{\"name\":\"c\",\"ports\":[{\"containerPort\":80,%s}]}]%s},"
+                   "\"status\":{\"phase\":\"Running\"}}",
+                   rows[i].ds_port, rows[i].ds_spec);
+        t = kp_pod_view(e);
+        d = daemon("ds", 100);
+        d->tolerations = t->tolerations;
+        d->required = t->required;
+        d->n_required = t->n_required;
+        d->host_ports = t->host_ports;
+        d->n_host_ports = t->n_host_ports;
+        (void)snprintf(spec, sizeof(spec),
+                       "\"containers\":[{\"name\":\"c\",\"ports\":[{\"containerPort\":80,%s}],"
+                       "\"resources\":{\"requests\":{\"cpu\":\"1\"}}}],\"tolerations\":[{"
+                       "\"key\":\"t\",\"operator\":\"Exists\"}]",
+                       rows[i].pod_port);
+        rpod("p", spec);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, NULL, NULL, rows[i].why, 0);
+    }
+}
+
 /* NodePool order, limits and minValues: pools a-pool and b-pool, each with c2 (2 cpu, 8Gi) and
  * c4 (4 cpu, 16Gi); which pool's claim the pod gets, with which options. */
 static void test_pools_table(void **state)
@@ -3340,6 +3406,7 @@ int main(int argc, char **argv)
         T(test_resources_table),
         T(test_host_ports_table),
         T(test_daemonset_table),
+        T(test_daemonset_ports_table),
         T(test_pools_table),
         T(test_topology_table),
         T(test_existing_node_table),
