@@ -2640,6 +2640,61 @@ static void test_pools_table(void **state)
 #undef MINV
 }
 
+/* minValues, Strict and BestEffort, against c2 (gen 3), c4 (gen 4) and c8 (gen 4): the options,
+ * whether the claim says it lowered a minValues, or the reason the pod failed. */
+static void test_min_values_table(void **state)
+{
+#define MV(key, n) "{\"key\":\"" key "\",\"operator\":\"Exists\",\"minValues\":" #n "}"
+    static const struct {
+        const char *what, *reqs, *cpu;
+        bool best_effort;
+        size_t max_types;
+        const char *want, *why;
+        bool relaxed;
+    } rows[] = {
+        {"minValues 1 is always met", MV(ITYPE, 1), "3", false, 0, "claim:0 c4 c8", NULL, false},
+        {"minValues equal to what fits", MV(ITYPE, 2), "3", false, 0, "claim:0 c4 c8", NULL, false},
+        {"Strict: more than what fits", MV(ITYPE, 3), "3", false, 0, "failed",
+         "minValues requirement is not met for label " ITYPE, false},
+        {"BestEffort: lowered to what fits", MV(ITYPE, 3), "3", true, 0, "claim:0 c4 c8", NULL,
+         true},
+        {"BestEffort, met: not marked", MV(ITYPE, 3), "1", true, 0, "claim:0 c2 c4 c8", NULL,
+         false},
+        {"Strict: distinct values of a custom key", MV(GEN, 2), "3", false, 0, "failed",
+         "minValues requirement is not met for label " GEN, false},
+        {"BestEffort: distinct values of a custom key", MV(GEN, 2), "3", true, 0, "claim:0 c4 c8",
+         NULL, true},
+        {"a custom key met by the cheaper types", MV(GEN, 2), "1", false, 0, "claim:0 c2 c4 c8",
+         NULL, false},
+        {"Strict: the cut to the cheapest breaks it", MV(ITYPE, 2), "1", false, 1, "failed",
+         "minValues cannot be met by the 1 cheapest instance types", false},
+        {"the cut keeps enough", MV(ITYPE, 2), "1", false, 2, "claim:0 c2 c4", NULL, false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        char tmpl[256];
+        size_t p;
+
+        teardown(NULL);
+        setup(NULL);
+        (void)snprintf(tmpl, sizeof(tmpl), ",\"requirements\":[%s]", rows[i].reqs);
+        p = pool("default", NULL, tmpl);
+        itype(p, "c2", 2, 8, 100, "a", GEN "=3");
+        itype(p, "c4", 4, 8, 200, "a", GEN "=4");
+        itype(p, "c8", 8, 8, 400, "a", GEN "=4");
+        F.best_effort = rows[i].best_effort;
+        F.max_types = rows[i].max_types;
+        pod("p", rows[i].cpu, NULL, NULL);
+        solve();
+        check_row(rows[i].what, "p", rows[i].want, NULL, NULL, rows[i].why, 0);
+        if (F.plan.n_claims && F.plan.claims[0].min_values_relaxed != rows[i].relaxed)
+            fail_msg("%s: min_values_relaxed %d, want %d", rows[i].what,
+                     F.plan.claims[0].min_values_relaxed, rows[i].relaxed);
+    }
+#undef MV
+}
+
 /* Topology and affinity against one existing node n-a in zone a (8 cpu free) holding the pod
  * "old" (app=w unless the row says, with the row's spec); the pool launches c4 into a, b and c.
  * The pending pod p (1 cpu, app=w unless the row says) has the row's spec. */
@@ -3408,6 +3463,7 @@ int main(int argc, char **argv)
         T(test_daemonset_table),
         T(test_daemonset_ports_table),
         T(test_pools_table),
+        T(test_min_values_table),
         T(test_topology_table),
         T(test_existing_node_table),
         T(test_topology_batch_table),
