@@ -1389,6 +1389,41 @@ static void test_anti_hostname_preferred_many(void **state)
     }
 }
 
+/* An existing node without the label a pod's hard topology needs is no place for it (Karpenter's
+ * ExistingNode.CanAdd: the node's requirements must be compatible with the topology's, and a key
+ * the node has no value for is not): pod affinity and a DoNotSchedule spread over a custom key
+ * of the pool go to the node that has the label, never the one without. */
+static void test_existing_node_lacks_topology_label(void **state)
+{
+    static const char *const specs[] = {
+        AFFINITY("kp.dev/rack", "db"),
+        SPREAD("kp.dev/rack", 1, "DoNotSchedule", "w"),
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(specs); i++) {
+        size_t p;
+        struct kp_sched_node *b;
+
+        if (i) {
+            teardown(NULL);
+            setup(NULL);
+        }
+        p = pool("default", NULL,
+                 ",\"requirements\":[{\"key\":\"kp.dev/rack\",\"operator\":\"In\","
+                 "\"values\":[\"r1\",\"r2\"]}]");
+        itype(p, "c4", 4, 16, 100, "a", NULL);
+        node("n-a", "default", "a", 8, 32);
+        b = node("n-b", "default", "a", 8, 32);
+        node_label(b, "kp.dev/rack", "r1");
+        bind(b, "db", "0", "\"app\":\"db\"", NULL);
+        mkpod("p", NULL, "1", "1Gi", "\"app\":\"w\"", specs[i]);
+        solve();
+        if (strcmp(where("p"), "node:n-b") != 0)
+            fail_msg("%s: the pod went to %s", i ? "spread" : "affinity", where("p"));
+    }
+}
+
 /* minDomains above the domains there are makes the global minimum 0. */
 static void test_spread_min_domains(void **state)
 {
@@ -3434,6 +3469,7 @@ int main(int argc, char **argv)
         T(test_spread_zone_many),
         T(test_anti_hostname_many),
         T(test_anti_hostname_preferred_many),
+        T(test_existing_node_lacks_topology_label),
         T(test_spread_min_domains),
         T(test_spread_unsatisfiable),
         T(test_anti_affinity_hostname),

@@ -598,6 +598,14 @@ static int node_can_add(struct kp_sched_solver *s, const struct kp_sched_pod *sp
         kp_reqset_done(&r);
         return rc;
     }
+    /* ExistingNode.CanAdd's nodeRequirements.Compatible(topologyRequirements): a domain the
+     * topology asks for under a key the node has no label for (In or Exists) is not on it; the
+     * narrowing alone only added the key. */
+    if (!kp_reqset_compatible(&t->reqs, &r, NULL, NULL, 0)) {
+        *ok = false;
+        kp_reqset_done(&r);
+        return 0;
+    }
     *ret_reqs = r;
     return 0;
 }
