@@ -1323,15 +1323,13 @@ static void test_spread_zone_many(void **state)
         assert_int_equal(per_claim[c], 4);
 }
 
-/* HOSTS over more than one word of claims: 100 two-CPU pods fill 50 claims of a 5-CPU type two
- * by two; 100 one-CPU pods with hostname anti-affinity then take the last CPU of each of those
- * 50 (each claim untaken until then), and the other 50 need a claim each: 100 in all. */
-static void test_anti_hostname_many(void **state)
+/* 100 two-CPU pods fill 50 claims of a 5-CPU type two by two; 100 one-CPU pods with hostname
+ * anti-affinity (spec) then take the last CPU of each of those 50 (each claim untaken until
+ * then), and the other 50 need a claim each: 100 in all, none relaxed. */
+static void anti_hostname_many(const char *spec)
 {
-    size_t p;
+    size_t p = pool("default", NULL, NULL);
 
-    (void)state;
-    p = pool("default", NULL, NULL);
     itype(p, "c5", 5, 64, 100, "a", NULL);
     for (int i = 0; i < 100; i++) {
         char name[8];
@@ -1339,41 +1337,7 @@ static void test_anti_hostname_many(void **state)
         (void)snprintf(name, sizeof(name), "p%03d", i);
         mkpod(name, NULL, "2", "1Gi", "\"app\":\"p\"", NULL);
         (void)snprintf(name, sizeof(name), "w%03d", i);
-        mkpod(name, NULL, "1", "1Gi", "\"app\":\"w\"", ANTI(HOST, "w"));
-    }
-    solve();
-    assert_int_equal(F.plan.n_claims, 100);
-    for (int i = 0; i < 100; i++) {
-        char name[8];
-        const struct kp_sched_result *r;
-
-        (void)snprintf(name, sizeof(name), "w%03d", i);
-        r = res(name);
-        assert_int_equal(r->where, KP_SCHED_CLAIM);
-        assert_int_equal(F.plan.claims[r->index].n_pods, i < 50 ? 3 : 1);
-    }
-}
-
-/* The same with the anti-affinity preferred: while the preference is in force it refuses a
- * taken claim as the required one does (HOSTS), and a new claim always meets it, so nothing is
- * relaxed: 100 claims again, no pod relaxed. */
-static void test_anti_hostname_preferred_many(void **state)
-{
-    size_t p;
-
-    (void)state;
-    p = pool("default", NULL, NULL);
-    itype(p, "c5", 5, 64, 100, "a", NULL);
-    for (int i = 0; i < 100; i++) {
-        char name[8];
-
-        (void)snprintf(name, sizeof(name), "p%03d", i);
-        mkpod(name, NULL, "2", "1Gi", "\"app\":\"p\"", NULL);
-        (void)snprintf(name, sizeof(name), "w%03d", i);
-        mkpod(name, NULL, "1", "1Gi", "\"app\":\"w\"",
-              ",\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnoredDuring"
-              "Execution\":[{\"weight\":1,\"podAffinityTerm\":{\"topologyKey\":\"" HOST
-              "\",\"labelSelector\":{\"matchLabels\":{\"app\":\"w\"}}}}]}}");
+        mkpod(name, NULL, "1", "1Gi", "\"app\":\"w\"", spec);
     }
     solve();
     assert_int_equal(F.plan.n_claims, 100);
@@ -1387,6 +1351,24 @@ static void test_anti_hostname_preferred_many(void **state)
         assert_int_equal(r->relaxed, 0);
         assert_int_equal(F.plan.claims[r->index].n_pods, i < 50 ? 3 : 1);
     }
+}
+
+/* HOSTS over more than one word of claims, for required hostname anti-affinity. */
+static void test_anti_hostname_many(void **state)
+{
+    (void)state;
+    anti_hostname_many(ANTI(HOST, "w"));
+}
+
+/* The same with the anti-affinity preferred: while the preference is in force it refuses a
+ * taken claim as the required one does (HOSTS), and a new claim always meets it. */
+static void test_anti_hostname_preferred_many(void **state)
+{
+    (void)state;
+    anti_hostname_many(
+        ",\"affinity\":{\"podAntiAffinity\":{\"preferredDuringSchedulingIgnored"
+        "DuringExecution\":[{\"weight\":1,\"podAffinityTerm\":{\"topologyKey\":\"" HOST
+        "\",\"labelSelector\":{\"matchLabels\":{\"app\":\"w\"}}}}]}}");
 }
 
 /* An existing node without the label a pod's hard topology needs is no place for it (Karpenter's
