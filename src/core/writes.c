@@ -115,30 +115,13 @@ out:
     return r;
 }
 
-/* Deletes name if its uid is still uid; gone_ok: an object already gone is success. */
-static int delete_uid(struct kp_client *c, const struct kp_resource *res, const char *ns,
-                      const char *name, const char *uid, bool gone_ok, char **ret_msg)
-{
-    struct kp_error err = KP_ERROR_INIT;
-    const struct kp_delete_opts opts = {.precondition_uid = uid};
-    int r;
-
-    r = kp_client_delete(c, res, ns, name, &opts, &err);
-    if (r == -ENOENT && gone_ok)
-        r = 0;
-    return finish(r, &err, ret_msg);
-}
-
 int kp_delete_uid(struct kp_client *c, const struct kp_resource *res, const char *ns,
                   const char *name, const char *uid, char **ret_msg)
 {
-    return delete_uid(c, res, ns, name, uid, /* gone_ok= */ true, ret_msg);
-}
+    struct kp_error err = KP_ERROR_INIT;
+    const struct kp_delete_opts opts = {.precondition_uid = uid};
 
-int kp_delete_uid_own(struct kp_client *c, const struct kp_resource *res, const char *ns,
-                      const char *name, const char *uid, char **ret_msg)
-{
-    return delete_uid(c, res, ns, name, uid, /* gone_ok= */ false, ret_msg);
+    return finish(kp_client_delete(c, res, ns, name, &opts, &err), &err, ret_msg);
 }
 
 static int taint_append(json_t *arr, const char *key, const char *value,

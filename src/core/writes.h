@@ -54,14 +54,11 @@ int kp_write_conditions(struct kp_client *c, const struct kp_resource *res, cons
 int kp_taints_disrupted(const struct kp_node_view *node, bool add, json_t **ret)
     KP_NONNULL(1, 3) KP_WUR;
 
-/* Deletes name only if its uid is still uid. 0 (also when already gone: -ENOENT is success
- * here), -KP_ECONFLICT (another incarnation), or the client's errors. */
+/* Deletes name only if its uid is still uid. 0, -ENOENT (already gone: deleted by someone else
+ * since the cache saw it; a caller that logs and counts only the deletions it made skips both,
+ * as Karpenter ignores NotFound before its metrics), -KP_ECONFLICT (another incarnation), or
+ * the client's errors. */
 int kp_delete_uid(struct kp_client *c, const struct kp_resource *res, const char *ns,
                   const char *name, const char *uid, char **ret_msg) KP_NONNULL(1, 2, 4, 5) KP_WUR;
-/* kp_delete_uid, except that an object already gone is -ENOENT, not 0: for a caller that logs
- * and counts only the deletions it made (Karpenter ignores NotFound before its metric). */
-int kp_delete_uid_own(struct kp_client *c, const struct kp_resource *res, const char *ns,
-                      const char *name, const char *uid, char **ret_msg)
-    KP_NONNULL(1, 2, 4, 5) KP_WUR;
 
 #endif

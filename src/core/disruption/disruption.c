@@ -885,7 +885,7 @@ static int disrupt_delete(struct kp_disruption_controller *ctl, struct kp_client
     nc = kp_nodeclaim_view(ce);
     ct = kp_labels_get(&nc->meta.labels, KP_LABEL_CAPACITY_TYPE);
     it = kp_labels_get(&nc->meta.labels, KP_LABEL_INSTANCE_TYPE);
-    r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
+    r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
     if (r == -ENOENT) { /* deleted meanwhile, not by us: its end is not ours to count */
         r = 0;
         goto out;

@@ -130,7 +130,7 @@ int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_clie
     case KP_EXPIRATION_DELETE:
         if (already_deleted(ctl, key, nc->e.uid))
             break;
-        r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, key, nc->e.uid, &msg);
+        r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, key, nc->e.uid, &msg);
         if (r == -ENOENT) { /* gone meanwhile, not by us: nothing to count */
             r = 0;
             break;

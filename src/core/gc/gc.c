@@ -144,7 +144,7 @@ static int collect_nodeclaims(struct kp_gc_controller *ctl, struct kp_client *c,
         char *msg = NULL;
 
         if (kp_gc_nodeclaim_plan(ctl->env->provider, nc, in, ne ? kp_node_view(ne) : NULL, now)) {
-            r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
+            r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
             if (r == 0) {
                 kp_log_info("garbage collecting nodeclaim with no cloudprovider representation",
                             KP_LF("nodeclaim", nc->e.name),
@@ -218,7 +218,7 @@ static int collect_nodes(struct kp_gc_controller *ctl, struct kp_client *c,
                         (f.instance && claim_exists(ctl, f.instance->nodeclaim));
         if (!kp_gc_node_plan(ctl->env->provider, node, &f, now, ctl->timing.orphan_node_grace_usec))
             continue;
-        r = kp_delete_uid_own(c, &KP_RES_NODE, NULL, node->e.name, node->e.uid, &msg);
+        r = kp_delete_uid(c, &KP_RES_NODE, NULL, node->e.name, node->e.uid, &msg);
         if (r == 0)
             kp_log_info(
                 "deleting node with no nodeclaim", KP_LF("node", node->e.name),

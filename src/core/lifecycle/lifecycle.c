@@ -580,7 +580,7 @@ static int delete_claim(struct kp_lifecycle_controller *ctl, struct kp_client *c
                 emit(ctl, nc, KP_EVENT_WARNING, KP_LIFECYCLE_EVENT_INSUFFICIENT_CAPACITY, note);
         }
     }
-    r = kp_delete_uid_own(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
+    r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
     if (r == -ENOENT) {
         r = 0; /* deleted meanwhile, not by us: not counted (Karpenter ignores NotFound first) */
     } else if (r == 0) {
@@ -613,6 +613,8 @@ static int delete_nodes(struct kp_client *c, const struct kp_lifecycle_in *in)
         /* The Node's own termination (its finalizer: drain, then the instance) takes it from
          * here; the NodeClaim waits for it to be gone. */
         r = kp_delete_uid(c, &KP_RES_NODE, NULL, n->e.name, n->e.uid, &msg);
+        if (r == -ENOENT)
+            r = 0; /* already gone: as deleted */
         if (r == 0)
             kp_log_info("deleting node", KP_LF("Node", n->e.name));
         else if (!first)

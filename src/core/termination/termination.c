@@ -834,6 +834,8 @@ int kp_termination_reconcile(struct kp_termination_controller *tc, struct kp_cli
             }
             r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, in.nodeclaim->e.name, in.nodeclaim->e.uid,
                               &msg);
+            if (r == -ENOENT)
+                r = 0; /* already gone: as deleted */
             if (r < 0)
                 goto out;
             in.nodeclaim_deleted = true;
