@@ -293,14 +293,13 @@ static int cmp_daemon(const void *a, const void *b)
                   ((const struct kp_sched_daemon *)b)->name);
 }
 
-/* Whether pod p is controlled by DaemonSet ds (its controller reference names ds, by uid when
- * both carry one). */
-static bool ds_controls(const struct kp_daemonset_view *ds, const struct kp_pod_view *p)
+/* Whether the controller reference of pod p, which names DaemonSet ds in its namespace
+ * (owner_kind, owner_name), is this incarnation of ds: by uid when both carry one. */
+static bool ds_incarnation(const struct kp_daemonset_view *ds, const struct kp_pod_view *p)
 {
     const struct kp_owner_ref *o = kp_owner_refs_controller(&p->meta.owners);
 
-    return o && kp_streq(o->kind, "DaemonSet") && kp_streq(o->name, ds->e.name) &&
-           kp_streq(p->e.ns, ds->e.ns) && (!o->uid || !ds->e.uid || kp_streq(o->uid, ds->e.uid));
+    return o && (!o->uid || !ds->e.uid || kp_streq(o->uid, ds->e.uid));
 }
 
 /* newest[i] := the newest pod DaemonSet i controls (creationTimestamp; equal ones: the least
@@ -328,7 +327,7 @@ static int newest_daemon_pods(struct kp_sim *sim, const struct kp_pod_view **new
             !(slot = kp_map_get(by_key, key)))
             continue;
         di = (size_t)(slot - sim->daemonsets_l.v);
-        if (!ds_controls(kp_daemonset_view(*slot), p))
+        if (!ds_incarnation(kp_daemonset_view(*slot), p))
             continue;
         cur = newest[di];
         if (!cur || p->meta.creation_usec > cur->meta.creation_usec ||
