@@ -87,6 +87,9 @@ struct kp_core_env {
     /* The cluster state (core/state/cluster.h), made from this env during set-up and set here
      * before the controllers that read it are made (the provisioner); borrowed. */
     struct kp_cluster_state *cluster;
+    /* The disruption loop runs beside the expiration controller: an expired NodeClaim whose
+     * pods need a place gets replacements before its delete (core/expiration/expiration.h). */
+    bool expiry_replaces;
 };
 
 /* The NodeClass label Karpenter stamps on its NodeClaims and Nodes, "<group>/<kind lowercased>"
@@ -100,7 +103,8 @@ uint64_t kp_core_now(const struct kp_core_env *env);
 
 /* The reschedulable pods (kp_pod_reschedulable) bound to Node node in pods, a Pod store with
  * the KP_INDEX_POD_NODE index; 0 for a NULL or empty node name, or when the index answers an
- * error (the count is a metric's, never a decision's). */
+ * error (the count is a metric's, or decides only whether an expiry waits for replacements,
+ * where 0 means the plain forceful delete). */
 uint32_t kp_core_reschedulable_on(struct kp_store *pods, const char *node);
 
 #endif

@@ -211,8 +211,9 @@ static struct kp_entry *xnode(const char *rv, const char *meta, const char *spec
                                                                             "True")
 
 /* Its NodeClaim nc1 (uid nc1-uid, resourceVersion rv: 3 as first seen) with conditions conds (BASE_CONDS:
- * launched, registered, initialized and Consolidatable). */
-static struct kp_entry *xclaim(const char *rv, const char *conds)
+ * launched, registered, initialized and Consolidatable) and extra spec (leading comma, may be
+ * ""). */
+static struct kp_entry *xclaim_spec(const char *rv, const char *conds, const char *spec)
 {
     return decode(kp_nodeclaim_decode,
                   "{'metadata':{'name':'nc1','uid':'nc1-uid','resourceVersion':'%s',"
@@ -220,12 +221,17 @@ static struct kp_entry *xclaim(const char *rv, const char *conds)
                   "'labels':{'karpenter.sh/nodepool':'np','karpenter.sh/capacity-type':"
                   "'on-demand','node.kubernetes.io/instance-type':'small'}},"
                   "'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
-                  "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]},"
+                  "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]%s},"
                   "'status':{'providerID':'fake://n1','nodeName':'n1',"
                   "'capacity':{'cpu':'2','memory':'4Gi','pods':'110'},"
                   "'allocatable':{'cpu':'2','memory':'4Gi','pods':'110'},"
                   "'conditions':[%s]}}",
-                  rv, conds);
+                  rv, spec, conds);
+}
+
+static struct kp_entry *xclaim(const char *rv, const char *conds)
+{
+    return xclaim_spec(rv, conds, "");
 }
 
 /* spec.taints with the disrupted taint alone, and the DisruptionReason condition, as the
@@ -787,6 +793,173 @@ static void test_drift_replace_fails(void **state)
     fx_done(&f);
 }
 
+/* An n1 that expired two minutes ago (made at T0, expireAfter 58m; the pass runs at T0 + 1h),
+ * with a do-not-disrupt annotation on the Node, and its pod, which needs a new node; the
+ * catalog and the server's answer to the create. The first pass replaces it first, as the
+ * expiration controller leaves it to do: taint, DisruptionReason=Expired and the replacement's
+ * create, nothing deleted, no voluntary decision counted. */
+static void expiry_begin(struct fx *f)
+{
+    struct kp_entry *n = xnode("7", ",'annotations':{'karpenter.sh/do-not-disrupt':'true'}", ""),
+                    *nc = xclaim_spec("3", BASE_CONDS, ",'expireAfter':'58m'");
+    uint64_t rq;
+
+    publish(f);
+    add_pool(f);
+    kp_cluster_state_nodeclaim_event(f->cluster, NULL, nc);
+    kp_cluster_state_node_event(f->cluster, NULL, n);
+    put(f->claims, nc);
+    put(f->nodes, n);
+    add_pod(f, "");
+    kp_fake_api_answer(f->api, CREATE_LINE, 201,
+                       "{\"apiVersion\":\"karpenter.sh/v1\",\"kind\":\"NodeClaim\","
+                       "\"metadata\":{\"name\":\"np-r\",\"uid\":\"np-r-uid\"}}");
+    assert_int_equal(run(f, &rq), 0);
+    assert_int_equal(rq, 1 * SEC);
+    expect_count(f, 3);
+    expect(f, 0, "PATCH " NODE_PATH "n1", TAINT_PATCH);
+    expect(f, 1, "PATCH " NC_PATH "nc1/status", REASON_PATCH_OF(BASE_CONDJ, "Expired", NOW));
+    expect(f, 2, CREATE_LINE, CREATE_BODY);
+    assert_int_equal(M.disrupted, 0);
+    assert_int_equal(M.decisions, 0); /* expiry is no voluntary disruption */
+    assert_int_equal(events_with(f, "DisruptionLaunching", "Node", "Launching NodeClaim: Expired"),
+                     1);
+}
+
+/* 6. Expiry of a node whose pod needs a place: despite the Node's do-not-disrupt annotation, the
+ * replacement comes first and the expired NodeClaim is deleted once it is Initialized, counted
+ * as expired. */
+static void test_expiry_replace(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+    struct kp_entry *launching = xreplacement(false), *ready = xreplacement(true);
+
+    (void)state;
+    fx_init(&f);
+    expiry_begin(&f);
+    kp_cluster_state_nodeclaim_event(f.cluster, NULL, launching);
+    put(f.claims, kp_entry_ref(launching));
+    waits(&f);
+    assert_true(marked(&f));
+    kp_cluster_state_nodeclaim_event(f.cluster, launching, ready);
+    put(f.claims, ready);
+    fake_now += 1 * SEC;
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 1);
+    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    assert_int_equal(M.disrupted, 1);
+    assert_string_equal(M.labels, "expired,np,on-demand,,graceful");
+    assert_int_equal(M.pods, 1);
+    assert_int_equal(M.decisions, 0);
+    assert_int_equal(
+        events_with(&f, "DisruptionTerminating", "NodeClaim", "Disrupting NodeClaim: Expired"), 1);
+    waits(&f);
+    assert_int_equal(M.disrupted, 1);
+    kp_entry_unref(launching);
+    fx_done(&f);
+}
+
+/* 7. The replacement of an expired node is deleted before it is Initialized: no roll-back, the
+ * expired NodeClaim goes anyway (expiry is forceful), and no queue failure is counted. */
+static void test_expiry_replace_fails(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+    struct kp_entry *gone = decode(
+        kp_nodeclaim_decode,
+        "{'metadata':{'name':'np-r','uid':'np-r-uid','resourceVersion':'2','generation':1,"
+        "'creationTimestamp':'" NOW "','deletionTimestamp':'" NOW "','finalizers':['x'],"
+        "'labels':{'karpenter.sh/nodepool':'np'}},'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
+        "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]},"
+        "'status':{'providerID':'fake://r','conditions':[" COND("Launched", "True") "]}}");
+
+    (void)state;
+    fx_init(&f);
+    expiry_begin(&f);
+    kp_cluster_state_nodeclaim_event(f.cluster, NULL, gone);
+    put(f.claims, gone);
+    fake_now += 1 * SEC;
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 1);
+    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    assert_int_equal(M.disrupted, 1);
+    assert_int_equal(M.queue_failures, 0);
+    fx_done(&f);
+}
+
+/* 8. An expired node whose pod fits on another node: no replacement, deleted on the first pass
+ * (taint, DisruptionReason=Expired, DELETE). One that expired too long ago for a replacement to
+ * finish within the expiration controller's grace is left to that controller: nothing written. */
+static void test_expiry_fits_elsewhere(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+    struct kp_entry *n2 = decode(
+        kp_node_decode,
+        "{'metadata':{'name':'n2','uid':'n2-uid','resourceVersion':'1','creationTimestamp':'" T0
+        "','labels':{'karpenter.sh/nodepool':'np','karpenter.sh/registered':'true',"
+        "'karpenter.sh/initialized':'true','karpenter.sh/capacity-type':'on-demand',"
+        "'node.kubernetes.io/instance-type':'small','topology.kubernetes.io/zone':'z1',"
+        "'kubernetes.io/hostname':'n2'}},'spec':{'providerID':'fake://n2'},"
+        "'status':{'capacity':{'cpu':'2','memory':'4Gi','pods':'110'},"
+        "'allocatable':{'cpu':'2','memory':'4Gi','pods':'110'},"
+        "'conditions':[{'type':'Ready','status':'True'}]}}");
+    struct kp_entry *nc2 = decode(
+        kp_nodeclaim_decode,
+        "{'metadata':{'name':'nc2','uid':'nc2-uid','resourceVersion':'1','generation':1,"
+        "'creationTimestamp':'" NOW "','labels':{'karpenter.sh/nodepool':'np',"
+        "'karpenter.sh/capacity-type':'on-demand','node.kubernetes.io/instance-type':'small'}},"
+        "'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
+        "','kind':'" KP_FAKE_NODECLASS_KIND
+        "','name':'c'},'requirements':[]},'status':{'providerID':'fake://n2','nodeName':'n2',"
+        "'capacity':{'cpu':'2','memory':'4Gi','pods':'110'},"
+        "'allocatable':{'cpu':'2','memory':'4Gi','pods':'110'},'conditions':[" COND(
+            "Launched", "True") "," COND("Registered", "True") "," COND("Initialized",
+                                                                        "True") "]}}");
+    struct kp_entry *n = xnode("7", "", ""),
+                    *nc = xclaim_spec("3", BASE_CONDS, ",'expireAfter':'58m'");
+
+    (void)state;
+    fx_init(&f);
+    publish(&f);
+    add_pool(&f);
+    kp_cluster_state_nodeclaim_event(f.cluster, NULL, nc2);
+    kp_cluster_state_node_event(f.cluster, NULL, n2);
+    put(f.claims, nc2);
+    put(f.nodes, n2);
+    kp_cluster_state_nodeclaim_event(f.cluster, NULL, nc);
+    kp_cluster_state_node_event(f.cluster, NULL, n);
+    put(f.claims, nc);
+    put(f.nodes, n);
+    add_pod(&f, "");
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 3);
+    expect(&f, 0, "PATCH " NODE_PATH "n1", TAINT_PATCH);
+    expect(&f, 1, "PATCH " NC_PATH "nc1/status", REASON_PATCH_OF(BASE_CONDJ, "Expired", NOW));
+    expect(&f, 2, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    assert_int_equal(M.disrupted, 1);
+    assert_string_equal(M.labels, "expired,np,on-demand,,graceful");
+    assert_int_equal(M.decisions, 0);
+    fx_done(&f);
+
+    /* Expired 20 min ago (expireAfter 40m): past what a command could finish in the grace. */
+    fx_init(&f);
+    publish(&f);
+    add_pool(&f);
+    n = xnode("7", "", "");
+    nc = xclaim_spec("3", BASE_CONDS, ",'expireAfter':'40m'");
+    kp_cluster_state_nodeclaim_event(f.cluster, NULL, nc);
+    kp_cluster_state_node_event(f.cluster, NULL, n);
+    put(f.claims, nc);
+    put(f.nodes, n);
+    add_pod(&f, "'karpenter.sh/do-not-disrupt':'true'");
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 0);
+    assert_int_equal(M.disrupted, 0);
+    fx_done(&f);
+}
+
 /* Clean-up (step 1): a Node left tainted and a NodeClaim left with DisruptionReason (a crash
  * between the taint and the delete) that no command holds: the taint comes off and the condition
  * is cleared, each under its cached resourceVersion; the node is then an Emptiness candidate
@@ -818,11 +991,19 @@ static void test_cleanup(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_empty_node),          cmocka_unit_test(test_taint_conflict),
-        cmocka_unit_test(test_delete_fails),        cmocka_unit_test(test_delete_fails_undo_rv),
-        cmocka_unit_test(test_delete_not_found),    cmocka_unit_test(test_do_not_disrupt),
-        cmocka_unit_test(test_do_not_disrupt_late), cmocka_unit_test(test_drift_replace),
-        cmocka_unit_test(test_drift_replace_fails), cmocka_unit_test(test_cleanup),
+        cmocka_unit_test(test_empty_node),
+        cmocka_unit_test(test_taint_conflict),
+        cmocka_unit_test(test_delete_fails),
+        cmocka_unit_test(test_delete_fails_undo_rv),
+        cmocka_unit_test(test_delete_not_found),
+        cmocka_unit_test(test_do_not_disrupt),
+        cmocka_unit_test(test_do_not_disrupt_late),
+        cmocka_unit_test(test_drift_replace),
+        cmocka_unit_test(test_drift_replace_fails),
+        cmocka_unit_test(test_expiry_replace),
+        cmocka_unit_test(test_expiry_replace_fails),
+        cmocka_unit_test(test_expiry_fits_elsewhere),
+        cmocka_unit_test(test_cleanup),
     };
 
     return kp_test_main("disruption-exec", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

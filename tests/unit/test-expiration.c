@@ -436,6 +436,98 @@ static void test_exec_delete_answers(void **state)
     fx_done(&f);
 }
 
+/* kp_expiration_replace_wait: the rest of the 15 min grace past the expiry when the disruption
+ * loop replaces and pods need a place; 0 otherwise. */
+static void test_replace_wait(void **state)
+{
+    static const int64_t X = 1000 * SEC, G = (int64_t)KP_EXPIRATION_REPLACE_GRACE_USEC;
+    static const struct {
+        const char *name;
+        enum kp_expiration_action action;
+        int64_t now;
+        bool replaces;
+        uint32_t pods;
+        uint64_t want;
+    } rows[] = {
+        {"expired at once, pods, replaces: the whole grace", KP_EXPIRATION_DELETE, X, true, 2,
+         (uint64_t)G},
+        {"a minute in: the rest", KP_EXPIRATION_DELETE, X + 60 * SEC, true, 1,
+         (uint64_t)(G - 60 * SEC)},
+        {"just before the end: 1 usec", KP_EXPIRATION_DELETE, X + G - 1, true, 1, 1},
+        {"the grace over: delete", KP_EXPIRATION_DELETE, X + G, true, 1, 0},
+        {"no pod to place: delete", KP_EXPIRATION_DELETE, X, true, 0, 0},
+        {"no disruption loop: delete", KP_EXPIRATION_DELETE, X, false, 3, 0},
+        {"not expired: no wait of this kind", KP_EXPIRATION_WAIT, X - SEC, true, 3, 0},
+        {"not ours: none", KP_EXPIRATION_NONE, X, true, 3, 0},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < KP_ARRAY_SIZE(rows); i++) {
+        struct kp_expiration_plan plan = {.action = rows[i].action, .expiry_usec = X};
+        uint64_t w = kp_expiration_replace_wait(&plan, rows[i].now, rows[i].replaces, rows[i].pods);
+
+        if (w != rows[i].want)
+            fail_msg("%s: %llu, want %llu", rows[i].name, (unsigned long long)w,
+                     (unsigned long long)rows[i].want);
+    }
+    /* An expiry at the end of time: no grace overflows into the past. */
+    {
+        struct kp_expiration_plan plan = {.action = KP_EXPIRATION_DELETE, .expiry_usec = INT64_MAX};
+
+        assert_int_equal(kp_expiration_replace_wait(&plan, INT64_MAX, true, 1), 0);
+    }
+}
+
+/* NodeClaim nc (incarnation uid) of NodePool np made at T0, expiring after 1h, on Node n1. */
+static struct kp_entry *xclaim_on_n1(const char *uid)
+{
+    return kp_test_decode(kp_nodeclaim_decode, true,
+                          "{'metadata':{'name':'nc','uid':'%s','resourceVersion':'3',"
+                          "'creationTimestamp':'" T0 "','labels':{'karpenter.sh/nodepool':'np'}},"
+                          "'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP "',"
+                          "'kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[],"
+                          "'expireAfter':'1h'},'status':{'nodeName':'n1'}}",
+                          uid);
+}
+
+/* With the disruption loop beside it: an expired NodeClaim whose Node runs a reschedulable pod
+ * is not deleted but requeued at the end of the grace (the loop replaces it first); a DaemonSet
+ * pod alone needs no place, so that one goes at once; at the end of the grace the delete comes
+ * whatever the pods. */
+static void test_exec_replaces_first(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+    const int64_t expiry = t0() + 3600 * SEC;
+
+    (void)state;
+    fx_init(&f);
+    f.env.expiry_replaces = true;
+    put(&f, xclaim_on_n1("u1"));
+    assert_int_equal(kp_store_put(f.pods, xpod("agent", "n1", true), NULL), 0);
+    assert_int_equal(kp_store_put(f.pods, xpod("a", "n1", false), NULL), 0);
+    fake_now = expiry + 60 * SEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, KP_EXPIRATION_REPLACE_GRACE_USEC - 60 * SEC);
+    assert_int_equal(kp_fake_api_count(f.api), 0);
+    assert_int_equal(M.disrupted, 0);
+
+    /* The grace is over and the loop has not deleted it: the delete, counted with its pod. */
+    fake_now = expiry + (int64_t)KP_EXPIRATION_REPLACE_GRACE_USEC;
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    assert_int_equal(rq, 0);
+    expect_one_delete(&f, "u1");
+    assert_int_equal(M.disrupted, 1);
+    assert_int_equal(M.pods, 1);
+
+    /* Only the DaemonSet pod left on a new incarnation: nothing to place, deleted at once. */
+    assert_int_equal(kp_store_delete(f.pods, "ns/a", NULL), 0);
+    put(&f, xclaim_on_n1("u2"));
+    assert_int_equal(run(&f, "nc", &rq), 0);
+    expect_one_delete(&f, "u2");
+    fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +537,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exec_pods_counted),
         cmocka_unit_test(test_exec_wait_and_never),
         cmocka_unit_test(test_exec_delete_answers),
+        cmocka_unit_test(test_replace_wait),
+        cmocka_unit_test(test_exec_replaces_first),
     };
 
     return kp_test_main("expiration", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

@@ -249,6 +249,8 @@ static int core_setup(const struct kp_controller_env *env, void **ret_state)
                    .gc_interval_usec = o->gc_interval,
                    .orphan_node_grace_usec = o->orphan_node_grace},
         .workers = (unsigned)o->core_workers,
+        /* The disruption row below runs: it replaces expiring nodes first. */
+        .expiry_replaces = true,
     };
     kp_core_timing_defaults(&s->core.timing);
     if ((r = kp_cluster_state_new(&s->core, &s->cluster)) < 0) {

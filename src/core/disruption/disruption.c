@@ -53,6 +53,7 @@
 #include "core/disruption/consolidation.h"
 #include "core/disruption/drift.h"
 #include "core/disruption/marking.h"
+#include "core/expiration/expiration.h"
 #include "core/observe.h"
 #include "core/provider.h"
 #include "core/provisioning/pods.h"
@@ -348,7 +349,7 @@ size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only,
 
 struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_seen *seen,
                                          size_t n_repl, size_t in_state, bool marked,
-                                         int64_t elapsed_usec)
+                                         int64_t elapsed_usec, bool forceful)
 {
     struct kp_replace_step s = {.action = KP_REPLACE_WAIT, .requeue_usec = SOON_USEC};
     size_t ready = 0;
@@ -376,14 +377,20 @@ struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_se
     if (!failed && in_state == n_repl && !marked)
         s.mark = marked = true;
     /* Deletes that keep failing (a webhook, RBAC) must not hold the loop for ever either. */
-    if (!failed && elapsed_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC)
+    if (elapsed_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC) {
         failed = true;
+        forceful = false; /* the expiration controller's own delete is left */
+    }
     if (!failed && ready == n_repl) {
         s.action = KP_REPLACE_DELETE;
         return s;
     }
     if (!failed)
         failed = elapsed_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
+    if (failed && forceful) { /* an expiry goes without its replacements */
+        s.action = KP_REPLACE_DELETE;
+        return s;
+    }
     if (failed) {
         s.action = KP_REPLACE_ROLLBACK;
         s.unmark = marked;
@@ -395,6 +402,47 @@ struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_se
     if (elapsed_usec > 30 * USEC_PER_SEC)
         s.requeue_usec = 5 * SOON_USEC;
     return s;
+}
+
+/* The expiry of d's NodeClaim (the plan's), for the order below. */
+static int64_t expiry_of(const struct kp_provider *p, const struct kp_dnode *d, int64_t now)
+{
+    return kp_expiration_plan(p, kp_nodeclaim_view(d->sn->nodeclaim), now).expiry_usec;
+}
+
+size_t kp_expiry_candidates(const struct kp_provider *p, const struct kp_dnode *v, size_t n,
+                            int64_t now_usec, size_t *ret_idx)
+{
+    size_t n_cand = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct kp_state_node *sn = v[i].sn;
+        struct kp_expiration_plan plan;
+
+        if (!sn->nodeclaim || !sn->node ||
+            (sn->flags & (KP_STATE_NODE_DELETING | KP_STATE_NODE_MARKED_FOR_DELETION)))
+            continue;
+        plan = kp_expiration_plan(p, kp_nodeclaim_view(sn->nodeclaim), now_usec);
+        if (kp_expiration_replace_wait(&plan, now_usec, true, v[i].reschedulable) >
+            KP_DISRUPTION_REPLACE_TIMEOUT_USEC + KP_DISRUPTION_POLL_USEC)
+            ret_idx[n_cand++] = i;
+    }
+    for (size_t i = 1; i < n_cand; i++) { /* insertion sort: stable, total order */
+        size_t x = ret_idx[i], j = i;
+        int64_t ex = expiry_of(p, &v[x], now_usec);
+
+        for (; j > 0; j--) {
+            const struct kp_dnode *y = &v[ret_idx[j - 1]];
+            int64_t ey = expiry_of(p, y, now_usec);
+
+            if (ey < ex || (ey == ex && strcmp(kp_nodeclaim_view(y->sn->nodeclaim)->e.name,
+                                               kp_nodeclaim_view(v[x].sn->nodeclaim)->e.name) <= 0))
+                break;
+            ret_idx[j] = ret_idx[j - 1];
+        }
+        ret_idx[j] = x;
+    }
+    return n_cand;
 }
 
 /* --- the controller ------------------------------------------------------------------------------ */
@@ -545,10 +593,12 @@ static int pass_gather(struct kp_disruption_controller *ctl, int64_t now, struct
         if (sn->nodepool && kp_store_get(ctl->nodepools, sn->nodepool, &p->pools[i]) == 0)
             p->v[i].np = kp_nodepool_view(p->pools[i]);
         /* Only a node a method could take needs its pods looked at: Consolidatable ones (with
-         * none counted yet, kp_emptiness_wants says whether Emptiness or consolidation could)
-         * and drifted ones. A busy, settled pool costs no pod walk per pass. */
+         * none counted yet, kp_emptiness_wants says whether Emptiness or consolidation could),
+         * drifted ones and expired ones. A busy, settled pool costs no pod walk per pass. */
         if (!kp_emptiness_wants(&p->v[i]) &&
-            !cond_true(&kp_nodeclaim_view(sn->nodeclaim)->conditions, KP_NC_COND_DRIFTED))
+            !cond_true(&kp_nodeclaim_view(sn->nodeclaim)->conditions, KP_NC_COND_DRIFTED) &&
+            kp_expiration_plan(ctl->env->provider, kp_nodeclaim_view(sn->nodeclaim), now).action !=
+                KP_EXPIRATION_DELETE)
             continue;
         if ((r = node_pods(ctl, p, sn->node_name, now, &p->v[i], &p->blocking[i],
                            &p->pdb_blocking[i])) < 0)
@@ -775,17 +825,22 @@ static bool nominated_now(struct kp_disruption_controller *ctl, const char *prov
     return r;
 }
 
-/* A disruption reason, its spelling in most metric labels, and its budget bit. */
+/* A disruption reason, its spelling in most metric labels, its budget bit, and whether it is
+ * consolidation (the consolidation_policy label) or forceful (expiry: nothing holds it back). */
 struct reason {
     const char *name;  /* DisruptionReason, events, the nodepools_* metrics: "Empty" */
     const char *label; /* the other metrics: "empty" */
-    uint32_t bit;      /* budget.h */
+    uint32_t bit;      /* budget.h; 0: no budget */
+    bool consolidation, forceful;
 };
-static const struct reason REASON_EMPTY = {KP_DISRUPTION_REASON_EMPTY, "empty", KP_DISRUPT_EMPTY};
-static const struct reason REASON_UNDERUTILIZED = {KP_DISRUPTION_REASON_UNDERUTILIZED,
-                                                   "underutilized", KP_DISRUPT_UNDERUTILIZED};
+static const struct reason REASON_EMPTY = {KP_DISRUPTION_REASON_EMPTY, "empty", KP_DISRUPT_EMPTY,
+                                           true, false};
+static const struct reason REASON_UNDERUTILIZED = {
+    KP_DISRUPTION_REASON_UNDERUTILIZED, "underutilized", KP_DISRUPT_UNDERUTILIZED, true, false};
 static const struct reason REASON_DRIFTED = {KP_DISRUPTION_REASON_DRIFTED, "drifted",
-                                             KP_DISRUPT_DRIFTED};
+                                             KP_DISRUPT_DRIFTED, false, false};
+static const struct reason REASON_EXPIRED = {KP_DISRUPTION_REASON_EXPIRED, "expired", 0, false,
+                                             true};
 
 /* Undoes what disrupt_begin did to sn: the taint (the store's newest Node's taints without it,
  * under taint_rv, the resourceVersion the taint's own write gave the Node, when the server said
@@ -846,9 +901,10 @@ static int disrupt_begin(struct kp_disruption_controller *ctl, struct kp_client 
         *ret_marked = true;
     }
     /* Marked, the node takes no new nomination; one made, or a do-not-disrupt annotation
-     * added, since the snapshot still wins. */
-    if (kp_streq(kp_labels_get(&nv->annotations, KP_CORE_ANN_DO_NOT_DISRUPT), "true") ||
-        nominated_now(ctl, sn->provider_id)) {
+     * added, since the snapshot still wins (over all but an expiry). */
+    if (!why->forceful &&
+        (kp_streq(kp_labels_get(&nv->annotations, KP_CORE_ANN_DO_NOT_DISRUPT), "true") ||
+         nominated_now(ctl, sn->provider_id))) {
         r = -KP_ECONFLICT;
         goto out;
     }
@@ -904,11 +960,10 @@ static int disrupt_delete(struct kp_disruption_controller *ctl, struct kp_client
     emit(ctl, sn->nodeclaim, "NodeClaim", "karpenter.sh/v1", KP_EVENT_NORMAL,
          "DisruptionTerminating", note);
     {
-        /* Drift is no consolidation: no policy label (as upstream). */
-        const char *const *labels =
-            KP_CM_LABELS(why->label, sn->nodepool, ct ? ct : "",
-                         d->np && why != &REASON_DRIFTED ? policy_label(d->np) : "",
-                         kp_core_termination_mode(nc));
+        /* Drift and expiry are no consolidation: no policy label (as upstream). */
+        const char *const *labels = KP_CM_LABELS(
+            why->label, sn->nodepool, ct ? ct : "",
+            d->np && why->consolidation ? policy_label(d->np) : "", kp_core_termination_mode(nc));
 
         kp_core_count(ctl->env->observer, KP_CM_NODECLAIMS_DISRUPTED, labels);
         for (uint32_t k = 0; k < d->reschedulable; k++)
@@ -1183,8 +1238,10 @@ static int replace_begin(struct kp_disruption_controller *ctl, struct kp_client 
     }
     ctl->repl_reason = why;
     ctl->repl_type = consolidation_type;
-    /* Counted when the command starts, as upstream: a failure shows in queue_failures too. */
-    count_decision(ctl, d, k, "replace", why, consolidation_type);
+    /* Counted when the command starts, as upstream: a failure shows in queue_failures too. An
+     * expiry is no voluntary disruption. */
+    if (!why->forceful)
+        count_decision(ctl, d, k, "replace", why, consolidation_type);
     ctl->repl_started_usec = now;
     ctl->repl_marked = false;
     ctl->cmd_method = METHOD_REPLACING;
@@ -1213,6 +1270,15 @@ out:
     kp_free(taint_rv);
     kp_free(tainted);
     return r;
+}
+
+static size_t ready_count(const enum kp_replace_seen *seen, size_t n)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        k += seen[i] == KP_REPLACE_SEEN_INITIALIZED;
+    return k;
 }
 
 /* The replacements in flight, each pass (§5.8 steps 4-6), as kp_replace_decide says: the
@@ -1256,7 +1322,7 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
         kp_entry_unref(re);
     }
     step = kp_replace_decide(n_cand, seen, ctl->n_repl, in_state, ctl->repl_marked,
-                             now - ctl->repl_started_usec);
+                             now - ctl->repl_started_usec, ctl->repl_reason->forceful);
     *ret_requeue = step.requeue_usec;
     if (step.mark) {
         for (size_t i = 0; i < n_cand; i++)
@@ -1273,6 +1339,9 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
         replacing_clear(ctl);
         break;
     case KP_REPLACE_DELETE:
+        if (ctl->repl_reason->forceful && ready_count(seen, ctl->n_repl) < ctl->n_repl)
+            kp_log_warn("replacement failed; the expired node goes without it",
+                        KP_LF("replacement", ctl->repl_names[0]), KP_LF("node", cand[0]->sn->name));
         for (size_t i = 0; i < n_cand; i++) {
             int one = disrupt_delete(ctl, c, cand[i], ctl->repl_reason);
 
@@ -1399,6 +1468,75 @@ static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
         r = 1;
 out:
     kp_drift_command_done(&cmd);
+    kp_free(cand);
+    return r;
+}
+
+/* --- expiry ------------------------------------------------------------------------------------ */
+
+/* Replaces the first expired node whose pods need a place (kp_expiry_candidates) before it
+ * goes: the simulation takes it away; the NodeClaims its plan needs are launched as a
+ * replacement command, or, when none is needed (every pod fits elsewhere, or none would fit
+ * anywhere), it is deleted at once. 1 acted, 0 nothing to do (a failed simulation included: the
+ * expiration controller deletes it at the end of its grace), or a negative error. */
+static int expiry_run(struct kp_disruption_controller *ctl, struct kp_client *c,
+                      const struct kp_ctx *cx, struct pass *p, int64_t now)
+{
+    size_t *cand = kp_calloc(p->n ? p->n : 1, sizeof(*cand)), i;
+    struct kp_sim_run run = {0};
+    struct kp_sched_input in = {0};
+    struct kp_sim *sim = NULL;
+    const struct kp_dnode *d;
+    int r;
+
+    if (!cand)
+        return -ENOMEM;
+    if (kp_expiry_candidates(ctl->env->provider, p->v, p->n, now, cand) == 0) {
+        r = 0;
+        goto out;
+    }
+    i = cand[0];
+    d = &p->v[i];
+    if ((r = pass_sim(ctl, c, cx, p, &sim)) < 0 ||
+        (r = kp_sim_prepare(sim, &i, 1, now, &run, &in)) < 0 ||
+        (r = kp_sched_solve(&in, &run.plan)) < 0) {
+        kp_log_warn_errno(r, "expired node's replacement not simulated; it goes without one",
+                          KP_LF("node", d->sn->name));
+        r = 0;
+        goto out;
+    }
+    if ((r = kp_ctx_err(cx)) < 0)
+        goto out;
+    /* In the command before anything is written (see drift_run). */
+    if (!(ctl->cmd = kp_calloc(1, sizeof(*ctl->cmd))) ||
+        !(ctl->cmd[0] = kp_strdup(d->sn->provider_id))) {
+        cmd_clear(ctl);
+        r = -ENOMEM;
+        goto out;
+    }
+    ctl->n_cmd = 1;
+    if (run.plan.n_claims == 0) {
+        r = disrupt(ctl, c, d, &REASON_EXPIRED, now);
+        cmd_clear(ctl);
+        if (r == 0)
+            kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
+                        KP_LF("reason", KP_DISRUPTION_REASON_EXPIRED), KP_LF("nodes", (uint64_t)1),
+                        KP_LF("names", d->sn->name));
+    } else {
+        r = replace_begin(ctl, c, &d, 1, &REASON_EXPIRED, "", &in, run.plan.claims,
+                          run.plan.n_claims, now);
+        if (r < 0)
+            cmd_clear(ctl);
+    }
+    if (r == -KP_ECONFLICT) {
+        kp_log_debug("disruption lost a race; the next pass decides again",
+                     KP_LF("node", d->sn->name));
+        r = 0;
+    }
+    if (r == 0)
+        r = 1;
+out:
+    kp_sim_run_done(&run);
     kp_free(cand);
     return r;
 }
@@ -1766,6 +1904,13 @@ int kp_disruption_reconcile(struct kp_disruption_controller *ctl, struct kp_clie
         if (!ctl->n_repl) /* a replacement in flight keeps its command */
             cmd_clear(ctl);
         *ret_requeue = SOON_USEC;
+        goto out;
+    }
+    /* An expiry first: it waits for no budget, and its time is the expiration controller's. */
+    if ((r = expiry_run(ctl, c, cx, &p, now)) != 0) {
+        *ret_requeue = SOON_USEC;
+        if (r > 0)
+            r = 0;
         goto out;
     }
     /* The methods in Karpenter's order, each evaluated (eval_begin/eval_end) only when the ones

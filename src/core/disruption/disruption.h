@@ -13,7 +13,8 @@
  *   3. a command computed by an earlier pass whose validation delay (15 s) has passed is
  *      validated: Emptiness evaluates its nodes again and disrupts those still selected;
  *      single-node consolidation simulates again and must reach the same decision;
- *   4. otherwise the methods in Karpenter's order, the first that finds something wins:
+ *   4. an expired node whose pods need a place is replaced before it goes (Expiry below);
+ *   5. otherwise the methods in Karpenter's order, the first that finds something wins:
  *      Emptiness (kp_emptiness_select, waits 15 s), Drift (drift.h, acts at once), multi-node
  *      and single-node consolidation (consolidation.h, each waits 15 s and simulates again).
  *
@@ -32,6 +33,14 @@
  * A replacement that disappears or is not Initialized within
  * KP_DISRUPTION_REPLACE_TIMEOUT_USEC rolls the command back
  * (karpenter_voluntary_disruption_queue_failures_total).
+ *
+ * Expiry (core/expiration/expiration.h): a node whose NodeClaim has expired and whose pods need a
+ * place is not a voluntary disruption, but it is replaced here first, before the methods (after
+ * a command waiting for its validation): the simulation takes it away, the NodeClaims its pods
+ * need are launched as a replacement command and it is deleted once they are Initialized (no
+ * replacement needed: deleted at once). Forceful as expiry is: no budget, do-not-disrupt,
+ * nomination or PDB holds it, a failed replacement does not roll it back (it is deleted
+ * anyway), and no voluntary_disruption metric counts it. DisruptionReason=Expired says why.
  *
  * Candidates (kp_disruption_blocked, §5.2): a Node with a NodeClaim, initialized, not being
  * deleted or marked, not nominated, without the Node annotation karpenter.sh/do-not-disrupt:
@@ -179,6 +188,19 @@ bool kp_emptiness_wants(const struct kp_dnode *d) KP_NONNULL(1);
 size_t kp_emptiness_select(const struct kp_dnode *v, size_t n, const bool *only, int64_t now_usec,
                            size_t *ret_idx, bool *ret_blocked) KP_NONNULL(5);
 
+#define KP_DISRUPTION_REASON_EXPIRED "Expired"
+
+struct kp_provider;
+
+/* The expired nodes among v[0..n) this loop replaces before they go: with a NodeClaim of
+ * provider p and a Node, not deleting or marked, expired at now_usec with reschedulable pods
+ * (d->reschedulable), and with enough of the expiration controller's grace left for a command
+ * to end before it (kp_expiration_replace_wait more than KP_DISRUPTION_REPLACE_TIMEOUT_USEC +
+ * KP_DISRUPTION_POLL_USEC). Into ret_idx (room for n), the soonest expiry first, then by
+ * NodeClaim name. Pure. */
+size_t kp_expiry_candidates(const struct kp_provider *p, const struct kp_dnode *v, size_t n,
+                            int64_t now_usec, size_t *ret_idx) KP_NONNULL(1, 5);
+
 /* What a pass sees of one replacement NodeClaim of a command in flight. */
 enum kp_replace_seen {
     KP_REPLACE_SEEN_MISSING = 0, /* not in the NodeClaim cache (yet, or any more) */
@@ -212,10 +234,11 @@ struct kp_replace_step {
  * cache after KP_DISRUPTION_REPLACE_CACHE_USEC, or any not Initialized after
  * KP_DISRUPTION_REPLACE_TIMEOUT_USEC; past twice that even Initialized replacements fail it
  * (deletes that keep failing must not hold the loop). Replacements that were created are left
- * to Emptiness; the decision never deletes them. Pure. */
+ * to Emptiness; the decision never deletes them. forceful (an expiry's command): a failure
+ * before twice the timeout deletes the candidates instead of rolling back. Pure. */
 struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_seen *seen,
                                          size_t n_repl, size_t in_state, bool marked,
-                                         int64_t elapsed_usec);
+                                         int64_t elapsed_usec, bool forceful);
 
 struct kp_disruption_controller;
 

@@ -13,6 +13,11 @@
  * we deleted per name (a map under a mutex) and skip a second delete of that uid; the entry goes
  * when the cache no longer has the NodeClaim.
  *
+ * Replacing first (env->expiry_replaces): an expired NodeClaim with reschedulable pods on its
+ * Node is requeued at the end of the grace (kp_expiration_replace_wait) instead of deleted;
+ * the disruption loop deletes it before then (the informer's update then finds it deleting), or
+ * this controller does at the end.
+ *
  * Threads: reconciles on the reconciler's workers (one key at a time); the map under mu. */
 #include "core/expiration/expiration.h"
 
@@ -63,6 +68,19 @@ struct kp_expiration_plan kp_expiration_plan(const struct kp_provider *p,
     return plan;
 }
 
+uint64_t kp_expiration_replace_wait(const struct kp_expiration_plan *plan, int64_t now_usec,
+                                    bool replaces, uint32_t reschedulable)
+{
+    int64_t end;
+
+    if (plan->action != KP_EXPIRATION_DELETE || !replaces || reschedulable == 0)
+        return 0;
+    if (plan->expiry_usec > INT64_MAX - (int64_t)KP_EXPIRATION_REPLACE_GRACE_USEC)
+        return 0;
+    end = plan->expiry_usec + (int64_t)KP_EXPIRATION_REPLACE_GRACE_USEC;
+    return now_usec < end ? (uint64_t)(end - now_usec) : 0;
+}
+
 struct kp_expiration_controller {
     const struct kp_core_env *env;
     struct kp_informer *nodeclaims, *pods;
@@ -107,6 +125,8 @@ int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_clie
 {
     struct kp_expiration_plan plan;
     const struct kp_nodeclaim_view *nc;
+    uint64_t wait;
+    int64_t now = (int64_t)kp_core_now(ctl->env);
     struct kp_entry *e = NULL;
     char *msg = NULL;
     int r;
@@ -120,7 +140,7 @@ int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_clie
     if (r < 0)
         return r;
     nc = kp_nodeclaim_view(e);
-    plan = kp_expiration_plan(ctl->env->provider, nc, (int64_t)kp_core_now(ctl->env));
+    plan = kp_expiration_plan(ctl->env->provider, nc, now);
     switch (plan.action) {
     case KP_EXPIRATION_NONE:
         break;
@@ -130,6 +150,17 @@ int kp_expiration_reconcile(struct kp_expiration_controller *ctl, struct kp_clie
     case KP_EXPIRATION_DELETE:
         if (already_deleted(ctl, key, nc->e.uid))
             break;
+        wait = kp_expiration_replace_wait(
+            &plan, now, ctl->env->expiry_replaces,
+            ctl->env->expiry_replaces
+                ? kp_core_reschedulable_on(kp_informer_store(ctl->pods), nc->node_name)
+                : 0);
+        if (wait > 0) { /* the disruption loop replaces it first */
+            kp_log_debug("expired nodeclaim left to the disruption loop to replace first",
+                         KP_LF("nodeclaim", key), KP_LF("wait-usec", wait));
+            *ret_requeue = wait;
+            break;
+        }
         r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, key, nc->e.uid, &msg);
         if (r == -ENOENT) { /* gone meanwhile, not by us: nothing to count */
             r = 0;
