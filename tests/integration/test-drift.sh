@@ -27,8 +27,12 @@
 #   3. events and metrics: DisruptionLaunching / DisruptionTerminating "...: Drifted",
 #                   karpenter_nodeclaims_disrupted_total{reason="drifted"} and
 #                   karpenter_voluntary_disruption_decisions_total{decision="replace",reason="drifted"}.
+#   4. expiry      expireAfter 150s in the template (a drift): once the older NodeClaim has
+#                   expired, its replacement is launched (DisruptionLaunching "...: Expired") and
+#                   Initialized before it is deleted; no pod is ever left without a place.
 #
-# Figure printed: label changed -> both nodes replaced. One replica (--disable-leader-election).
+# Figures printed: label changed -> both nodes replaced; expiry -> expired NodeClaim replaced.
+# One replica (--disable-leader-election).
 # Ports: 31000 + 10 * lab ID + 4. Lab hosts 141..143. Prints "N passed, M failed".
 set -euo pipefail
 
@@ -214,9 +218,52 @@ check "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reaso
     metric_has 'karpenter_voluntary_disruption_decisions_total{decision="replace"' 'reason="drifted"'
 check "the controller's log is JSON lines" all_json "$work/ctl.log"
 
+# --- 4. expiry: the replacement first --------------------------------------------------------
+# expireAfter 150s in the template drifts both NodeClaims (it is part of the NodePool's hash);
+# their replacements carry it. The older of the two then expires with its pod still on it: the
+# disruption loop launches its replacement (DisruptionLaunching "...: Expired") and deletes it
+# once that is Initialized. Sampled every 0.5 s: it never went while no NodeClaim made after its
+# expiry was Initialized, and no pod was ever left without a place.
+has_expire() { [ "$(claims | jq '[.items[] | select(.spec.expireAfter == "150s" and .metadata.deletionTimestamp == null)] | length')" = 2 ]; }
+kc patch nodepool "$NP" --type merge -p '{"spec":{"template":{"spec":{"expireAfter":"150s"}}}}' >/dev/null
+check "expireAfter 150s: both NodeClaims replaced by ones that carry it" \
+    wait_until 480 eval "has_expire && cond_count_is Drifted 0"
+check "web: both pods run" wait_until 120 running_is 2
+x_claim=$(claims | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)] | sort_by(.metadata.creationTimestamp) | .[0].metadata.name')
+x_node=$(kc get nodeclaim "$x_claim" -o jsonpath='{.status.nodeName}')
+x_expiry=$(($(date -d "$(kc get nodeclaim "$x_claim" -o jsonpath='{.metadata.creationTimestamp}')" +%s) + 150))
+(while :; do
+    dx=$(kc get nodeclaim "$x_claim" -o json 2>/dev/null | jq '.metadata.deletionTimestamp != null' || echo true)
+    ready=$(claims | jq --argjson t "$x_expiry" '[.items[] | select((.metadata.creationTimestamp | fromdateiso8601) >= $t)
+        | select(any(.status.conditions[]?; .type == "Initialized" and .status == "True"))] | length')
+    u=$(pods_json | jq '[.items[] | select(any(.status.conditions[]?; .type == "PodScheduled" and .reason == "Unschedulable"))] | length')
+    early=0
+    [ "$dx" = true ] && [ "$ready" = 0 ] && early=1
+    echo "$early $u"
+    sleep 0.5
+done >"$work/samples4") &
+pid_sample=$!
+check "expiry: $x_claim launches its replacement (DisruptionLaunching: Expired on $x_node)" wait_until 300 eval \
+    "kc get events -A --field-selector involvedObject.name=$x_node,reason=DisruptionLaunching -o json | jq -e '[.items[] | select(.message == \"Launching NodeClaim: Expired\")] | length > 0' >/dev/null"
+check "expiry: $x_claim is gone" wait_until 300 old_gone "$x_claim"
+t_expiry=$(($(now_ms) - x_expiry * 1000))
+check "web: both pods run" wait_until 120 running_is 2
+kill "$pid_sample" 2>/dev/null || true
+wait "$pid_sample" 2>/dev/null || true
+pid_sample=""
+early=$(awk '{print $1}' "$work/samples4" | sort -n | tail -n 1)
+max_u=$(awk '{print $2}' "$work/samples4" | sort -n | tail -n 1)
+check "expiry: $x_claim did not go before its replacement was Initialized ($(wc -l <"$work/samples4") samples)" \
+    test "${early:-9}" = 0
+check "expiry: no pod was ever left without a place (most unschedulable: ${max_u:-none})" \
+    test "${max_u:-9}" = 0
+check "karpenter_nodeclaims_disrupted_total{reason=\"expired\"} counts" \
+    metric_has 'karpenter_nodeclaims_disrupted_total{' 'reason="expired"'
+
 echo "# label changed -> both nodes replaced: ${t_drift} ms (one at a time, replacement first)"
 echo "# profile bumped -> ProfileDrift marked: ${t_marked} ms; -> both nodes replaced: ${t_roll} ms"
 echo "# terminationGracePeriod 30s: NodeClaim deleting -> do-not-disrupt pod forced: ${t_forced} ms"
+echo "# expiry -> the expired NodeClaim replaced and gone: ${t_expiry} ms"
 kill -TERM "$pid_ctl"
 wait "$pid_ctl" || true
 pid_ctl=""

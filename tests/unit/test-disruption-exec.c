@@ -15,9 +15,12 @@
  * not be disrupted (a do-not-disrupt pod or Node annotation, also one that reaches the cache
  * during the validation delay): no write at all. Drift with a replacement: taint, reason and the
  * replacement's create (its body), the node marked once the replacement is in the state and
- * deleted only once it is Initialized; a replacement deleted first rolls the command back. The
- * clean-up of a taint and a condition no command holds. Objects are decoded from JSON written
- * with ' for ". */
+ * deleted only once it is Initialized; a replacement deleted first rolls the command back.
+ * Single-node consolidation's REPLACE with a NodeClaim narrowed to the cheaper type. Expiry: the
+ * replacement first despite do-not-disrupt, the expired node deleted even when its replacement
+ * fails, at once when its pod fits elsewhere, and left to the expiration controller when too
+ * little of its grace is left. The clean-up of a taint and a condition no command holds. Objects
+ * are decoded from JSON written with ' for ". */
 #include "kp-test.h"
 
 #include <errno.h>
@@ -614,30 +617,36 @@ static void test_do_not_disrupt_late(void **state)
     fx_done(&f);
 }
 
-/* The catalog: one instance type "small" (2 CPUs, 110 pods), on-demand in zone z1. */
-static void publish(struct fx *f)
+/* Instance type type (cpu millicores, 110 pods) into t, on-demand in zone z1 at price. */
+static void add_type(struct kp_instance_types *t, const char *type, int64_t cpu, int64_t price)
 {
-    static const char *const ct = KP_CAPACITY_TYPE_ON_DEMAND, *const zone = "z1",
-                             *const type = "small";
-    struct kp_instance_types t = {0};
+    static const char *const ct = KP_CAPACITY_TYPE_ON_DEMAND, *const zone = "z1";
     struct kp_instance_type *it;
     struct kp_offering *o;
 
-    assert_non_null(t.v = kp_calloc(1, sizeof(*t.v)));
-    it = &t.v[t.n++];
+    it = &t->v[t->n++];
     assert_non_null(it->name = kp_strdup(type));
     assert_int_equal(kp_reqset_add(&it->reqs, KP_LABEL_INSTANCE_TYPE, KP_SEL_IN, &type, 1, 0), 0);
     assert_int_equal(kp_reqset_add(&it->reqs, KP_LABEL_CAPACITY_TYPE, KP_SEL_IN, &ct, 1, 0), 0);
     assert_int_equal(kp_reqset_add(&it->reqs, KP_LABEL_ZONE, KP_SEL_IN, &zone, 1, 0), 0);
-    assert_int_equal(kp_provider_res_add(&it->capacity, &it->n_capacity, "cpu", 2000), 0);
+    assert_int_equal(kp_provider_res_add(&it->capacity, &it->n_capacity, "cpu", cpu), 0);
     assert_int_equal(kp_provider_res_add(&it->capacity, &it->n_capacity, "pods", 110000), 0);
     assert_non_null(it->offerings = kp_calloc(1, sizeof(*it->offerings)));
     it->n_offerings = 1;
     o = &it->offerings[0];
     assert_int_equal(kp_reqset_add(&o->reqs, KP_LABEL_ZONE, KP_SEL_IN, &zone, 1, 0), 0);
     assert_int_equal(kp_reqset_add(&o->reqs, KP_LABEL_CAPACITY_TYPE, KP_SEL_IN, &ct, 1, 0), 0);
-    o->price_micro_usd = 100;
+    o->price_micro_usd = price;
     o->available = true;
+}
+
+/* The catalog: one instance type "small" (2 CPUs, 110 pods), on-demand in zone z1. */
+static void publish(struct fx *f)
+{
+    struct kp_instance_types t = {0};
+
+    assert_non_null(t.v = kp_calloc(1, sizeof(*t.v)));
+    add_type(&t, "small", 2000, 100);
     assert_int_equal(kp_fake_provider_publish(f->fp, &t), 0);
 }
 
@@ -790,6 +799,70 @@ static void test_drift_replace_fails(void **state)
     assert_false(marked(&f));
     assert_int_equal(M.disrupted, 0);
     assert_int_equal(M.queue_failures, 1);
+    fx_done(&f);
+}
+
+/* 9. Single-node consolidation's REPLACE: n1 ("small", 2 CPUs at 300) holds one 100m pod, and
+ * "tiny" (1 CPU at 100) would hold it for less. The first pass finds it and writes nothing; after
+ * the validation delay the second simulation agrees: taint, DisruptionReason=Underutilized and
+ * one NodeClaim narrowed to the cheaper type; n1 is deleted once that is Initialized, counted
+ * with its consolidation policy. */
+static void test_consolidation_replace(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+    struct kp_instance_types t = {0};
+    struct kp_entry *launching = xreplacement(false), *ready = xreplacement(true);
+    const char *body;
+
+    (void)state;
+    fx_init(&f);
+    assert_non_null(t.v = kp_calloc(2, sizeof(*t.v)));
+    add_type(&t, "small", 2000, 300);
+    add_type(&t, "tiny", 1000, 100);
+    assert_int_equal(kp_fake_provider_publish(f.fp, &t), 0);
+    add_pool(&f);
+    add_node(&f, "");
+    add_pod(&f, "");
+    kp_fake_api_answer(f.api, CREATE_LINE, 201,
+                       "{\"apiVersion\":\"karpenter.sh/v1\",\"kind\":\"NodeClaim\","
+                       "\"metadata\":{\"name\":\"np-r\",\"uid\":\"np-r-uid\"}}");
+    first_pass(&f);
+
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 3);
+    expect(&f, 0, "PATCH " NODE_PATH "n1", TAINT_PATCH);
+    expect(&f, 1, "PATCH " NC_PATH "nc1/status",
+           REASON_PATCH_OF(BASE_CONDJ, "Underutilized", LATER));
+    assert_string_equal(kp_fake_api_line(f.api, 2), CREATE_LINE);
+    body = kp_fake_api_body(f.api, 2);
+    if (!strstr(body, "{\"key\":\"node.kubernetes.io/instance-type\",\"operator\":\"In\","
+                      "\"values\":[\"tiny\"]}") ||
+        !strstr(body, "\"requests\":{\"cpu\":\"100m\",\"pods\":\"1\"}"))
+        fail_msg("the replacement is not narrowed to tiny with the pod's requests: %s", body);
+    assert_int_equal(M.decisions, 1);
+    assert_string_equal(M.decision, "replace,underutilized,single");
+    assert_int_equal(
+        events_with(&f, "DisruptionLaunching", "NodeClaim", "Launching NodeClaim: Underutilized"),
+        1);
+    assert_int_equal(M.disrupted, 0);
+
+    kp_cluster_state_nodeclaim_event(f.cluster, NULL, launching);
+    put(f.claims, kp_entry_ref(launching));
+    waits(&f);
+    assert_true(marked(&f));
+    kp_cluster_state_nodeclaim_event(f.cluster, launching, ready);
+    put(f.claims, ready);
+    fake_now += 1 * SEC;
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 1);
+    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    assert_int_equal(M.disrupted, 1);
+    assert_string_equal(M.labels,
+                        "underutilized,np,on-demand,when_empty_or_underutilized,graceful");
+    assert_int_equal(M.pods, 1);
+    assert_int_equal(M.decisions, 1);
+    kp_entry_unref(launching);
     fx_done(&f);
 }
 
@@ -1003,6 +1076,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expiry_replace),
         cmocka_unit_test(test_expiry_replace_fails),
         cmocka_unit_test(test_expiry_fits_elsewhere),
+        cmocka_unit_test(test_consolidation_replace),
         cmocka_unit_test(test_cleanup),
     };
 
