@@ -721,13 +721,45 @@ static void waits(struct fx *f)
     assert_int_equal(events_of(f, "DisruptionTerminating", "NodeClaim"), 0);
 }
 
+/* The command's replacement reaches the cache and the state, launching: the candidate n1 is
+ * marked and kept; once it is Initialized, the next pass deletes nc1 (and nothing else). */
+static void replacement_completes(struct fx *f)
+{
+    struct kp_entry *launching = xreplacement(false), *ready = xreplacement(true);
+    uint64_t rq;
+
+    kp_cluster_state_nodeclaim_event(f->cluster, NULL, launching);
+    put(f->claims, kp_entry_ref(launching));
+    waits(f);
+    assert_true(marked(f));
+    waits(f);
+    assert_int_equal(M.disrupted, 0);
+    kp_cluster_state_nodeclaim_event(f->cluster, launching, ready);
+    put(f->claims, ready);
+    kp_entry_unref(launching);
+    fake_now += 1 * SEC;
+    assert_int_equal(run(f, &rq), 0);
+    expect_count(f, 1);
+    expect(f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+}
+
+/* The replacement np-r as the cache sees it once it is being deleted (before it was Initialized). */
+static struct kp_entry *xreplacement_gone(void)
+{
+    return decode(
+        kp_nodeclaim_decode,
+        "{'metadata':{'name':'np-r','uid':'np-r-uid','resourceVersion':'2','generation':1,"
+        "'creationTimestamp':'" NOW "','deletionTimestamp':'" NOW "','finalizers':['x'],"
+        "'labels':{'karpenter.sh/nodepool':'np'}},'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
+        "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]},"
+        "'status':{'providerID':'fake://r','conditions':[" COND("Launched", "True") "]}}");
+}
+
 /* 5. Drift of a node whose pod needs new capacity: the replacement is created first; the node is
  * marked once the replacement is in the state and deleted only once it is Initialized. */
 static void test_drift_replace(void **state)
 {
     struct fx f;
-    uint64_t rq;
-    struct kp_entry *launching = xreplacement(false), *ready = xreplacement(true);
 
     (void)state;
     fx_init(&f);
@@ -737,21 +769,9 @@ static void test_drift_replace(void **state)
     waits(&f);
     assert_false(marked(&f));
     assert_int_equal(events_of(&f, "DisruptionWaitingReadiness", "Node"), 1);
-    /* In the cache and the state, launching: marked, still not deleted. */
-    kp_cluster_state_nodeclaim_event(f.cluster, NULL, launching);
-    put(f.claims, kp_entry_ref(launching));
-    waits(&f);
-    assert_true(marked(&f));
-    waits(&f);
-    assert_int_equal(M.disrupted, 0);
-
-    /* Initialized: now the old NodeClaim goes, counted as drifted (no consolidation policy). */
-    kp_cluster_state_nodeclaim_event(f.cluster, launching, ready);
-    put(f.claims, ready);
-    fake_now += 1 * SEC;
-    assert_int_equal(run(&f, &rq), 0);
-    expect_count(&f, 1);
-    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    /* Then launching (marked, kept), then Initialized: now the old NodeClaim goes, counted as
+     * drifted (no consolidation policy). */
+    replacement_completes(&f);
     assert_int_equal(M.disrupted, 1);
     assert_string_equal(M.labels, "drifted,np,on-demand,,graceful");
     assert_int_equal(M.pods, 1); /* its one pod */
@@ -762,7 +782,6 @@ static void test_drift_replace(void **state)
     waits(&f);
     assert_int_equal(M.disrupted, 1);
     assert_int_equal(M.decisions, 1);
-    kp_entry_unref(launching);
     fx_done(&f);
 }
 
@@ -773,13 +792,7 @@ static void test_drift_replace_fails(void **state)
 {
     struct fx f;
     uint64_t rq;
-    struct kp_entry *gone = decode(
-        kp_nodeclaim_decode,
-        "{'metadata':{'name':'np-r','uid':'np-r-uid','resourceVersion':'2','generation':1,"
-        "'creationTimestamp':'" NOW "','deletionTimestamp':'" NOW "','finalizers':['x'],"
-        "'labels':{'karpenter.sh/nodepool':'np'}},'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
-        "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]},"
-        "'status':{'providerID':'fake://r','conditions':[" COND("Launched", "True") "]}}");
+    struct kp_entry *gone = xreplacement_gone();
 
     (void)state;
     fx_init(&f);
@@ -812,7 +825,6 @@ static void test_consolidation_replace(void **state)
     struct fx f;
     uint64_t rq;
     struct kp_instance_types t = {0};
-    struct kp_entry *launching = xreplacement(false), *ready = xreplacement(true);
     const char *body;
 
     (void)state;
@@ -847,22 +859,12 @@ static void test_consolidation_replace(void **state)
         1);
     assert_int_equal(M.disrupted, 0);
 
-    kp_cluster_state_nodeclaim_event(f.cluster, NULL, launching);
-    put(f.claims, kp_entry_ref(launching));
-    waits(&f);
-    assert_true(marked(&f));
-    kp_cluster_state_nodeclaim_event(f.cluster, launching, ready);
-    put(f.claims, ready);
-    fake_now += 1 * SEC;
-    assert_int_equal(run(&f, &rq), 0);
-    expect_count(&f, 1);
-    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    replacement_completes(&f);
     assert_int_equal(M.disrupted, 1);
     assert_string_equal(M.labels,
                         "underutilized,np,on-demand,when_empty_or_underutilized,graceful");
     assert_int_equal(M.pods, 1);
     assert_int_equal(M.decisions, 1);
-    kp_entry_unref(launching);
     fx_done(&f);
 }
 
@@ -905,22 +907,11 @@ static void expiry_begin(struct fx *f)
 static void test_expiry_replace(void **state)
 {
     struct fx f;
-    uint64_t rq;
-    struct kp_entry *launching = xreplacement(false), *ready = xreplacement(true);
 
     (void)state;
     fx_init(&f);
     expiry_begin(&f);
-    kp_cluster_state_nodeclaim_event(f.cluster, NULL, launching);
-    put(f.claims, kp_entry_ref(launching));
-    waits(&f);
-    assert_true(marked(&f));
-    kp_cluster_state_nodeclaim_event(f.cluster, launching, ready);
-    put(f.claims, ready);
-    fake_now += 1 * SEC;
-    assert_int_equal(run(&f, &rq), 0);
-    expect_count(&f, 1);
-    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    replacement_completes(&f);
     assert_int_equal(M.disrupted, 1);
     assert_string_equal(M.labels, "expired,np,on-demand,,graceful");
     assert_int_equal(M.pods, 1);
@@ -929,7 +920,6 @@ static void test_expiry_replace(void **state)
         events_with(&f, "DisruptionTerminating", "NodeClaim", "Disrupting NodeClaim: Expired"), 1);
     waits(&f);
     assert_int_equal(M.disrupted, 1);
-    kp_entry_unref(launching);
     fx_done(&f);
 }
 
@@ -939,13 +929,7 @@ static void test_expiry_replace_fails(void **state)
 {
     struct fx f;
     uint64_t rq;
-    struct kp_entry *gone = decode(
-        kp_nodeclaim_decode,
-        "{'metadata':{'name':'np-r','uid':'np-r-uid','resourceVersion':'2','generation':1,"
-        "'creationTimestamp':'" NOW "','deletionTimestamp':'" NOW "','finalizers':['x'],"
-        "'labels':{'karpenter.sh/nodepool':'np'}},'spec':{'nodeClassRef':{'group':'" KP_FAKE_NODECLASS_GROUP
-        "','kind':'" KP_FAKE_NODECLASS_KIND "','name':'c'},'requirements':[]},"
-        "'status':{'providerID':'fake://r','conditions':[" COND("Launched", "True") "]}}");
+    struct kp_entry *gone = xreplacement_gone();
 
     (void)state;
     fx_init(&f);
