@@ -591,10 +591,10 @@ static bool karpenter_key_allowed(const char *key, bool claim)
 
 static void check_label_key(struct kp_valid *c, const char *path, const char *key, bool claim)
 {
-    const char *why = NULL;
+    char *why = NULL;
 
     if (kp_label_validate_key(key, strlen(key), &why) < 0)
-        kp_valid_add(c, "%s: key \"%.63s\": %s", path, key, why);
+        kp_valid_add(c, "%s: key \"%.63s\": %s", path, key, why ? why : "invalid");
     else if (strcmp(key, "kubernetes.io/hostname") == 0 ||
              (!claim && strcmp(key, "karpenter.sh/nodepool") == 0))
         kp_valid_add(c, "%s: label \"%s\" is restricted (Karpenter sets it on each node)", path,
@@ -604,11 +604,12 @@ static void check_label_key(struct kp_valid *c, const char *path, const char *ke
                      "%s: key \"%.63s\": label domain \"karpenter.sh\" is restricted (only "
                      "karpenter.sh/capacity-type may be set)",
                      path, key);
+    kp_free(why);
 }
 
 static void check_labels(struct kp_valid *c, const char *path, const struct kp_labels *l)
 {
-    const char *why = NULL;
+    char *why = NULL;
 
     if (l->n > KP_MAX_TEMPLATE_LABELS)
         kp_valid_add(c, "%s: must have at most %u entries, has %zu", path, KP_MAX_TEMPLATE_LABELS,
@@ -618,8 +619,10 @@ static void check_labels(struct kp_valid *c, const char *path, const struct kp_l
 
         check_label_key(c, path, l->v[i].key, false);
         if (kp_label_validate_value(val, strlen(val), &why) < 0)
-            kp_valid_add(c, "%s[\"%.63s\"]: value \"%.63s\": %s", path, l->v[i].key, val, why);
+            kp_valid_add(c, "%s[\"%.63s\"]: value \"%.63s\": %s", path, l->v[i].key, val,
+                         why ? why : "invalid");
     }
+    kp_free(why);
 }
 
 static const char *op_name(enum kp_selector_op op)
@@ -641,7 +644,7 @@ static const char *op_name(enum kp_selector_op op)
 static void check_requirements(struct kp_valid *c, const char *path,
                                const struct kp_nodeclaim_spec *s, bool claim)
 {
-    const char *why = NULL;
+    char *why = NULL;
 
     if (s->reqs_error) {
         kp_valid_add(c, "%s", s->reqs_error);
@@ -668,7 +671,8 @@ static void check_requirements(struct kp_valid *c, const char *path,
             /* Gt, Lt, Gte and Lte values are integers, checked above. */
             if ((q->op == KP_SEL_IN || q->op == KP_SEL_NOT_IN) &&
                 kp_label_validate_value(val, strlen(val), &why) < 0)
-                kp_valid_add(c, "%s: key \"%.63s\": value \"%.63s\": %s", path, q->key, val, why);
+                kp_valid_add(c, "%s: key \"%.63s\": value \"%.63s\": %s", path, q->key, val,
+                             why ? why : "invalid");
             if (is_ct && (strcmp(val, "on-demand") == 0 || strcmp(val, "spot") == 0 ||
                           strcmp(val, "reserved") == 0))
                 ct_known = true;
@@ -679,11 +683,12 @@ static void check_requirements(struct kp_valid *c, const char *path,
                          "reserved, so no instance type can match (SSH hosts are on-demand)",
                          path);
     }
+    kp_free(why);
 }
 
 static void check_taint_list(struct kp_valid *c, const char *path, const struct kp_taints *t)
 {
-    const char *why = NULL;
+    char *why = NULL;
 
     for (size_t i = 0; i < t->n; i++) {
         const char *v = t->v[i].value;
@@ -694,8 +699,9 @@ static void check_taint_list(struct kp_valid *c, const char *path, const struct 
                          "prefix and '/', then up to 63 of A-Z a-z 0-9 - _ .",
                          path, i, t->v[i].key);
         if (v && *v && kp_label_validate_value(v, strlen(v), &why) < 0)
-            kp_valid_add(c, "%s[%zu].value: \"%.63s\": %s", path, i, v, why);
+            kp_valid_add(c, "%s[%zu].value: \"%.63s\": %s", path, i, v, why ? why : "invalid");
     }
+    kp_free(why);
 }
 
 /* No key+effect twice across taints and startupTaints. */

@@ -79,61 +79,76 @@ static bool kp_dns_subdomain_ok(const char *p, size_t n)
     return true;
 }
 
-static int kp_fail(const char **reterr, const char *msg)
-{
-    if (reterr)
-        *reterr = msg;
-    return -EINVAL;
-}
-
-int kp_label_validate_key(const char *p, size_t n, const char **reterr)
+/* What is wrong with the label key p[n] (a static sentence), or NULL when it is valid. */
+static const char *label_key_problem(const char *p, size_t n)
 {
     const char *slash = p ? memchr(p, '/', n) : NULL;
     const char *name = p;
     size_t name_n = n;
 
     if (!p || n == 0)
-        return kp_fail(reterr, "name part must be non-empty");
+        return "name part must be non-empty";
     if (slash) {
         size_t prefix_n = (size_t)(slash - p);
 
         name = slash + 1;
         name_n = n - prefix_n - 1;
         if (memchr(name, '/', name_n))
-            return kp_fail(reterr, "a qualified name must consist of an optional DNS subdomain "
-                                   "prefix, a '/' and a name part");
+            return "a qualified name must consist of an optional DNS subdomain "
+                   "prefix, a '/' and a name part";
         if (prefix_n == 0)
-            return kp_fail(reterr, "prefix part must be non-empty");
+            return "prefix part must be non-empty";
         if (prefix_n > 253)
-            return kp_fail(reterr, "prefix part must be no more than 253 characters");
+            return "prefix part must be no more than 253 characters";
         if (!kp_dns_subdomain_ok(p, prefix_n))
-            return kp_fail(reterr, "prefix part must be a lowercase RFC 1123 subdomain: "
-                                   "lowercase alphanumeric characters, '-' or '.', starting and "
-                                   "ending with an alphanumeric character");
+            return "prefix part must be a lowercase RFC 1123 subdomain: "
+                   "lowercase alphanumeric characters, '-' or '.', starting and "
+                   "ending with an alphanumeric character";
     }
     if (name_n == 0)
-        return kp_fail(reterr, "name part must be non-empty");
+        return "name part must be non-empty";
     if (name_n > 63)
-        return kp_fail(reterr, "name part must be no more than 63 characters");
+        return "name part must be no more than 63 characters";
     if (!kp_label_name_chars_ok(name, name_n))
-        return kp_fail(reterr, "name part must consist of alphanumeric characters, '-', '_' or "
-                               "'.', and must start and end with an alphanumeric character");
-    return 0;
+        return "name part must consist of alphanumeric characters, '-', '_' or "
+               "'.', and must start and end with an alphanumeric character";
+    return NULL;
 }
 
-int kp_label_validate_value(const char *p, size_t n, const char **reterr)
+/* What is wrong with the label value p[n] (a static sentence), or NULL when it is valid. */
+static const char *label_value_problem(const char *p, size_t n)
 {
     if (n == 0)
-        return 0;
+        return NULL;
     if (!p)
-        return kp_fail(reterr, "label value missing");
+        return "label value missing";
     if (n > 63)
-        return kp_fail(reterr, "label value must be no more than 63 characters");
+        return "label value must be no more than 63 characters";
     if (!kp_label_name_chars_ok(p, n))
-        return kp_fail(reterr, "a valid label value must be an empty string or consist of "
-                               "alphanumeric characters, '-', '_' or '.', and must start and "
-                               "end with an alphanumeric character");
-    return 0;
+        return "a valid label value must be an empty string or consist of "
+               "alphanumeric characters, '-', '_' or '.', and must start and "
+               "end with an alphanumeric character";
+    return NULL;
+}
+
+int kp_label_validate_key(const char *p, size_t n, char **ret_msg)
+{
+    const char *why = label_key_problem(p, n);
+
+    if (!why)
+        return 0;
+    kp_msg_set(ret_msg, "%s", why);
+    return -EINVAL;
+}
+
+int kp_label_validate_value(const char *p, size_t n, char **ret_msg)
+{
+    const char *why = label_value_problem(p, n);
+
+    if (!why)
+        return 0;
+    kp_msg_set(ret_msg, "%s", why);
+    return -EINVAL;
 }
 
 /* --- building ----------------------------------------------------------------------------- */
@@ -208,7 +223,7 @@ static int kp_selector_add(struct kp_selector *s, struct kp_slice key, enum kp_s
         return kp_set_err(reterr, pos, "too many requirements", -KP_ELIMIT);
     if (n_values > KP_SELECTOR_MAX_VALUES)
         return kp_set_err(reterr, pos, "too many values", -KP_ELIMIT);
-    if (kp_label_validate_key(key.p, key.n, &why) < 0)
+    if ((why = label_key_problem(key.p, key.n)))
         return kp_set_err(reterr, pos, why, -EINVAL);
     switch (op) {
     case KP_SEL_IN:
@@ -257,7 +272,7 @@ static int kp_selector_add(struct kp_selector *s, struct kp_slice key, enum kp_s
                               -EINVAL);
     }
     for (size_t i = 0; i < n_values; i++) {
-        if (check_values && kp_label_validate_value(values[i].p, values[i].n, &why) < 0)
+        if (check_values && (why = label_value_problem(values[i].p, values[i].n)))
             return kp_set_err(reterr, pos, why, -EINVAL);
         if (memchr(values[i].p, '\0', values[i].n))
             return kp_set_err(reterr, pos, "value holds a NUL byte", -EINVAL);
@@ -949,7 +964,7 @@ int kp_selector_format(const struct kp_selector *s, struct kp_buf *out)
             return r;
         for (size_t k = 0; k < q->n_values; k++) {
             /* Node requirement values are not validated and may not survive the string form. */
-            if (kp_label_validate_value(q->values[k], strlen(q->values[k]), NULL) < 0)
+            if (label_value_problem(q->values[k], strlen(q->values[k])))
                 return -EOPNOTSUPP;
             if (k > 0 && (r = kp_buf_putc(out, ',')) < 0)
                 return r;

@@ -118,9 +118,9 @@ bool kp_selector_matches_map(const struct kp_selector *s, const struct kp_map *l
  * -EOPNOTSUPP when a requirement has no string form (Gte, Lte, minValues). */
 int kp_selector_format(const struct kp_selector *s, struct kp_buf *out) KP_WUR;
 
-/* Label syntax (validation.IsQualifiedName / IsValidLabelValue). 0 or -EINVAL; ret_msg
- * (optional) receives a static message on failure. */
-int kp_label_validate_key(const char *p, size_t n, const char **ret_msg) KP_WUR;
-int kp_label_validate_value(const char *p, size_t n, const char **ret_msg) KP_WUR;
+/* Label syntax (validation.IsQualifiedName / IsValidLabelValue). 0 or -EINVAL with what is
+ * wrong in *ret_msg (base/err.h). */
+int kp_label_validate_key(const char *p, size_t n, char **ret_msg) KP_WUR;
+int kp_label_validate_value(const char *p, size_t n, char **ret_msg) KP_WUR;
 
 #endif

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t live = kp_alloc_live();
     struct kp_envelope e;
     struct kp_shim_params p;
-    const char *why = NULL;
+    char *why = NULL;
     enum kp_shim_exit x;
 
     kp_envelope_init(&e);
@@ -56,7 +56,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                              e.params_b64 + e.params_b64_len > (const char *)data + size))
             abort();
         kp_shim_params_init(&p);
-        why = NULL;
         x = kp_envelope_params(&e, &p, &why);
         if (x != KP_SHIM_OK && x != KP_SHIM_MALFORMED && x != KP_SHIM_BAD_PARAM &&
             x != KP_SHIM_INTERNAL)
@@ -76,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         kp_shim_params_done(&p);
     }
+    kp_free(why);
     kp_envelope_done(&e);
     if (kp_alloc_live() != live)
         abort();

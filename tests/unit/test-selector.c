@@ -117,7 +117,7 @@ static void test_parse_invalid(void **state)
 static void test_validate(void **state)
 {
     char name63[64], name64[65], prefix[300];
-    const char *why = NULL;
+    char *why = NULL;
 
     (void)state;
     memset(name63, 'a', 63);
@@ -151,6 +151,7 @@ static void test_validate(void **state)
     assert_int_equal(kp_label_validate_key("_ab", 3, &why), -EINVAL);
     assert_non_null(strstr(why, "alphanumeric"));
     assert_int_equal(kp_label_validate_value("a b", 3, NULL), -EINVAL);
+    kp_free(why);
 }
 
 static void test_match(void **state)

@@ -20,13 +20,16 @@ static void field_b64(struct kp_buf *b, const char *name, const void *p, size_t 
 
 static enum kp_shim_exit parse(const char *p, size_t n, struct kp_envelope *e)
 {
-    const char *why = NULL;
+    char *why = NULL;
     enum kp_shim_exit x;
 
     kp_envelope_init(e);
     x = kp_envelope_parse(p, n, e, &why);
     if (x != KP_SHIM_OK)
         assert_non_null(why);
+    else
+        assert_null(why);
+    kp_free(why);
     return x;
 }
 
@@ -53,7 +56,7 @@ static enum kp_shim_exit params_of(const char *text, size_t len, struct kp_shim_
 {
     struct kp_buf b = KP_BUF_INIT(1u << 22);
     struct kp_envelope e;
-    const char *why = NULL;
+    char *why = NULL;
     enum kp_shim_exit x;
 
     join_envelope(&b, text, len);
@@ -62,6 +65,7 @@ static enum kp_shim_exit params_of(const char *text, size_t len, struct kp_shim_
     x = kp_envelope_params(&e, ret, &why);
     if (x != KP_SHIM_OK)
         assert_non_null(why);
+    kp_free(why);
     kp_envelope_done(&e);
     kp_buf_done(&b);
     return x;
@@ -261,12 +265,13 @@ static void test_params(void **state)
         static const char s[] = "kpssh-envelope: 1\nphase: leave\nparams-b64: S1BTU0g=x\n"
                                 "sig-b64: dHJ1ZQo=\nscript-b64: dHJ1ZQo=\n";
         struct kp_envelope e;
-        const char *why = NULL;
+        char *why = NULL;
 
         assert_int_equal(parse(s, sizeof(s) - 1, &e), KP_SHIM_OK);
         kp_shim_params_init(&p);
         assert_int_equal(kp_envelope_params(&e, &p, &why), KP_SHIM_MALFORMED);
         assert_non_null(why);
+        kp_free(why);
         kp_shim_params_done(&p);
         kp_envelope_done(&e);
     }

@@ -141,7 +141,8 @@ static int add_resources(const struct where *w, const json_t *v, const char *at,
 {
     struct kp_json_iter it = KP_JSON_ITER_INIT;
     struct shown sh;
-    const char *name, *text, *why;
+    const char *name, *text;
+    char *why = NULL;
     json_t *q;
     size_t count = 0;
     int r;
@@ -161,9 +162,12 @@ static int add_resources(const struct where *w, const json_t *v, const char *at,
         int64_t units, sum;
         bool found = false;
 
-        if (kp_label_validate_key(name, strlen(name), &why) < 0)
-            return fail(w, -KP_EPARSE, "%s: \"%s\" is not a resource name: %s", at, show(&sh, name),
-                        why ? why : "invalid");
+        if (kp_label_validate_key(name, strlen(name), &why) < 0) {
+            r = fail(w, -KP_EPARSE, "%s: \"%s\" is not a resource name: %s", at, show(&sh, name),
+                     why ? why : "invalid");
+            kp_free(why);
+            return r;
+        }
         /* As the projections read quantities (api/obj.h): strings, or integers as units. */
         if (kp_json_as_str(q, &text) == 0) {
             if ((r = kp_quantity_parse(text, strlen(text), KP_QUANTITY_ROUND_UP, &qty)) < 0)
@@ -244,7 +248,8 @@ static const char *single(const struct kp_reqset *s, const char *key)
 static int parse_offering(const struct where *w, const json_t *o, size_t i, struct kp_offering *of)
 {
     static const char *const known[] = {"requirements", "price", "available", NULL};
-    const char *zone, *ct, *why;
+    const char *zone, *ct;
+    char *why = NULL;
     struct shown sh;
     char at[40], rat[64]; /* our own text: a field name and an index */
     json_t *v;
@@ -264,9 +269,12 @@ static int parse_offering(const struct where *w, const json_t *o, size_t i, stru
     ct = single(&of->reqs, KP_LABEL_CAPACITY_TYPE);
     if (!zone)
         return fail(w, -KP_EPARSE, "%s.requirements: needs %s In [one zone]", at, KP_LABEL_ZONE);
-    if (kp_label_validate_value(zone, strlen(zone), &why) < 0)
-        return fail(w, -KP_EPARSE, "%s.requirements: zone \"%s\" is not a label value: %s", at,
-                    show(&sh, zone), why ? why : "invalid");
+    if (kp_label_validate_value(zone, strlen(zone), &why) < 0) {
+        r = fail(w, -KP_EPARSE, "%s.requirements: zone \"%s\" is not a label value: %s", at,
+                 show(&sh, zone), why ? why : "invalid");
+        kp_free(why);
+        return r;
+    }
     if (!ct)
         return fail(w, -KP_EPARSE, "%s.requirements: needs %s In [on-demand] or In [spot]", at,
                     KP_LABEL_CAPACITY_TYPE);
@@ -363,7 +371,8 @@ static int parse_item(struct where *w, const json_t *item, struct kp_instance_ty
                                                  "evictionThreshold", NULL};
     static const char *const overheads[] = {"kubeReserved", "systemReserved", "evictionThreshold"};
     static const char *const needed[] = {"cpu", "memory"};
-    const char *name = NULL, *why;
+    const char *name = NULL;
+    char *why = NULL;
     bool has_pods = false;
     struct shown sh;
     json_t *v;
@@ -380,9 +389,14 @@ static int parse_item(struct where *w, const json_t *item, struct kp_instance_ty
         return fail(w, -KP_EPARSE, "name: required");
     if (kp_json_as_str(v, &name) < 0)
         return fail(w, -KP_EPARSE, "name: must be a string");
-    if (!*name || kp_label_validate_value(name, strlen(name), &why) < 0)
-        return fail(w, -KP_EPARSE, "name: \"%s\" is not a label value: %s", show(&sh, name),
-                    *name && why ? why : "empty");
+    if (!*name || kp_label_validate_value(name, strlen(name), &why) < 0) {
+        r = fail(w, -KP_EPARSE, "name: \"%s\" is not a label value: %s", show(&sh, name),
+                 !*name ? "empty"
+                 : why  ? why
+                        : "invalid");
+        kp_free(why);
+        return r;
+    }
     w->name = name;
     if (!(it->name = kp_strdup(name)))
         return -ENOMEM;

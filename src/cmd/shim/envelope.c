@@ -89,10 +89,9 @@ static bool take_field(const char *line, size_t n, const char *name, struct slic
     return true;
 }
 
-static enum kp_shim_exit why(const char **ret_why, enum kp_shim_exit code, const char *reason)
+static enum kp_shim_exit why(char **ret_msg, enum kp_shim_exit code, const char *reason)
 {
-    if (ret_why)
-        *ret_why = reason;
+    kp_msg_set(ret_msg, "%s", reason);
     return code;
 }
 
@@ -110,8 +109,7 @@ static enum kp_shim_exit decode(struct slice s, struct kp_buf *out)
     return r < 0 ? KP_SHIM_MALFORMED : KP_SHIM_OK;
 }
 
-enum kp_shim_exit kp_envelope_parse(const char *p, size_t n, struct kp_envelope *e,
-                                    const char **ret_why)
+enum kp_shim_exit kp_envelope_parse(const char *p, size_t n, struct kp_envelope *e, char **ret_msg)
 {
     struct slice version = {0}, phase = {0}, params = {0}, sig = {0}, script = {0};
     enum kp_shim_exit x;
@@ -119,9 +117,9 @@ enum kp_shim_exit kp_envelope_parse(const char *p, size_t n, struct kp_envelope 
     bool known = false;
 
     if (n > KP_SHIM_MAX_ENVELOPE)
-        return why(ret_why, KP_SHIM_MALFORMED, "envelope is larger than 2 MiB");
+        return why(ret_msg, KP_SHIM_MALFORMED, "envelope is larger than 2 MiB");
     if (n > 0 && memchr(p, '\0', n))
-        return why(ret_why, KP_SHIM_MALFORMED, "envelope holds a NUL byte");
+        return why(ret_msg, KP_SHIM_MALFORMED, "envelope holds a NUL byte");
     while (i < n) {
         const char *line = p + i, *nl = memchr(line, '\n', n - i);
         size_t len = nl ? (size_t)(nl - line) : n - i;
@@ -134,11 +132,11 @@ enum kp_shim_exit kp_envelope_parse(const char *p, size_t n, struct kp_envelope 
                take_field(line, len, "script-b64", &script)); /* anything else is ignored */
     }
     if (!version.p)
-        return why(ret_why, KP_SHIM_MALFORMED, "no 'kpssh-envelope: 1' line (not an envelope)");
+        return why(ret_msg, KP_SHIM_MALFORMED, "no 'kpssh-envelope: 1' line (not an envelope)");
     if (!kp_memeq_str(version.p, version.n, "1"))
-        return why(ret_why, KP_SHIM_MALFORMED, "envelope version is not 1");
+        return why(ret_msg, KP_SHIM_MALFORMED, "envelope version is not 1");
     if (!phase.p || phase.n == 0)
-        return why(ret_why, KP_SHIM_MALFORMED, "envelope has no phase");
+        return why(ret_msg, KP_SHIM_MALFORMED, "envelope has no phase");
     for (size_t k = 0; k < KP_ARRAY_SIZE(kp_phase_names); k++) {
         if (kp_memeq_str(phase.p, phase.n, kp_phase_names[k])) {
             e->phase = (enum kp_shim_phase)k;
@@ -147,21 +145,21 @@ enum kp_shim_exit kp_envelope_parse(const char *p, size_t n, struct kp_envelope 
         }
     }
     if (!known)
-        return why(ret_why, KP_SHIM_UNKNOWN_PHASE, "unknown phase");
+        return why(ret_msg, KP_SHIM_UNKNOWN_PHASE, "unknown phase");
     if (e->phase == KP_SHIM_PHASE_PROBE)
         return KP_SHIM_OK; /* unsigned by design: its output is the shim's own */
     if (!sig.p || sig.n == 0)
-        return why(ret_why, KP_SHIM_MALFORMED, "envelope has no sig-b64");
+        return why(ret_msg, KP_SHIM_MALFORMED, "envelope has no sig-b64");
     if (!script.p || script.n == 0)
-        return why(ret_why, KP_SHIM_MALFORMED, "envelope has no script-b64");
+        return why(ret_msg, KP_SHIM_MALFORMED, "envelope has no script-b64");
     x = decode(script, &e->script);
     if (x != KP_SHIM_OK)
-        return why(ret_why, x,
+        return why(ret_msg, x,
                    x == KP_SHIM_INTERNAL ? "out of memory"
                                          : "script-b64 is not base64 of at most 256 KiB");
     x = decode(sig, &e->sig);
     if (x != KP_SHIM_OK)
-        return why(ret_why, x,
+        return why(ret_msg, x,
                    x == KP_SHIM_INTERNAL ? "out of memory"
                                          : "sig-b64 is not base64 of at most 16 KiB");
     e->params_b64 = params.p && params.n ? params.p : NULL;
@@ -190,7 +188,7 @@ static bool same_name(const char *a, const char *b)
 }
 
 enum kp_shim_exit kp_envelope_params(const struct kp_envelope *e, struct kp_shim_params *ret,
-                                     const char **ret_why)
+                                     char **ret_msg)
 {
     struct slice s = {.p = e->params_b64, .n = e->params_b64_len};
     const char **sorted = NULL;
@@ -200,21 +198,21 @@ enum kp_shim_exit kp_envelope_params(const struct kp_envelope *e, struct kp_shim
 
     if (!s.p) {
         ret->env = kp_calloc(1, sizeof(*ret->env));
-        return ret->env ? KP_SHIM_OK : why(ret_why, KP_SHIM_INTERNAL, "out of memory");
+        return ret->env ? KP_SHIM_OK : why(ret_msg, KP_SHIM_INTERNAL, "out of memory");
     }
     x = decode(s, &ret->text);
     if (x != KP_SHIM_OK)
-        return why(ret_why, x,
+        return why(ret_msg, x,
                    x == KP_SHIM_INTERNAL ? "out of memory"
                                          : "params-b64 is not base64 of at most 64 KiB");
     t = ret->text.data;
     for (size_t k = 0; k < ret->text.len; k++)
         lines += t[k] == '\n';
     if (kp_add_overflow(lines, (size_t)1, &alloc))
-        return why(ret_why, KP_SHIM_INTERNAL, "out of memory");
+        return why(ret_msg, KP_SHIM_INTERNAL, "out of memory");
     ret->env = kp_calloc(alloc, sizeof(*ret->env));
     if (!ret->env)
-        return why(ret_why, KP_SHIM_INTERNAL, "out of memory");
+        return why(ret_msg, KP_SHIM_INTERNAL, "out of memory");
     while (i < ret->text.len) {
         char *line = t + i, *nl = memchr(line, '\n', ret->text.len - i);
         size_t len = nl ? (size_t)(nl - line) : ret->text.len - i, k;
@@ -225,16 +223,16 @@ enum kp_shim_exit kp_envelope_params(const struct kp_envelope *e, struct kp_shim
             continue;
         eq = memchr(line, '=', len);
         if (!eq)
-            return why(ret_why, KP_SHIM_BAD_PARAM, "a parameter line has no '='");
+            return why(ret_msg, KP_SHIM_BAD_PARAM, "a parameter line has no '='");
         if (!kp_startswith(line, "KPSSH_") || (size_t)(eq - line) <= strlen("KPSSH_"))
-            return why(ret_why, KP_SHIM_BAD_PARAM,
+            return why(ret_msg, KP_SHIM_BAD_PARAM,
                        "a parameter name is not KPSSH_ followed by at least one character");
         for (k = 0; line + k < eq; k++)
             if (!name_char(line[k]))
-                return why(ret_why, KP_SHIM_BAD_PARAM,
+                return why(ret_msg, KP_SHIM_BAD_PARAM,
                            "a parameter name holds a character outside [A-Za-z0-9_]");
         if (memchr(eq, '\0', len - (size_t)(eq - line)))
-            return why(ret_why, KP_SHIM_BAD_PARAM, "a parameter value holds a NUL byte");
+            return why(ret_msg, KP_SHIM_BAD_PARAM, "a parameter value holds a NUL byte");
         if (nl)
             *nl = '\0';
         ret->env[n++] = line;
@@ -243,14 +241,14 @@ enum kp_shim_exit kp_envelope_params(const struct kp_envelope *e, struct kp_shim
     if (n > 1) {
         sorted = kp_memdup(ret->env, n * sizeof(*sorted));
         if (!sorted)
-            return why(ret_why, KP_SHIM_INTERNAL, "out of memory");
+            return why(ret_msg, KP_SHIM_INTERNAL, "out of memory");
         /* Strings sharing the prefix "NAME=" are adjacent in byte order, so one pass finds any
          * name given twice. */
         qsort(sorted, n, sizeof(*sorted), cmp_entry);
         for (size_t k = 1; k < n; k++) {
             if (same_name(sorted[k - 1], sorted[k])) {
                 kp_free(sorted);
-                return why(ret_why, KP_SHIM_BAD_PARAM, "a parameter name appears twice");
+                return why(ret_msg, KP_SHIM_BAD_PARAM, "a parameter name appears twice");
             }
         }
         kp_free(sorted);

@@ -59,18 +59,18 @@ void kp_envelope_done(struct kp_envelope *e);
  * decoded; phase one of install, join, leave, uninstall (else 5); sig-b64 and script-b64
  * present and decodable within their ceilings (else 4). Parameters are not looked at here: the
  * shim checks them after the signature (kp_envelope_params). KP_SHIM_INTERNAL on -ENOMEM.
- * Not KP_SHIM_OK: *ret_why (optional) points to a static reason; *e must still be released. */
+ * Not KP_SHIM_OK: the reason in *ret_msg (base/err.h); *e must still be released. */
 enum kp_shim_exit kp_envelope_parse(const char *p, size_t n, struct kp_envelope *e,
-                                    const char **ret_why) KP_WUR KP_NONNULL(3);
+                                    char **ret_msg) KP_WUR KP_NONNULL(3);
 
 /* Decodes e->params_b64 into *ret (initialised by the caller with kp_shim_params_init) and
  * checks each non-empty line: it holds '=' (else 3), its name matches ^KPSSH_[A-Za-z0-9_]+$
  * (else 3), its value holds no NUL (else 3), and no name appears twice (else 3: the controller
  * writes each name once, sorted, and which copy would win is not worth guessing). Bad base64
  * or more than KP_SHIM_MAX_PARAMS decoded bytes: 4. No params-b64 line: KP_SHIM_OK with n 0.
- * Not KP_SHIM_OK: *ret_why as above; no parameter value is ever quoted in it. */
+ * Not KP_SHIM_OK: *ret_msg as above; no parameter value is ever quoted in it. */
 enum kp_shim_exit kp_envelope_params(const struct kp_envelope *e, struct kp_shim_params *ret,
-                                     const char **ret_why) KP_WUR KP_NONNULL(1, 2);
+                                     char **ret_msg) KP_WUR KP_NONNULL(1, 2);
 
 void kp_shim_params_init(struct kp_shim_params *p) KP_NONNULL(1);
 void kp_shim_params_done(struct kp_shim_params *p);

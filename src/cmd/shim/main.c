@@ -282,7 +282,8 @@ static int write_file(const char *path, const void *p, size_t n)
 /* The signed phases: private directory, verify, parameters, run. Logs the outcome. */
 static enum kp_shim_exit run_signed(const struct shim_opts *o, const struct kp_envelope *env)
 {
-    const char *phase = kp_shim_phase_name(env->phase), *why = NULL;
+    const char *phase = kp_shim_phase_name(env->phase);
+    char *why = NULL;
     char dir[] = KP_SHIM_TMP_TEMPLATE, script[sizeof(dir) + 8], sig[sizeof(dir) + 8];
     struct kp_shim_params params;
     enum kp_shim_exit x = KP_SHIM_INTERNAL;
@@ -333,6 +334,7 @@ static enum kp_shim_exit run_signed(const struct shim_opts *o, const struct kp_e
                 : x == KP_SHIM_SCRIPT_FAILED ? "script failed"
                                              : "internal error");
 out:
+    kp_free(why);
     kp_shim_params_done(&params);
     if (script[0])
         (void)unlink(script);
@@ -349,8 +351,7 @@ int main(int argc, char **argv)
     struct kp_buf in = KP_BUF_INIT(KP_SHIM_MAX_ENVELOPE);
     struct kp_envelope env;
     enum kp_shim_exit x;
-    char hex[KP_SHA256_HEX_SIZE], *msg = NULL;
-    const char *why = NULL;
+    char hex[KP_SHA256_HEX_SIZE], *msg = NULL, *why = NULL;
     struct sigaction ign;
     int r;
 
@@ -409,6 +410,7 @@ int main(int argc, char **argv)
                 kp_shim_phase_name(env.phase), hex, env.script.len, o.allowed_signers);
     x = run_signed(&o, &env);
 out:
+    kp_free(why);
     kp_envelope_done(&env);
     kp_buf_wipe(&in); /* params-b64 may carry join secrets */
     kp_shim_log_close();
