@@ -25,6 +25,7 @@
 #include "core/provider.h"
 #include "core/provisioning/scheduler.h"
 #include "core/state/cluster.h"
+#include "kp-fake-provider.h"
 
 #define SEC 1000000LL
 #define T0 "2026-01-01T00:00:00Z"
@@ -1000,6 +1001,81 @@ static void test_drift_candidates(void **state)
     fx_done(&f);
 }
 
+/* An expiring NodeClaim of node class group/kind for state node d, made at T0 with
+ * spec.expireAfter after. */
+static void expiring_as(struct fx *f, struct kp_dnode *d, const char *after, const char *group,
+                        const char *kind)
+{
+    const char *name = d->sn->name;
+
+    sn_of(f, d)->nodeclaim =
+        keep(f, decode(kp_nodeclaim_decode,
+                       "{'metadata':{'name':'%s','uid':'%s-uid','resourceVersion':'3',"
+                       "'creationTimestamp':'" T0 "','labels':{'karpenter.sh/nodepool':'np'}},"
+                       "'spec':{'nodeClassRef':{'group':'%s','kind':'%s','name':'c'},"
+                       "'requirements':[],'expireAfter':'%s'},"
+                       "'status':{'providerID':'kpssh://p/%s','conditions':[" INITIALIZED "]}}",
+                       name, name, group, kind, after, name));
+}
+
+/* The same, of the fake provider's class. */
+static void expiring(struct fx *f, struct kp_dnode *d, const char *after)
+{
+    expiring_as(f, d, after, KP_FAKE_NODECLASS_GROUP, KP_FAKE_NODECLASS_KIND);
+}
+
+/* kp_expiry_candidates at T0 + 1h: expired nodes whose pods need a place, while more than the
+ * replacement timeout and a pass of the 15 min grace is left (expired less than 4 min 50 s
+ * ago), soonest expiry first, then by name; do-not-disrupt does not hold them. */
+static void test_expiry_candidates(void **state)
+{
+    struct fx f = {0};
+    struct kp_entry *np = keep(&f, nodepool("np", "'consolidateAfter':'30s'", ""));
+    struct kp_dnode *a = add(&f, "a", T0, INITIALIZED, np, "True");      /* expired 1 min ago */
+    struct kp_dnode *b = add(&f, "b", T0, INITIALIZED, np, "True");      /* 3 min ago */
+    struct kp_dnode *b2 = add(&f, "b2", T0, INITIALIZED, np, "True");    /* 3 min ago too */
+    struct kp_dnode *idle = add(&f, "c", T0, INITIALIZED, np, "True");   /* no pod */
+    struct kp_dnode *young = add(&f, "d", T0, INITIALIZED, np, "True");  /* not expired */
+    struct kp_dnode *late = add(&f, "e", T0, INITIALIZED, np, "True");   /* 4 min 51 s ago */
+    struct kp_dnode *marked = add(&f, "g", T0, INITIALIZED, np, "True"); /* marked */
+    struct kp_dnode *never = add(&f, "h", T0, INITIALIZED, np, "True");
+    struct kp_fake_provider *fp = NULL;
+    struct kp_provider p;
+    size_t idx[8], n;
+
+    (void)state;
+    assert_int_equal(kp_fake_provider_new(&fp), 0);
+    p = kp_fake_provider_as_provider(fp);
+    expiring(&f, a, "59m");
+    expiring(&f, b, "57m");
+    expiring(&f, b2, "57m");
+    expiring(&f, idle, "50m");
+    expiring(&f, young, "2h");
+    expiring(&f, late, "55m9s");
+    expiring(&f, marked, "50m");
+    expiring(&f, never, "Never");
+    for (size_t i = 0; i < f.n; i++)
+        f.d[i].reschedulable = 1;
+    idle->reschedulable = 0;
+    a->blocking_pod = "default/keep"; /* forceful: no do-not-disrupt holds an expiry */
+    sn_of(&f, marked)->flags |= KP_STATE_NODE_MARKED_FOR_DELETION;
+    n = kp_expiry_candidates(&p, f.d, f.n, t0 + 3600 * SEC, idx);
+    assert_int_equal(n, 3);
+    assert_ptr_equal(&f.d[idx[0]], b);
+    assert_ptr_equal(&f.d[idx[1]], b2);
+    assert_ptr_equal(&f.d[idx[2]], a);
+    /* Expired 4 min 49 s ago: still one. */
+    expiring(&f, late, "55m11s");
+    n = kp_expiry_candidates(&p, f.d, f.n, t0 + 3600 * SEC, idx);
+    assert_int_equal(n, 4);
+    assert_ptr_equal(&f.d[idx[0]], late);
+    /* Another provider's NodeClaim is not ours to expire. */
+    expiring_as(&f, b, "57m", "karpenter.k8s.aws", "EC2NodeClass");
+    assert_int_equal(kp_expiry_candidates(&p, f.d, f.n, t0 + 3600 * SEC, idx), 3);
+    kp_fake_provider_free(fp);
+    fx_done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1019,6 +1095,7 @@ int main(void)
         cmocka_unit_test(test_node_price),
         cmocka_unit_test(test_consolidation_decide),
         cmocka_unit_test(test_drift_candidates),
+        cmocka_unit_test(test_expiry_candidates),
         cmocka_unit_test(test_budget_report),
         cmocka_unit_test(test_invalid_do_not_disrupt),
         cmocka_unit_test(test_do_not_disrupt_events),
