@@ -940,8 +940,62 @@ static void test_expiry_replace_fails(void **state)
     assert_int_equal(run(&f, &rq), 0);
     expect_count(&f, 1);
     expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    assert_true(marked(&f)); /* before the delete: the clean-up keeps off its taint */
     assert_int_equal(M.disrupted, 1);
     assert_int_equal(M.queue_failures, 0);
+    fx_done(&f);
+}
+
+/* 7b. An expired node's delete keeps failing (500) with its replacement never Initialized:
+ * past twice the replacement timeout the command is rolled back and left to the expiration
+ * controller, with no voluntary queue failure counted. A NodeClaim someone else deleted
+ * meanwhile is neither deleted again nor counted. */
+static void test_expiry_gives_up(void **state)
+{
+    struct fx f;
+    uint64_t rq;
+
+    (void)state;
+    fx_init(&f);
+    expiry_begin(&f);
+    kp_fake_api_answer(f.api, "DELETE " NC_PATH "nc1", 500, NULL);
+    fake_now += (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC + 1 * SEC;
+    assert_int_equal(run(&f, &rq), -KP_ESERVER);
+    expect_count(&f, 1);
+    expect(&f, 0, "DELETE " NC_PATH "nc1", DELETE_BODY);
+    assert_int_equal(M.disrupted, 0);
+    fake_now += (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
+    assert_int_equal(run(&f, &rq), 0);
+    /* The taint off (DisruptionReason too, were it in the cache already). */
+    expect_count(&f, 1);
+    expect(&f, 0, "PATCH " NODE_PATH "n1", UNTAINT_PATCH);
+    assert_int_equal(M.queue_failures, 0);
+    assert_int_equal(M.disrupted, 0);
+    fx_done(&f);
+
+    /* Deleted by the expiration controller while the command waited, and the cache has seen it
+     * before the cluster state: once the replacement is Initialized, nothing is sent or
+     * counted. */
+    fx_init(&f);
+    expiry_begin(&f);
+    {
+        struct kp_entry *ready = xreplacement(true);
+
+        kp_cluster_state_nodeclaim_event(f.cluster, NULL, ready);
+        put(f.claims, ready);
+    }
+    put(f.claims, decode(kp_nodeclaim_decode,
+                         "{'metadata':{'name':'nc1','uid':'nc1-uid','resourceVersion':'5',"
+                         "'generation':1,'creationTimestamp':'" T0 "','deletionTimestamp':'" NOW
+                         "','finalizers':['karpenter.sh/termination'],"
+                         "'labels':{'karpenter.sh/nodepool':'np'}},'spec':{'nodeClassRef':{"
+                         "'group':'" KP_FAKE_NODECLASS_GROUP "','kind':'" KP_FAKE_NODECLASS_KIND
+                         "','name':'c'},'requirements':[],'expireAfter':'58m'},"
+                         "'status':{'providerID':'fake://n1','nodeName':'n1'}}"));
+    fake_now += 1 * SEC;
+    assert_int_equal(run(&f, &rq), 0);
+    expect_count(&f, 0);
+    assert_int_equal(M.disrupted, 0);
     fx_done(&f);
 }
 
@@ -1059,6 +1113,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_drift_replace_fails),
         cmocka_unit_test(test_expiry_replace),
         cmocka_unit_test(test_expiry_replace_fails),
+        cmocka_unit_test(test_expiry_gives_up),
         cmocka_unit_test(test_expiry_fits_elsewhere),
         cmocka_unit_test(test_consolidation_replace),
         cmocka_unit_test(test_cleanup),

@@ -389,6 +389,9 @@ struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_se
         failed = elapsed_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
     if (failed && forceful) { /* an expiry goes without its replacements */
         s.action = KP_REPLACE_DELETE;
+        /* Marked before its delete, as every other delete is, so no pass in between takes it
+         * for a node no command holds and the clean-up leaves its taint on. */
+        s.mark = !marked;
         return s;
     }
     if (failed) {
@@ -939,6 +942,12 @@ static int disrupt_delete(struct kp_disruption_controller *ctl, struct kp_client
     if (!ce)
         return -KP_ECONFLICT;
     nc = kp_nodeclaim_view(ce);
+    if (nc->meta.deletion_usec) { /* deleted by someone else (the expiration controller's
+                                   * fallback): theirs to count, and a second delete of the
+                                   * NodeClaim its finalizer holds would be accepted */
+        r = 0;
+        goto out;
+    }
     ct = kp_labels_get(&nc->meta.labels, KP_LABEL_CAPACITY_TYPE);
     it = kp_labels_get(&nc->meta.labels, KP_LABEL_INSTANCE_TYPE);
     r = kp_delete_uid(c, &KP_RES_NODECLAIM, NULL, nc->e.name, nc->e.uid, &msg);
@@ -1354,8 +1363,9 @@ static int replacing_step(struct kp_disruption_controller *ctl, struct kp_client
     case KP_REPLACE_ROLLBACK:
         kp_log_warn("replacement failed; disruption rolled back",
                     KP_LF("replacement", ctl->repl_names[0]), KP_LF("node", cand[0]->sn->name));
-        kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
-                      KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
+        if (!ctl->repl_reason->forceful) /* an expiry is no voluntary disruption */
+            kp_core_count(ctl->env->observer, KP_CM_VOLUNTARY_DISRUPTION_QUEUE_FAILURES,
+                          KP_CM_LABELS("replace", ctl->repl_reason->label, ctl->repl_type));
         for (size_t i = 0; i < n_cand; i++)
             disrupt_rollback(ctl, c, cand[i]->sn, true, /* taint_rv= */ NULL, true, step.unmark,
                              now);

@@ -235,7 +235,8 @@ struct kp_replace_step {
  * KP_DISRUPTION_REPLACE_TIMEOUT_USEC; past twice that even Initialized replacements fail it
  * (deletes that keep failing must not hold the loop). Replacements that were created are left
  * to Emptiness; the decision never deletes them. forceful (an expiry's command): a failure
- * before twice the timeout deletes the candidates instead of rolling back. Pure. */
+ * before twice the timeout deletes the candidates instead of rolling back (marking them first
+ * when they are not yet). Pure. */
 struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_seen *seen,
                                          size_t n_repl, size_t in_state, bool marked,
                                          int64_t elapsed_usec, bool forceful);
