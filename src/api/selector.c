@@ -131,24 +131,23 @@ static const char *label_value_problem(const char *p, size_t n)
     return NULL;
 }
 
-int kp_label_validate_key(const char *p, size_t n, char **ret_msg)
+/* 0 for no problem; otherwise -EINVAL with why in *ret_msg. */
+static int invalid(const char *why, char **ret_msg)
 {
-    const char *why = label_key_problem(p, n);
-
     if (!why)
         return 0;
     kp_msg_set(ret_msg, "%s", why);
     return -EINVAL;
 }
 
+int kp_label_validate_key(const char *p, size_t n, char **ret_msg)
+{
+    return invalid(label_key_problem(p, n), ret_msg);
+}
+
 int kp_label_validate_value(const char *p, size_t n, char **ret_msg)
 {
-    const char *why = label_value_problem(p, n);
-
-    if (!why)
-        return 0;
-    kp_msg_set(ret_msg, "%s", why);
-    return -EINVAL;
+    return invalid(label_value_problem(p, n), ret_msg);
 }
 
 /* --- building ----------------------------------------------------------------------------- */

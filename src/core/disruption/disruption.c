@@ -353,7 +353,7 @@ struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_se
 {
     struct kp_replace_step s = {.action = KP_REPLACE_WAIT, .requeue_usec = SOON_USEC};
     size_t ready = 0;
-    bool failed = false;
+    bool failed = false, gave_up;
 
     if (n_cand == 0) {
         s.action = KP_REPLACE_FORGET;
@@ -376,18 +376,17 @@ struct kp_replace_step kp_replace_decide(size_t n_cand, const enum kp_replace_se
     }
     if (!failed && in_state == n_repl && !marked)
         s.mark = marked = true;
-    /* Deletes that keep failing (a webhook, RBAC) must not hold the loop for ever either. */
-    if (elapsed_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC) {
-        failed = true;
-        forceful = false; /* the expiration controller's own delete is left */
-    }
+    /* Deletes that keep failing (a webhook, RBAC) must not hold the loop for ever either; an
+     * expiry is then left to the expiration controller's own delete. */
+    gave_up = elapsed_usec > 2 * (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
+    failed = failed || gave_up;
     if (!failed && ready == n_repl) {
         s.action = KP_REPLACE_DELETE;
         return s;
     }
     if (!failed)
         failed = elapsed_usec > (int64_t)KP_DISRUPTION_REPLACE_TIMEOUT_USEC;
-    if (failed && forceful) { /* an expiry goes without its replacements */
+    if (failed && forceful && !gave_up) { /* an expiry goes without its replacements */
         s.action = KP_REPLACE_DELETE;
         /* Marked before its delete, as every other delete is, so no pass in between takes it
          * for a node no command holds and the clean-up leaves its taint on. */
@@ -1413,6 +1412,47 @@ static int replace_cheaper(struct kp_disruption_controller *ctl, struct kp_clien
     return r;
 }
 
+/* Starts the command for the one node d found by Drift or expiry, whose simulation planned
+ * claims[0..n) (in's): deleted at once when n is 0, otherwise its replacements launched first
+ * (replace_begin). The node is in the command before anything is written, so the clean-up of a
+ * later pass never takes its taint off while the replacements launch. A lost race is no error
+ * (the next pass decides again). 1 acted, or a negative error. */
+static int start_one(struct kp_disruption_controller *ctl, struct kp_client *c,
+                     const struct kp_dnode *d, const struct reason *why,
+                     const struct kp_sched_input *in, const struct kp_sched_claim *claims, size_t n,
+                     int64_t now)
+{
+    int r;
+
+    if (!(ctl->cmd = kp_calloc(1, sizeof(*ctl->cmd))) ||
+        !(ctl->cmd[0] = kp_strdup(d->sn->provider_id))) {
+        cmd_clear(ctl);
+        return -ENOMEM;
+    }
+    ctl->n_cmd = 1;
+    if (n == 0) {
+        r = disrupt(ctl, c, d, why, now);
+        cmd_clear(ctl);
+        if (r == 0) {
+            kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
+                        KP_LF("reason", why->name), KP_LF("nodes", (uint64_t)1),
+                        KP_LF("names", d->sn->name));
+            if (!why->forceful) /* an expiry is no voluntary disruption */
+                count_decision(ctl, &d, 1, "delete", why, "");
+        }
+    } else {
+        r = replace_begin(ctl, c, &d, 1, why, "", in, claims, n, now);
+        if (r < 0)
+            cmd_clear(ctl);
+    }
+    if (r == -KP_ECONFLICT) {
+        kp_log_debug("disruption lost a race; the next pass decides again",
+                     KP_LF("node", d->sn->name));
+        r = 0;
+    }
+    return r == 0 ? 1 : r;
+}
+
 /* --- drift ------------------------------------------------------------------------------------- */
 
 static void drift_blocked_cb(void *ctx, const struct kp_dnode *d, const char *why)
@@ -1439,43 +1479,9 @@ static int drift_run(struct kp_disruption_controller *ctl, struct kp_client *c,
         (r = kp_drift_search(sim, p->v, p->n, cand, n_cand, now, drift_blocked_cb, ctl, cx,
                              &cmd)) <= 0)
         goto out;
-    if ((r = kp_ctx_err(cx)) < 0)
-        goto out;
-    /* The candidate must be in the command before anything is written, so the clean-up of a
-     * later pass never takes its taint off while the replacements launch. */
-    if (!(ctl->cmd = kp_calloc(1, sizeof(*ctl->cmd))) ||
-        !(ctl->cmd[0] = kp_strdup(p->v[cmd.idx].sn->provider_id))) {
-        cmd_clear(ctl);
-        r = -ENOMEM;
-        goto out;
-    }
-    ctl->n_cmd = 1;
-    if (cmd.run.plan.n_claims == 0) {
-        r = disrupt(ctl, c, &p->v[cmd.idx], &REASON_DRIFTED, now);
-        cmd_clear(ctl);
-        if (r == 0) {
-            kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
-                        KP_LF("reason", KP_DISRUPTION_REASON_DRIFTED), KP_LF("nodes", (uint64_t)1),
-                        KP_LF("names", p->v[cmd.idx].sn->name));
-            const struct kp_dnode *d = &p->v[cmd.idx];
-
-            count_decision(ctl, &d, 1, "delete", &REASON_DRIFTED, "");
-        }
-    } else {
-        const struct kp_dnode *d = &p->v[cmd.idx];
-
-        r = replace_begin(ctl, c, &d, 1, &REASON_DRIFTED, "", &cmd.in, cmd.run.plan.claims,
-                          cmd.run.plan.n_claims, now);
-        if (r < 0)
-            cmd_clear(ctl);
-    }
-    if (r == -KP_ECONFLICT) {
-        kp_log_debug("disruption lost a race; the next pass decides again",
-                     KP_LF("node", p->v[cmd.idx].sn->name));
-        r = 0;
-    }
-    if (r == 0)
-        r = 1;
+    if ((r = kp_ctx_err(cx)) == 0)
+        r = start_one(ctl, c, &p->v[cmd.idx], &REASON_DRIFTED, &cmd.in, cmd.run.plan.claims,
+                      cmd.run.plan.n_claims, now);
 out:
     kp_drift_command_done(&cmd);
     kp_free(cand);
@@ -1515,36 +1521,8 @@ static int expiry_run(struct kp_disruption_controller *ctl, struct kp_client *c,
         r = 0;
         goto out;
     }
-    if ((r = kp_ctx_err(cx)) < 0)
-        goto out;
-    /* In the command before anything is written (see drift_run). */
-    if (!(ctl->cmd = kp_calloc(1, sizeof(*ctl->cmd))) ||
-        !(ctl->cmd[0] = kp_strdup(d->sn->provider_id))) {
-        cmd_clear(ctl);
-        r = -ENOMEM;
-        goto out;
-    }
-    ctl->n_cmd = 1;
-    if (run.plan.n_claims == 0) {
-        r = disrupt(ctl, c, d, &REASON_EXPIRED, now);
-        cmd_clear(ctl);
-        if (r == 0)
-            kp_log_info("disrupting node(s)", KP_LF("decision", "delete"),
-                        KP_LF("reason", KP_DISRUPTION_REASON_EXPIRED), KP_LF("nodes", (uint64_t)1),
-                        KP_LF("names", d->sn->name));
-    } else {
-        r = replace_begin(ctl, c, &d, 1, &REASON_EXPIRED, "", &in, run.plan.claims,
-                          run.plan.n_claims, now);
-        if (r < 0)
-            cmd_clear(ctl);
-    }
-    if (r == -KP_ECONFLICT) {
-        kp_log_debug("disruption lost a race; the next pass decides again",
-                     KP_LF("node", d->sn->name));
-        r = 0;
-    }
-    if (r == 0)
-        r = 1;
+    if ((r = kp_ctx_err(cx)) == 0)
+        r = start_one(ctl, c, d, &REASON_EXPIRED, &in, run.plan.claims, run.plan.n_claims, now);
 out:
     kp_sim_run_done(&run);
     kp_free(cand);
