@@ -366,6 +366,84 @@ static void test_timeout_and_forget(void **state)
     kp_ssh_jobs_free(p);
 }
 
+/* A key whose jobs come in several kinds (the launch pool's install, join and leave):
+ * take_kind takes only its kind and describes another; cancel keeps a running job on its key
+ * (submit refused) until it has ended, which calls done as usual; an absolute deadline counts
+ * the time a job waited in the queue. */
+static void test_kinds_cancel_deadline(void **state)
+{
+    struct world w;
+    struct kp_ssh_jobs *p;
+    struct fake *f = NULL;
+    enum kp_ssh_job_kind other = KP_SSH_JOB_KIND_N;
+    bool finished = true;
+    void *arg = NULL;
+    int res = 0;
+
+    (void)state;
+    world_init(&w);
+    p = pool_new(&w, 1, 0, NULL, NULL);
+    f = fake_new(&w, false, 0);
+    {
+        struct kp_ssh_job_spec spec = {.key = "nc/1",
+                                       .kind = KP_SSH_JOB_JOIN,
+                                       .fn = fake_run,
+                                       .free_arg = fake_free,
+                                       .arg = f};
+
+        assert_int_equal(kp_ssh_jobs_submit(p, &spec), 0);
+    }
+    wait_running(&w, 1);
+    assert_int_equal(
+        kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_LEAVE, &arg, &res, &other, &finished), -EBUSY);
+    assert_int_equal(other, KP_SSH_JOB_JOIN);
+    assert_false(finished);
+    assert_int_equal(kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_JOIN, &arg, &res, NULL, NULL),
+                     -EINPROGRESS);
+    /* Cancelled: still the key's until it ends; then done is called and its result read. */
+    kp_ssh_jobs_cancel(p, "nc/1");
+    wait_done(&w, 1);
+    assert_int_equal(atomic_load(&w.freed), 0);
+    assert_int_equal(
+        kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_LEAVE, &arg, &res, &other, &finished), -EBUSY);
+    assert_true(finished);
+    assert_int_equal(kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_JOIN, &arg, &res, NULL, NULL), 0);
+    assert_int_equal(res, -ECANCELED);
+    assert_ptr_equal(arg, f);
+    fake_free(arg);
+    assert_int_equal(kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_JOIN, &arg, &res, NULL, NULL),
+                     -ENOENT);
+
+    /* A queued job cancelled is dropped: it never ran, and nobody is told. */
+    assert_int_equal(submit(p, &w, "busy", false, 0, 0), 0);
+    assert_int_equal(submit(p, &w, "waiting", false, 0, 0), 0);
+    wait_running(&w, 1);
+    kp_ssh_jobs_cancel(p, "waiting");
+    assert_int_equal(atomic_load(&w.freed), 2);
+    assert_int_equal(kp_ssh_jobs_take(p, "waiting", NULL, NULL, NULL), -ENOENT);
+
+    /* An absolute deadline that passes while the job waits in the queue ends it at once. */
+    f = fake_new(&w, false, 0);
+    {
+        struct kp_ssh_job_spec spec = {.key = "late",
+                                       .kind = KP_SSH_JOB_INSTALL,
+                                       .deadline = kp_deadline_in(20 * KP_USEC_PER_MSEC),
+                                       .fn = fake_run,
+                                       .free_arg = fake_free,
+                                       .arg = f};
+
+        assert_int_equal(kp_ssh_jobs_submit(p, &spec), 0);
+    }
+    usleep(50 * 1000);
+    atomic_store(&w.gate, true); /* "busy" ends; "late" starts past its deadline */
+    wait_done(&w, 3);
+    assert_int_equal(kp_ssh_jobs_take(p, "late", NULL, NULL, &res), 0);
+    assert_int_equal(res, -ETIMEDOUT);
+    assert_int_equal(kp_ssh_jobs_take(p, "busy", NULL, NULL, &res), 0);
+    assert_int_equal(res, 0);
+    kp_ssh_jobs_free(p);
+}
+
 static void test_invalid(void **state)
 {
     struct kp_ssh_jobs_opts o = {0};
@@ -395,9 +473,13 @@ static void test_invalid(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invalid),         cmocka_unit_test(test_dedupe_and_result),
-        cmocka_unit_test(test_bound),           cmocka_unit_test(test_slow_lane),
-        cmocka_unit_test(test_cancel_and_stop), cmocka_unit_test(test_timeout_and_forget),
+        cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_dedupe_and_result),
+        cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_slow_lane),
+        cmocka_unit_test(test_cancel_and_stop),
+        cmocka_unit_test(test_timeout_and_forget),
+        cmocka_unit_test(test_kinds_cancel_deadline),
     };
 
     return kp_test_main("jobs", tests, KP_ARRAY_SIZE(tests), NULL, 0, argc, argv);

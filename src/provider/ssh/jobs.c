@@ -54,6 +54,7 @@ struct job {
     enum kp_ssh_job_kind kind;
     unsigned flags;
     uint64_t timeout_usec;
+    struct kp_deadline deadline; /* .at 0: none */
     kp_ssh_job_fn fn;
     kp_ssh_job_free_fn free_arg;
     void *arg;
@@ -170,8 +171,14 @@ static struct job *pick(struct kp_ssh_jobs *p)
         if (slow)
             p->running_slow++;
         j->state = JOB_RUNNING;
-        kp_ctx_init(&j->ctx, p->parent,
-                    j->timeout_usec ? kp_deadline_in(j->timeout_usec) : kp_deadline_never());
+        {
+            struct kp_deadline d =
+                j->timeout_usec ? kp_deadline_in(j->timeout_usec) : kp_deadline_never();
+
+            if (j->deadline.at)
+                d = kp_deadline_min(d, j->deadline);
+            kp_ctx_init(&j->ctx, p->parent, d);
+        }
         return j;
     }
     return NULL;
@@ -378,6 +385,7 @@ int kp_ssh_jobs_submit(struct kp_ssh_jobs *p, const struct kp_ssh_job_spec *spec
     j->kind = spec->kind;
     j->flags = spec->flags;
     j->timeout_usec = spec->timeout_usec;
+    j->deadline = spec->deadline;
     j->fn = spec->fn;
     j->state = JOB_QUEUED;
     kp_list_init(&j->link);
@@ -401,13 +409,10 @@ out:
     return r;
 }
 
-int kp_ssh_jobs_take(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind *ret_kind,
-                     void **ret_arg, int *ret_result)
+/* take and take_kind: j (key's, or NULL) under the lock, which this releases. */
+static int take_unlock(struct kp_ssh_jobs *p, struct job *j, enum kp_ssh_job_kind *ret_kind,
+                       void **ret_arg, int *ret_result)
 {
-    struct job *j;
-
-    pthread_mutex_lock(&p->lock);
-    j = kp_map_get(p->jobs, key);
     if (!j) {
         pthread_mutex_unlock(&p->lock);
         return -ENOENT;
@@ -416,7 +421,7 @@ int kp_ssh_jobs_take(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kin
         pthread_mutex_unlock(&p->lock);
         return -EINPROGRESS;
     }
-    (void)kp_map_remove(p->jobs, key);
+    (void)kp_map_remove(p->jobs, j->key);
     p->finished--;
     pthread_mutex_unlock(&p->lock);
     if (ret_kind)
@@ -429,6 +434,46 @@ int kp_ssh_jobs_take(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kin
     }
     job_free(j);
     return 0;
+}
+
+int kp_ssh_jobs_take(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind *ret_kind,
+                     void **ret_arg, int *ret_result)
+{
+    pthread_mutex_lock(&p->lock);
+    return take_unlock(p, kp_map_get(p->jobs, key), ret_kind, ret_arg, ret_result);
+}
+
+int kp_ssh_jobs_take_kind(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind kind,
+                          void **ret_arg, int *ret_result, enum kp_ssh_job_kind *ret_other,
+                          bool *ret_other_finished)
+{
+    struct job *j;
+
+    pthread_mutex_lock(&p->lock);
+    j = kp_map_get(p->jobs, key);
+    if (j && j->kind != kind) {
+        if (ret_other)
+            *ret_other = j->kind;
+        if (ret_other_finished)
+            *ret_other_finished = j->state == JOB_FINISHED;
+        pthread_mutex_unlock(&p->lock);
+        return -EBUSY;
+    }
+    return take_unlock(p, j, NULL, ret_arg, ret_result);
+}
+
+void kp_ssh_jobs_cancel(struct kp_ssh_jobs *p, const char *key)
+{
+    struct job *j;
+
+    pthread_mutex_lock(&p->lock);
+    if ((j = kp_map_get(p->jobs, key))) {
+        if (j->state == JOB_QUEUED)
+            drop_job(p, j);
+        else if (j->state == JOB_RUNNING)
+            kp_ctx_cancel(&j->ctx);
+    }
+    pthread_mutex_unlock(&p->lock);
 }
 
 void kp_ssh_jobs_forget(struct kp_ssh_jobs *p, const char *key)

@@ -7,10 +7,9 @@
  * done callback, which enqueues it on the owner's reconciler. The next reconcile of that key
  * takes the result and decides on it, so decisions stay pure functions of (object, result).
  *
- * XXX: today the host controller's probes and zombie-guard leaves run here; the installs and
- * joins of a provider Create and the leaves of a Delete still run on the core's reconcile
- * workers, one worker per launch for its SSH phases (docs/operations.md), and the INSTALL and
- * JOIN kinds below are not submitted yet. Moving them here is open work.
+ * Two pools use this: the host controller's (probes, zombie-guard leaves; keyed by host) and
+ * the SSH provider's launch pool (a NodeClaim's install, join and leave; keyed
+ * "<nodeclaim>/<uid>", provider.c), whose done callback tells the core's lifecycle controller.
  *
  *   submit   at most one job per key exists at a time (queued, running or finished and not yet
  *            taken): a second submit for the key is refused with -EEXIST. At most queue_max jobs
@@ -38,6 +37,7 @@
 #include <stdint.h>
 
 #include "base/macro.h"
+#include "base/time.h"
 
 struct kp_ctx;
 struct kp_ssh_jobs;
@@ -81,6 +81,9 @@ struct kp_ssh_job_spec {
     enum kp_ssh_job_kind kind;
     unsigned flags;        /* enum kp_ssh_job_flags */
     uint64_t timeout_usec; /* the job's context deadline from when it starts running; 0: none */
+    /* An absolute bound as well, which time in the queue counts against (a launch's deadline);
+     * .at 0: none. The job's context ends at the earlier of the two. */
+    struct kp_deadline deadline;
     kp_ssh_job_fn fn;
     kp_ssh_job_free_fn free_arg; /* NULL: arg needs no freeing */
     void *arg;
@@ -122,9 +125,22 @@ int kp_ssh_jobs_submit(struct kp_ssh_jobs *p, const struct kp_ssh_job_spec *spec
 int kp_ssh_jobs_take(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind *ret_kind,
                      void **ret_arg, int *ret_result) KP_WUR;
 
+/* take, for an owner whose keys carry jobs of several kinds: only a job of kind is taken.
+ * 0, -EINPROGRESS and -ENOENT as take; -EBUSY when key's job is of another kind, which is then
+ * left alone and described in *ret_other (optional) and *ret_other_finished (optional). */
+int kp_ssh_jobs_take_kind(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind kind,
+                          void **ret_arg, int *ret_result, enum kp_ssh_job_kind *ret_other,
+                          bool *ret_other_finished) KP_WUR;
+
 /* Drops key's job: a queued one is freed, a running one is cancelled (its result dropped when
  * it ends, without a done callback), a finished one is freed. For an object that is gone. */
 void kp_ssh_jobs_forget(struct kp_ssh_jobs *p, const char *key);
+/* Cancels key's running job but keeps it: it ends early (-ECANCELED, within a poll slice) as a
+ * finished job whose end calls done as usual, and until then the key stays taken (submit:
+ * -EEXIST), so nothing new can start on its host while its session closes. A queued job is
+ * dropped (it never ran); a finished one is left for take. For an object whose work must stop
+ * before other work starts. */
+void kp_ssh_jobs_cancel(struct kp_ssh_jobs *p, const char *key);
 
 struct kp_ssh_jobs_stats {
     size_t queued, running, running_slow, finished; /* finished: results not yet taken */
