@@ -60,6 +60,8 @@ const char *kp_provider_err_kind_name(enum kp_provider_err_kind kind)
         return "NodeClassNotReady";
     case KP_PROVIDER_ERR_CREATE:
         return "CreateError";
+    case KP_PROVIDER_ERR_IN_PROGRESS:
+        return "InProgress";
     }
     return "Unknown";
 }

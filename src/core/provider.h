@@ -40,11 +40,19 @@
  *   KP_PROVIDER_ERR_RETRYABLE  (-EAGAIN, -KP_ECONFLICT, -ETIMEDOUT, -ECANCELED, API errors) a
  *        transient failure; nothing was decided. The core requeues with backoff and calls again:
  *        every call is idempotent (Create resumes what an earlier attempt started).
+ *   KP_PROVIDER_ERR_IN_PROGRESS  (-EINPROGRESS, Create only) the launch goes on without the
+ *        caller, on the provider's own threads; nothing was decided. The provider calls its
+ *        progress watchers (watch_progress) with the NodeClaim's name when that work ends; the
+ *        core then calls Create again, which answers from it. Not a failure: the core writes
+ *        nothing, counts nothing, and also comes back after KP_PROVIDER_PROGRESS_POLL_USEC in
+ *        case a notice is lost. A Delete whose work goes on the same way answers 0 ("releasing",
+ *        below) and notifies the same way.
  *
  * Threads: ops are called from core worker threads, several at once; each call gets the calling
  * worker's own client (STYLE.md section 4: one curl handle per worker). A provider's state must
- * be safe for concurrent calls. Create may block for minutes (it runs join scripts) unless its
- * context says otherwise. */
+ * be safe for concurrent calls. A Create or Delete blocks for as long as its work takes (an SSH
+ * join: minutes) unless the provider runs that work on its own threads and answers IN_PROGRESS
+ * (the SSH provider does, with its job pool), or its context ends first. */
 #ifndef KP_CORE_PROVIDER_H
 #define KP_CORE_PROVIDER_H
 
@@ -89,7 +97,10 @@ enum kp_provider_err_kind {
     KP_PROVIDER_ERR_NOT_FOUND,
     KP_PROVIDER_ERR_NODECLASS_NOT_READY,
     KP_PROVIDER_ERR_CREATE,
+    KP_PROVIDER_ERR_IN_PROGRESS,
 };
+/* How long the core waits on an IN_PROGRESS Create without a notice before it asks again. */
+#define KP_PROVIDER_PROGRESS_POLL_USEC (30 * 1000000ULL)
 
 /* What went wrong, for the core's decision and for the NodeClaim's condition and event. The
  * message is already redacted (no token, join-secret value or key ever appears in it). */
@@ -279,7 +290,9 @@ struct kp_provider_ops {
     /* Launches (or resumes launching) an instance for nc and returns once it is launched (for
      * SSH: the join script exited 0), without waiting for its Node to register; the core waits
      * for registration. On success the instance now belongs to nc: a second Create for the same
-     * NodeClaim (name and uid) returns the same instance. */
+     * NodeClaim (name and uid) returns the same instance. A provider that launches on its own
+     * threads answers IN_PROGRESS until the launch has ended, and the ctx then bounds only the
+     * call, not the launch: the launch's own deadline is ctx's deadline when the launch began. */
     int (*create)(void *self, const struct kp_ctx *ctx, struct kp_client *c,
                   const struct kp_nodeclaim_view *nc, struct kp_provider_instance *ret,
                   struct kp_provider_err *err);
@@ -336,6 +349,15 @@ struct kp_provider_ops {
      * every registration made with ctx. */
     int (*watch_drift)(void *self, void (*fn)(void *ctx, const char *node_class), void *ctx);
     void (*unwatch_drift)(void *self, void *ctx);
+
+    /* Optional (NULL: the provider never answers IN_PROGRESS, and a Delete's "releasing" is
+     * polled). Registers fn, called on a provider thread (it must not block) with a NodeClaim's
+     * name when work a Create answered IN_PROGRESS for, or a Delete answered 0 for, has ended:
+     * the next call for that NodeClaim answers from it. Main thread, during set-up. 0, -ENOMEM.
+     * unwatch_progress removes every registration made with ctx, and no fn of it runs once it
+     * returns. */
+    int (*watch_progress)(void *self, void (*fn)(void *ctx, const char *nodeclaim), void *ctx);
+    void (*unwatch_progress)(void *self, void *ctx);
 };
 
 /* A provider: its vtable and its state. */

@@ -205,6 +205,14 @@ check "core-a: Node finalizer karpenter.sh/termination" node_has core-a \
 check "core-a: Node is owned by its NodeClaim" node_has core-a \
     '[.metadata.ownerReferences[]? | select(.kind == "NodeClaim" and .name == "core-a" and .apiVersion == "karpenter.sh/v1")] | length == 1'
 check "core-a: host core-1 is InUse" wait_until 30 host_is core-1 InUse
+# The install and the join ran on the launch pool, not on a lifecycle worker.
+pool_jobs() { # pool_jobs <kind>: successful jobs of that kind so far
+    curl -s "http://127.0.0.1:$PORT/metrics" |
+        awk -v k="$1" '$1 == "kpssh_ssh_jobs_total{kind=\"" k "\",result=\"success\"}" {print $2}'
+}
+check "core-a: its install ran on the launch pool ($(pool_jobs install) jobs)" \
+    test "$(pool_jobs install)" = 1
+check "core-a: its join ran on the launch pool ($(pool_jobs join) jobs)" test "$(pool_jobs join)" = 1
 
 # --- 2. deletion: leave before the Node goes ----------------------------------------------------
 # A watch stamps each Node event with the time it arrived; the leave script stamps the time it
@@ -320,7 +328,7 @@ check "core-s (a launch that never ends): deleted after the launch timeout" wait
 check "core-s: host core-slow-1 comes back Available" wait_until 120 host_is core-slow-1 Available
 
 # --- 8. SIGTERM while a join is in flight ------------------------------------------------------
-# The join phase runs on a reconcile worker under the controller's context: SIGTERM cancels the
+# The join phase runs on the launch pool under the controller's context: SIGTERM cancels the
 # SSH session, the process exits 0 well inside the chart's 30 s grace period (no watchdog), and
 # the claim stays on the host, so the next process resumes the launch (here cut by the launch
 # timeout, as core-s was).

@@ -1102,6 +1102,233 @@ static void test_create_cancelled(void **state)
     kp_entry_unref(nc);
 }
 
+/* --- the launch pool ------------------------------------------------------------------------- */
+
+/* What the pool provider's progress watcher has been told. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    unsigned told;
+    char last[64];
+} W = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, ""};
+
+static void on_progress(void *ctx, const char *nodeclaim)
+{
+    (void)ctx;
+    pthread_mutex_lock(&W.mu);
+    W.told++;
+    (void)snprintf(W.last, sizeof(W.last), "%s", nodeclaim);
+    pthread_cond_broadcast(&W.cond);
+    pthread_mutex_unlock(&W.mu);
+}
+
+static unsigned told(void)
+{
+    unsigned n;
+
+    pthread_mutex_lock(&W.mu);
+    n = W.told;
+    pthread_mutex_unlock(&W.mu);
+    return n;
+}
+
+/* Waits until the watcher has been told more than `seen` times (60 s at most); checks the name. */
+static void wait_told(unsigned seen, const char *name)
+{
+    struct kp_deadline d = kp_deadline_in(60 * KP_USEC_PER_SEC);
+
+    pthread_mutex_lock(&W.mu);
+    while (W.told <= seen && !kp_deadline_expired(d))
+        (void)kp_cond_wait_deadline(&W.cond, &W.mu, d);
+    if (W.told <= seen) {
+        pthread_mutex_unlock(&W.mu);
+        fail_msg("the launch pool told nothing within 60 s (waiting for %s)", name);
+    }
+    assert_string_equal(W.last, name);
+    pthread_mutex_unlock(&W.mu);
+}
+
+/* One call on the pool provider: it must answer without waiting for a host. */
+static int timed_create(struct kp_provider *pp, struct kp_entry *nc,
+                        struct kp_provider_instance *inst, struct kp_provider_err *err)
+{
+    uint64_t t0 = kp_mono_usec(), took;
+    int r;
+
+    kp_provider_err_done(err);
+    r = pp->ops->create(pp->self, NULL, T.c, kp_nodeclaim_view(nc), inst, err);
+    took = kp_mono_usec() - t0;
+    print_message("# pool: Create answered %s in %.0f ms\n", r == 0 ? "launched" : kp_strerror(r),
+                  took / 1e3);
+    assert_true(took < 3 * KP_USEC_PER_SEC);
+    return r;
+}
+
+static int timed_delete(struct kp_provider *pp, struct kp_entry *nc, struct kp_provider_err *err)
+{
+    uint64_t t0 = kp_mono_usec(), took;
+    int r;
+
+    kp_provider_err_done(err);
+    r = pp->ops->delete (pp->self, NULL, T.c, kp_nodeclaim_view(nc), err);
+    took = kp_mono_usec() - t0;
+    print_message("# pool: Delete answered %s in %.0f ms\n", r == 0 ? "releasing" : kp_strerror(r),
+                  took / 1e3);
+    assert_true(took < 3 * KP_USEC_PER_SEC);
+    return r;
+}
+
+static enum kp_host_state host_state(const char *name, char **ret_claim)
+{
+    struct kp_entry *h = host_get(name);
+    enum kp_host_state st = kp_sshhost_view(h)->state;
+
+    if (ret_claim)
+        *ret_claim =
+            kp_sshhost_view(h)->claim_name ? kp_strdup(kp_sshhost_view(h)->claim_name) : NULL;
+    kp_entry_unref(h);
+    return st;
+}
+
+/* The provider as the controller runs it, with a launch pool: Create and Delete never hold the
+ * caller for an SSH phase. A cold launch is three short Creates (claim + install submitted;
+ * marker + token + join submitted; providerID), each brought by the pool's notice; a Delete is
+ * two (Leaving + leave submitted; release). A Delete during a running join cancels it: the
+ * 60-second join ends at once (its end brings the NodeClaim back, and only then does the leave
+ * start), and its host is left and released within seconds. */
+static void test_pool(void **state)
+{
+    struct kp_ssh_provider_opts po = {0};
+    struct kp_ssh_provider *sp = NULL;
+    struct kp_provider pp;
+    struct kp_provider_instance inst = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_entry *a = NULL, *b = NULL;
+    unsigned seen, install0 = atomic_load(&P.install), join0 = atomic_load(&P.join),
+                   leave0 = atomic_load(&P.leave), answers = 0;
+    char uid[64], *claim = NULL;
+    uint64_t t0;
+    int r;
+
+    (void)state;
+    if (!T.slow_added) { /* the cancel test adds it; alone, this test does */
+        if (kp_lab_host_sh(&T.lab, "add", SLOW_HOST) != 0)
+            fail_msg("host.sh add %u failed", SLOW_HOST);
+        T.slow_added = true;
+        sshhost("slow-1", SLOW_HOST, "prov-slow", "prov-key");
+    }
+    profile("prov-pool", "sleep 1\n", "sleep 1\n", "sleep 1\n");
+    nodeclass("prov-pool", "prov-slow", "prov-pool", NULL);
+    kp_lab_wait_cached(T.inf_profiles, "prov-pool");
+    kp_lab_wait_cached(T.inf_classes, "prov-pool");
+    wait_cached_available("slow-1");
+
+    po.pool_namespace = POOL_NS;
+    po.hosts = kp_informer_store(T.inf_hosts);
+    po.nodeclasses = kp_informer_store(T.inf_classes);
+    po.profiles = kp_informer_store(T.inf_profiles);
+    po.nodes = kp_informer_store(T.inf_nodes);
+    po.observer = &observer;
+    po.job_threads = 2;
+    assert_int_equal(kp_ssh_provider_new(&po, &sp), 0);
+    pp = kp_ssh_provider_as_provider(sp);
+    assert_int_equal(pp.ops->watch_progress(pp.self, on_progress, &W), 0);
+    /* Not started: nothing can run, and the claim waits for the next call. */
+    uid_for(uid, sizeof(uid));
+    a = nodeclaim("prov-pool-a", uid, "prov-pool", NULL);
+    r = timed_create(&pp, a, &inst, &err);
+    assert_int_equal(r, -ECANCELED);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_RETRYABLE);
+    assert_int_equal(kp_ssh_provider_start(sp, NULL), 0);
+
+    /* A cold launch: install, then join, each on the pool. */
+    for (;;) {
+        seen = told();
+        r = timed_create(&pp, a, &inst, &err);
+        if (r == 0)
+            break;
+        if (r != -EINPROGRESS)
+            fail_msg("pool Create: %s [%s] %s", kp_strerror(r), kp_provider_err_kind_name(err.kind),
+                     err.message ? err.message : "");
+        assert_int_equal(err.kind, KP_PROVIDER_ERR_IN_PROGRESS);
+        assert_true(++answers <= 2);
+        assert_int_equal(host_state("slow-1", &claim), KP_HOST_CLAIMED);
+        assert_string_equal(claim, "prov-pool-a");
+        kp_free(claim);
+        claim = NULL;
+        wait_told(seen, "prov-pool-a");
+    }
+    assert_int_equal(answers, 2); /* install, join */
+    assert_string_equal(inst.provider_id, "kpssh://" POOL_NS "/slow-1");
+    assert_int_equal(atomic_load(&P.install) - install0, 1);
+    assert_int_equal(atomic_load(&P.join) - join0, 1);
+    {
+        struct kp_entry *h = host_get("slow-1");
+
+        assert_string_equal(kp_sshhost_view(h)->installed_profile, "prov-pool@1");
+        assert_string_equal(kp_sshhost_view(h)->provider_id, "kpssh://" POOL_NS "/slow-1");
+        assert_non_null(kp_sshhost_view(h)->bootstrap_token_id);
+        kp_entry_unref(h);
+    }
+    assert_int_equal(tokens_for("prov-pool-a"), 1);
+    /* Launched: a further Create answers from the host, without a job. */
+    kp_provider_instance_done(&inst);
+    assert_int_equal(timed_create(&pp, a, &inst, &err), 0);
+    kp_provider_instance_done(&inst);
+
+    /* Delete: Leaving and the leave submitted; the next call after it ended releases. */
+    kp_entry_unref(a);
+    a = nodeclaim("prov-pool-a", uid, "prov-pool", "kpssh://" POOL_NS "/slow-1");
+    seen = told();
+    assert_int_equal(timed_delete(&pp, a, &err), 0);
+    assert_int_equal(host_state("slow-1", NULL), KP_HOST_LEAVING);
+    assert_int_equal(timed_delete(&pp, a, &err), 0); /* still leaving: nothing new starts */
+    wait_told(seen, "prov-pool-a");
+    assert_int_equal(atomic_load(&P.leave) - leave0, 1);
+    assert_int_equal(timed_delete(&pp, a, &err), 0);
+    assert_int_equal(host_state("slow-1", NULL), KP_HOST_AVAILABLE);
+    assert_int_equal(tokens_for("prov-pool-a"), 0);
+    assert_int_equal(timed_delete(&pp, a, &err), -ENOENT);
+    assert_int_equal(err.kind, KP_PROVIDER_ERR_NOT_FOUND);
+    wait_cached_available("slow-1");
+
+    /* A Delete during a 60-second join (prov-slow: its install runs first, the marker being
+     * prov-pool's now) cancels it; leave follows on the next call. */
+    uid_for(uid, sizeof(uid));
+    b = nodeclaim("prov-pool-b", uid, "prov-slow", NULL);
+    seen = told();
+    assert_int_equal(timed_create(&pp, b, &inst, &err), -EINPROGRESS); /* install */
+    wait_told(seen, "prov-pool-b");
+    assert_int_equal(timed_create(&pp, b, &inst, &err), -EINPROGRESS); /* join, 60 s */
+    sleep(1);
+    t0 = kp_mono_usec();
+    seen = told();
+    assert_int_equal(timed_delete(&pp, b, &err), 0); /* the join is cancelled */
+    assert_int_equal(host_state("slow-1", NULL), KP_HOST_CLAIMED);
+    /* The cancelled join keeps the key until its session has closed, then tells. */
+    wait_told(seen, "prov-pool-b");
+    print_message("# pool: the cancelled join ended %.0f ms after the Delete\n",
+                  (kp_mono_usec() - t0) / 1e3);
+    seen = told();
+    assert_int_equal(timed_delete(&pp, b, &err), 0); /* Leaving, leave submitted */
+    assert_int_equal(host_state("slow-1", NULL), KP_HOST_LEAVING);
+    wait_told(seen, "prov-pool-b");
+    assert_int_equal(timed_delete(&pp, b, &err), 0);
+    print_message("# pool: the 60 s join cancelled, host left and released %.1f s after the "
+                  "first Delete\n",
+                  (kp_mono_usec() - t0) / 1e6);
+    assert_true(kp_mono_usec() - t0 < 20 * KP_USEC_PER_SEC);
+    assert_int_equal(host_state("slow-1", NULL), KP_HOST_AVAILABLE);
+    assert_int_equal(tokens_for("prov-pool-b"), 0);
+
+    kp_ssh_provider_stop(sp);
+    pp.ops->unwatch_progress(pp.self, &W);
+    sp = kp_ssh_provider_free(sp);
+    kp_provider_err_done(&err);
+    kp_entry_unref(a);
+    kp_entry_unref(b);
+}
+
 /* The catalog against the lab's informer stores: one reference per get while nothing changes,
  * a new version once a host of the class changes availability, the old one still readable. */
 static void test_catalog(void **state)
@@ -1376,8 +1603,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_lifecycle),    cmocka_unit_test(test_config_error),
         cmocka_unit_test(test_cluster_info), cmocka_unit_test(test_launch_before_registration),
         cmocka_unit_test(test_adopt_waits),  cmocka_unit_test(test_create_cancelled),
-        cmocka_unit_test(test_catalog),      cmocka_unit_test(test_race),
-        cmocka_unit_test(test_blank_pin),
+        cmocka_unit_test(test_pool),         cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_race),         cmocka_unit_test(test_blank_pin),
     };
     int r;
 

@@ -39,6 +39,11 @@ struct kp_fake_provider {
     const char *fail_reason;
     uint64_t delay_usec;
     struct kp_fake_provider_calls calls;
+    struct {
+        void (*fn)(void *ctx, const char *nodeclaim);
+        void *ctx;
+    } watchers[4]; /* watch_progress */
+    size_t n_watchers;
 };
 
 int kp_fake_provider_new(struct kp_fake_provider **ret)
@@ -518,6 +523,47 @@ static int op_node_class_status(void *self, const struct kp_nodeclass_ref *ref,
     return r;
 }
 
+static int op_watch_progress(void *self, void (*fn)(void *ctx, const char *nodeclaim), void *ctx)
+{
+    struct kp_fake_provider *f = self;
+    int r = 0;
+
+    pthread_mutex_lock(&f->mu);
+    if (f->n_watchers == KP_ARRAY_SIZE(f->watchers))
+        r = -ENOMEM;
+    else {
+        f->watchers[f->n_watchers].fn = fn;
+        f->watchers[f->n_watchers++].ctx = ctx;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return r;
+}
+
+static void op_unwatch_progress(void *self, void *ctx)
+{
+    struct kp_fake_provider *f = self;
+    size_t n = 0;
+
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->n_watchers; i++)
+        if (f->watchers[i].ctx != ctx)
+            f->watchers[n++] = f->watchers[i];
+    f->n_watchers = n;
+    pthread_mutex_unlock(&f->mu);
+}
+
+size_t kp_fake_provider_progress(struct kp_fake_provider *f, const char *nodeclaim)
+{
+    size_t n;
+
+    pthread_mutex_lock(&f->mu);
+    n = f->n_watchers;
+    for (size_t i = 0; i < n; i++)
+        f->watchers[i].fn(f->watchers[i].ctx, nodeclaim);
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
 static const struct kp_provider_ops fake_ops = {
     .name = op_name,
     .supported_node_classes = op_supported_node_classes,
@@ -529,6 +575,8 @@ static const struct kp_provider_ops fake_ops = {
     .get_instance_types = op_get_instance_types,
     .is_drifted = op_is_drifted,
     .node_class_status = op_node_class_status,
+    .watch_progress = op_watch_progress,
+    .unwatch_progress = op_unwatch_progress,
 };
 
 struct kp_provider kp_fake_provider_as_provider(struct kp_fake_provider *f)

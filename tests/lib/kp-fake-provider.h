@@ -52,6 +52,9 @@ const struct kp_fake_provider_calls *kp_fake_provider_calls(const struct kp_fake
  * forced true), or forgets it (st NULL: NotFound). 0 or -ENOMEM. */
 int kp_fake_provider_set_node_class(struct kp_fake_provider *f, const char *name,
                                     const struct kp_node_class_status *st) KP_WUR;
+/* Tells the watch_progress watchers (at most 4) that nodeclaim's work ended, as a provider with
+ * its own threads would; returns how many were told. */
+size_t kp_fake_provider_progress(struct kp_fake_provider *f, const char *nodeclaim);
 /* How many instances it holds. */
 size_t kp_fake_provider_instances(struct kp_fake_provider *f);
 

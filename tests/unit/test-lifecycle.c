@@ -1231,6 +1231,39 @@ static void test_api_launch_deadline(void **state)
     assert_int_equal(kp_fake_provider_instances(X.fp), 0);
 }
 
+/* A provider that launches on its own threads (the SSH provider's launch pool): IN_PROGRESS
+ * writes and counts nothing and comes back after the poll; the provider's notice reaches the
+ * controller (watch_progress), and the Create it brings launches as usual. */
+static void test_api_launch_in_progress(void **state)
+{
+    const struct kp_fake_provider_calls *calls = kp_fake_provider_calls(X.fp);
+    char body[8192];
+    uint64_t requeue = 0;
+
+    (void)state;
+    put(X.claims, claim(&(struct ncopt){.finalizer = true}));
+    kp_fake_provider_fail_next_create(X.fp, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL);
+    assert_int_equal(reconcile(NULL, &requeue), 0);
+    assert_int_equal(atomic_load(&calls->create), 1);
+    assert_int_equal(api_count(&A), 0);
+    assert_int_equal(requeue, KP_PROVIDER_PROGRESS_POLL_USEC);
+    assert_int_equal(kp_fake_provider_instances(X.fp), 0);
+    assert_int_equal(X.counts.disrupted, 0);
+    assert_int_equal(kp_fake_provider_progress(X.fp, "nc"), 1);
+
+    claim_json(&(struct ncopt){.finalizer = true}, "8", body, sizeof(body));
+    api_answer(&A, 200, body);
+    api_answer(&A, 200, body);
+    assert_int_equal(reconcile(NULL, &requeue), 0);
+    assert_int_equal(atomic_load(&calls->create), 2);
+    assert_int_equal(api_count(&A), 2);
+    expect_req(1, "PATCH " NC_PATH "/status ", "\"type\":\"Launched\",\"status\":\"True\"");
+
+    /* Freed, the controller is no longer told. */
+    X.ctl = kp_lifecycle_controller_free(X.ctl);
+    assert_int_equal(kp_fake_provider_progress(X.fp, "nc"), 0);
+}
+
 static void test_api_register(void **state)
 {
     uint64_t requeue = 0;
@@ -1469,6 +1502,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_setup_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_launch, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_launch_deadline, setup_api, teardown_api),
+        cmocka_unit_test_setup_teardown(test_api_launch_in_progress, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_register, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_timeout_outcome, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_timeout_gone, setup_api, teardown_api),

@@ -139,7 +139,11 @@ static const struct kp_option options[] = {
                      "why and exits 1 (a shutdown takes well under a second)"),
     KP_OPT_UINT("core-workers", "16", 1, 256, core_workers,
                 "reconcile workers of the NodeClaim lifecycle and Node termination controllers; "
-                "a launch holds one for the whole join over SSH"),
+                "they make API calls only, a launch's SSH phases run on the launch pool "
+                "(--launch-concurrency)"),
+    KP_OPT_UINT("launch-concurrency", "16", 1, 64, launch_concurrency,
+                "threads of the launch pool: installs, joins and leaves of NodeClaims running "
+                "at the same time (more wait in its queue)"),
     KP_OPT_DURATION_("launch-timeout", "5m", USEC_S, 24 * USEC_H, launch_timeout,
                      "a NodeClaim not Launched this long after its Launched condition last "
                      "changed is deleted (Karpenter's launch timeout)"),

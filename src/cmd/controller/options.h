@@ -54,7 +54,8 @@ struct kp_controller_options {
     char *bootstrap_group;      /* auth-extra-groups of minted bootstrap tokens */
     uint64_t shutdown_timeout;
     /* Karpenter's core (core/core.h struct kp_core_timing) */
-    uint64_t core_workers; /* NodeClaim lifecycle and Node termination workers */
+    uint64_t core_workers;       /* NodeClaim lifecycle and Node termination workers */
+    uint64_t launch_concurrency; /* the SSH provider's launch pool threads */
     uint64_t launch_timeout;
     uint64_t registration_ttl;
     uint64_t gc_interval;

@@ -434,6 +434,9 @@ static int ssh_setup(const struct kp_controller_env *env, void **ret_state)
             .profile_informer = s->inf[INF_PROFILES],
             .events = s->ev_hosts,
             .observer = &s->observer,
+            /* Installs, joins and leaves of NodeClaims run on the provider's own pool, so a
+             * launch never holds a core worker and never waits behind probes. */
+            .job_threads = (unsigned)o->launch_concurrency,
         };
         if ((r = kp_ssh_provider_new(&po, &s->provider)) < 0)
             goto fail;
@@ -515,6 +518,7 @@ static void ssh_stop(void *state)
         kp_ssh_taintgate_stop(s->gate);
         kp_ssh_nodeclassctl_stop(s->classctl);
         kp_ssh_hostctl_stop(s->hostctl);
+        kp_ssh_provider_stop(s->provider);
         s->started = false;
     }
 }
@@ -525,15 +529,21 @@ static int ssh_start(void *state)
     struct ssh_state *s = state;
     int r;
 
-    if ((r = kp_ssh_nodeclassctl_start(s->classctl)) < 0)
+    if ((r = kp_ssh_provider_start(s->provider, s->env->ctx)) < 0)
         return r;
+    if ((r = kp_ssh_nodeclassctl_start(s->classctl)) < 0) {
+        kp_ssh_provider_stop(s->provider);
+        return r;
+    }
     if ((r = kp_ssh_hostctl_start(s->hostctl)) < 0) {
         kp_ssh_nodeclassctl_stop(s->classctl);
+        kp_ssh_provider_stop(s->provider);
         return r;
     }
     if ((r = kp_ssh_taintgate_start(s->gate)) < 0) {
         kp_ssh_hostctl_stop(s->hostctl);
         kp_ssh_nodeclassctl_stop(s->classctl);
+        kp_ssh_provider_stop(s->provider);
         return r;
     }
     s->started = true;

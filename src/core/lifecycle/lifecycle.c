@@ -19,14 +19,19 @@
  * about an instance whose providerID never reached the status (see plan.c: the un-launched
  * race). It is a map under a mutex: workers reconcile different keys at once.
  *
- * Where Create runs: on the reconcile's worker, under the reconcile's context, whose deadline we
- * raise to the launch timeout plus a minute (an SSH join takes minutes), and under a context of
- * its own that ends when the launch timeout does (counted from the Launched condition's last
- * transition, as the liveness check counts it): a join that hangs is cut off when the claim is
- * due to die, not a whole timeout after the reconcile began. stop() and the process's context
- * (SIGTERM, a lost Lease) cancel it, and the provider leaves what it started resumable. A
- * cancelled Create writes nothing: the next leader resumes it. A Create past its deadline is a
- * failed launch (Launched=Unknown is written), and the liveness check then deletes the claim.
+ * Where Create runs: the call is made on the reconcile's worker, under the reconcile's context,
+ * whose deadline we raise to the launch timeout plus a minute (a provider that launches inline
+ * takes minutes for an SSH join), and under a context of its own that ends when the launch
+ * timeout does (counted from the Launched condition's last transition, as the liveness check
+ * counts it): a join that hangs is cut off when the claim is due to die, not a whole timeout
+ * after the reconcile began. The SSH provider in the controller does not launch inline: it
+ * runs the install and join on its job pool, with that deadline, and answers IN_PROGRESS at
+ * once; the reconcile then writes nothing and ends, and the job's end enqueues the key
+ * (watch_progress), so a host that hangs holds a pool thread, never a worker. stop() and the
+ * process's context (SIGTERM, a lost Lease) cancel a launch either way, and the provider leaves
+ * what it started resumable. A cancelled Create writes nothing: the next leader resumes it. A
+ * Create past its deadline is a failed launch (Launched=Unknown is written), and the liveness
+ * check then deletes the claim.
  *
  * Read-your-writes: Karpenter sleeps a second after its status patch so its own watch event
  * does not replay the reconcile on a stale cache. We do not block a worker; the CAS makes a
@@ -92,6 +97,7 @@ struct kp_lifecycle_controller {
     struct kp_map *deleted;          /* uid -> int64_t *: until when it is held (claim_held) */
     kp_lifecycle_outcome_fn outcome; /* set before start; read by workers */
     void *outcome_ctx;
+    bool watching; /* registered with the provider's watch_progress */
 };
 
 /* --- the launch cache ------------------------------------------------------------------------ */
@@ -212,6 +218,15 @@ static bool claim_held(struct kp_lifecycle_controller *ctl, const char *uid, boo
 }
 
 /* --- fan-out --------------------------------------------------------------------------------- */
+
+/* The provider's work for a NodeClaim ended (watch_progress; a provider thread): reconcile it,
+ * so the Create or Delete that answered IN_PROGRESS or "releasing" is asked again now. */
+static void on_progress(void *ctx, const char *nodeclaim)
+{
+    struct kp_lifecycle_controller *ctl = ctx;
+
+    (void)kp_reconciler_enqueue(ctl->rec, nodeclaim);
+}
 
 static bool managed(const struct kp_lifecycle_controller *ctl, const struct kp_nodeclaim_view *nc)
 {
@@ -338,6 +353,11 @@ int kp_lifecycle_controller_new(const struct kp_core_env *env, struct kp_lifecyc
                                                                .on_delete = on_node_add,
                                                                .ctx = ctl})) < 0)
         goto out;
+    if (env->provider->ops->watch_progress) {
+        if ((r = env->provider->ops->watch_progress(env->provider->self, on_progress, ctl)) < 0)
+            goto out;
+        ctl->watching = true;
+    }
     *ret = ctl;
     ctl = NULL;
     r = 0;
@@ -377,6 +397,8 @@ struct kp_lifecycle_controller *kp_lifecycle_controller_free(struct kp_lifecycle
 
     if (!ctl)
         return NULL;
+    if (ctl->watching)
+        ctl->env->provider->ops->unwatch_progress(ctl->env->provider->self, ctl);
     ctl->base = kp_controller_free(ctl->base);
     while (ctl->cache && kp_map_next(ctl->cache, &it, &key, &value))
         cached_free(value);
@@ -837,6 +859,13 @@ int kp_lifecycle_reconcile(struct kp_lifecycle_controller *ctl, struct kp_client
                     goto out;
                 continue;
             }
+            /* A launch going on on the provider's threads: nothing to decide until it ends,
+             * which enqueues this key (watch_progress); the poll covers a lost notice. */
+            if (perr.kind == KP_PROVIDER_ERR_IN_PROGRESS) {
+                *ret_requeue_usec = KP_PROVIDER_PROGRESS_POLL_USEC;
+                r = 0;
+                goto out;
+            }
             /* A launch cancelled (stop, SIGTERM, a lost Lease) decided nothing: write nothing,
              * so the next leader resumes it. One that ran out of the reconcile's deadline is a
              * failed launch like any other: Launched=Unknown is written, so the launch timeout
@@ -890,7 +919,7 @@ int kp_lifecycle_reconcile(struct kp_lifecycle_controller *ctl, struct kp_client
                 instance_since = (int64_t)kp_core_now(ctl->env);
             kp_provider_err_done(&perr);
             d = p->ops->delete (p->self, cx, c, nc, &perr);
-            if (d == 0) {
+            if (d == 0 || perr.kind == KP_PROVIDER_ERR_IN_PROGRESS) {
                 in.instance = KP_LC_INSTANCE_TERMINATING;
             } else if (perr.kind == KP_PROVIDER_ERR_NOT_FOUND || d == -ENOENT) {
                 in.instance = KP_LC_INSTANCE_GONE;

@@ -344,6 +344,7 @@ struct kp_termination_controller {
     struct kp_controller *base;
     struct kp_reconciler *rec;
     struct kp_store *nodes, *nodeclaims, *pods, *attachments, *pvcs;
+    bool watching; /* registered with the provider's watch_progress */
 };
 
 /* A NodeClaim change (the termination annotation, its deletion) wakes its Node. */
@@ -360,6 +361,18 @@ static void on_claim_update(void *ctx, const struct kp_entry *old_e, const struc
 {
     (void)old_e;
     on_claim(ctx, new_e);
+}
+
+/* The provider's work for a NodeClaim ended (watch_progress; a provider thread): a leave whose
+ * Delete answered "releasing" is done, so its Node is asked again now, not at the next poll. */
+static void on_progress(void *ctx, const char *nodeclaim)
+{
+    struct kp_termination_controller *tc = ctx;
+    struct kp_entry *e = NULL;
+
+    if (kp_store_get(tc->nodeclaims, nodeclaim, &e) == 0)
+        on_claim(tc, e);
+    kp_entry_unref(e);
 }
 
 static int reconcile_fn(void *ctx, struct kp_client *c, const struct kp_ctx *cx, const char *key,
@@ -412,8 +425,8 @@ int kp_termination_controller_new(const struct kp_core_env *env,
     co.workers = env->workers;
     co.parent = env->parent;
     co.events = env->events;
-    /* A reconcile may run the provider's Delete, which for SSH runs a leave script inline (its
-     * profile timeout defaults to 3 min): the reconcile's deadline must not cut it
+    /* A reconcile may run the provider's Delete, which without a job pool runs a leave script
+     * inline (its profile timeout defaults to 3 min): the reconcile's deadline must not cut it
      * short, or every retry would start the leave again and never finish. */
     co.timeout_usec = TERMINATION_RECONCILE_TIMEOUT_USEC;
     if ((r = kp_controller_new(&co, &tc->base)) < 0)
@@ -430,6 +443,11 @@ int kp_termination_controller_new(const struct kp_core_env *env,
         (r = kp_controller_read(tc->base, pods)) < 0 ||
         (r = kp_controller_read(tc->base, vas)) < 0 || (r = kp_controller_read(tc->base, pvcs)) < 0)
         goto fail;
+    if (env->provider->ops->watch_progress) {
+        if ((r = env->provider->ops->watch_progress(env->provider->self, on_progress, tc)) < 0)
+            goto fail;
+        tc->watching = true;
+    }
     *ret = tc;
     return 0;
 fail:
@@ -478,6 +496,8 @@ kp_termination_controller_free(struct kp_termination_controller *tc)
 {
     if (!tc)
         return NULL;
+    if (tc->watching)
+        tc->env->provider->ops->unwatch_progress(tc->env->provider->self, tc);
     tc->base = kp_controller_free(tc->base); /* takes its handlers back out of the informers */
     tc->evict = kp_evict_drainer_free(tc->evict);
     kp_free(tc);

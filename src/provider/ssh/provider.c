@@ -60,9 +60,20 @@
  * marker) lives in hostio.c, shared with the host controller (hostctl.c), whose zombie guard
  * must leave exactly as Delete does. Every phase's wall time goes to the observer (observe.h).
  *
+ * Where the SSH runs: with a job pool (the controller's launch pool, job_threads), a Create
+ * submits its install or join to the pool and answers IN_PROGRESS, and a Delete submits its
+ * leave and answers "releasing"; the job's end tells the progress watchers (the core enqueues
+ * the NodeClaim), and the next call takes the result under its key "<nodeclaim>/<uid>" and
+ * decides on it against the host as the API has it then. So every decision and write stays on
+ * a worker with its client, a pool thread only ever holds an SSH session, and a Create is a few
+ * short calls: claim+submit install, record marker+mint token+submit join, write providerID.
+ * Without a pool (tools, tests) the same steps run in one call with the phases inline.
+ *
  * Threads: each op runs on the calling worker's thread with that worker's client; SSH sessions
- * are per phase and per call. The published catalogs are the only mutable state, under a mutex
- * held for lookups and swaps, never for a build.
+ * are per phase and run on that thread or a pool thread. The published catalogs, the progress
+ * watchers and the set of NodeClaims a Delete is deciding for are the mutable state, under a
+ * mutex held for lookups and swaps, never for a build or I/O (the watchers run under it: they
+ * only enqueue).
  * Logging: this file is the decision point for host transitions and logs them once. */
 #include "provider/ssh/provider.h"
 
@@ -78,6 +89,7 @@
 #include "base/ctx.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/map.h"
 #include "base/secret.h"
 #include "base/str.h"
 #include "base/time.h"
@@ -96,6 +108,7 @@
 #include "provider/ssh/hostio.h"
 #include "provider/ssh/indexes.h"
 #include "provider/ssh/inventory.h"
+#include "provider/ssh/jobs.h"
 #include "provider/ssh/profile.h"
 #include "provider/ssh/runner.h"
 #include "provider/ssh/session.h"
@@ -109,6 +122,12 @@ struct published {
     char *nodeclass;
     uint64_t hosts_gen, classes_gen;
     struct kp_instance_catalog *cat;
+};
+
+/* One watch_progress registration. */
+struct progress_watch {
+    void (*fn)(void *ctx, const char *nodeclaim);
+    void *ctx;
 };
 
 struct kp_ssh_provider {
@@ -128,7 +147,16 @@ struct kp_ssh_provider {
     struct kp_informer *class_inf, *profile_inf;
     struct drift_watch **watches;
     size_t n_watches;
+    /* The SSH job pool (optional: kp_ssh_provider_opts.job_threads): a Create's install and
+     * join and a Delete's leave run on its threads, keyed "<nodeclaim>/<uid>". */
+    struct kp_ssh_jobs *jobs;
+    /* Under mu: watch_progress's registrations, and the keys a Delete is deciding for now. */
+    struct progress_watch *progress;
+    size_t n_progress;
+    struct kp_map *deleting;
 };
+
+static void jobs_done(void *owner, const char *key);
 
 int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_provider **ret)
 {
@@ -159,6 +187,19 @@ int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_p
                                                      : KP_SSH_REGISTRATION_TIMEOUT_USEC;
     p->reg_poll =
         opts->registration_poll_usec ? opts->registration_poll_usec : KP_SSH_REGISTRATION_POLL_USEC;
+    if (opts->job_threads) {
+        struct kp_ssh_jobs_opts jo = {.name = "launch",
+                                      .threads = opts->job_threads,
+                                      .done = jobs_done,
+                                      .owner = p,
+                                      .observer = opts->observer};
+        int r;
+
+        if ((r = kp_map_new(&p->deleting)) < 0 || (r = kp_ssh_jobs_new(&jo, &p->jobs)) < 0) {
+            kp_ssh_provider_free(p);
+            return r;
+        }
+    }
     *ret = p;
     return 0;
 }
@@ -254,6 +295,9 @@ struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
 {
     if (!p)
         return NULL;
+    p->jobs = kp_ssh_jobs_free(p->jobs); /* stops it: no done callback runs after this */
+    p->deleting = kp_map_free(p->deleting);
+    kp_free(p->progress);
     for (size_t i = 0; i < p->n_pub; i++) {
         kp_free(p->pub[i].nodeclass);
         kp_instance_catalog_unref(p->pub[i].cat);
@@ -833,6 +877,258 @@ static int wait_adopted(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
     }
 }
 
+/* --- SSH jobs: a launch's install and join, a Delete's leave ------------------------------------ */
+
+/* One phase on a pool thread: what the reconcile prepared (the profile, the key, the
+ * environment: the API half), and what the phase said. */
+struct phase_job {
+    struct kp_entry *host; /* the host as it was when the job was submitted */
+    enum kp_profile_phase phase;
+    char *marker;               /* install: the <profile>@<version> it installs */
+    struct kp_hostio_leave run; /* profile, creds and environment, whatever the phase */
+    const struct kp_ssh_observer *obs;
+    /* written by the job */
+    char *msg;               /* the phase's error text, redacted */
+    char fp[KP_SSH_FP_SIZE]; /* install: the host key's fingerprint when none was pinned */
+    int ctx_err;             /* the job's context ended it (cancelled, its deadline) */
+    uint64_t usec;           /* the phase's wall time */
+};
+
+/* What a phase said, run here or on the pool: its result, its text (owned), the fingerprint
+ * install learned, whether its context ended it, and how long it took. */
+struct phase_out {
+    int r;
+    int ctx_err;
+    char *msg;
+    char fp[KP_SSH_FP_SIZE];
+    uint64_t usec;
+};
+
+static void phase_job_free(void *arg)
+{
+    struct phase_job *j = arg;
+
+    if (!j)
+        return;
+    kp_hostio_leave_done(&j->run);
+    kp_entry_unref(j->host);
+    kp_free(j->marker);
+    kp_free(j->msg);
+    kp_free(j);
+}
+
+static int phase_job_run(void *arg, const struct kp_ctx *ctx)
+{
+    struct phase_job *j = arg;
+    uint64_t t0 = kp_mono_usec();
+    int r;
+
+    r = kp_hostio_run_phase(ctx, kp_sshhost_view(j->host), &j->run.cr,
+                            kp_sshjoinprofile_view(j->run.profile), j->phase, j->run.env, j->obs,
+                            &j->msg, j->phase == KP_PROFILE_INSTALL ? j->fp : NULL);
+    j->ctx_err = r < 0 ? kp_ctx_err(ctx) : 0;
+    j->usec = kp_mono_usec() - t0;
+    kp_hostio_leave_done(&j->run); /* the key and the token go now, not when it is read */
+    return r;
+}
+
+static enum kp_ssh_job_kind phase_kind(enum kp_profile_phase phase)
+{
+    switch (phase) {
+    case KP_PROFILE_INSTALL:
+        return KP_SSH_JOB_INSTALL;
+    case KP_PROFILE_JOIN:
+        return KP_SSH_JOB_JOIN;
+    default:
+        return KP_SSH_JOB_LEAVE;
+    }
+}
+
+/* The pool key of nc's jobs: "<name>/<uid>" (a name holds no '/'), so a NodeClaim recreated
+ * under the same name never reads its predecessor's result. NULL when out of memory. */
+static char *job_key(const struct kp_nodeclaim_view *nc)
+{
+    return kp_strjoin(nc->e.name, "/", nc->e.uid ? nc->e.uid : "", (const char *)NULL);
+}
+
+enum job_found { JOB_NONE, JOB_RUNNING, JOB_DONE, JOB_LEAVING };
+
+/* key's job on the pool, for phase on host (marker: the install's <profile>@<version>, else
+ * NULL): JOB_RUNNING while one for phase, or an earlier launch phase, is queued or runs;
+ * JOB_DONE when one has ended, its answer moved into *out; JOB_LEAVING when a leave is the
+ * key's job (a launch phase then never starts); JOB_NONE when there is none. A finished result
+ * for another launch phase, host or marker answers an earlier step than this one and is
+ * dropped. */
+static enum job_found job_take(struct kp_ssh_provider *p, const char *key,
+                               enum kp_profile_phase phase, const char *host, const char *marker,
+                               struct phase_out *out)
+{
+    enum kp_ssh_job_kind other = KP_SSH_JOB_KIND_N;
+    struct phase_job *j;
+    bool other_finished = false;
+    void *arg = NULL;
+    int result, r;
+
+    r = kp_ssh_jobs_take_kind(p->jobs, key, phase_kind(phase), &arg, &result, &other,
+                              &other_finished);
+    if (r == -EBUSY) {
+        if (other == KP_SSH_JOB_LEAVE)
+            return JOB_LEAVING;
+        if (!other_finished)
+            return JOB_RUNNING;
+        kp_log_info("SSH job result dropped: it answers an earlier step", KP_LF("key", key),
+                    KP_LF("job", kp_ssh_job_kind_name(other)), KP_LF("host", host));
+        kp_ssh_jobs_forget(p->jobs, key);
+        return JOB_NONE;
+    }
+    if (r == -EINPROGRESS)
+        return JOB_RUNNING;
+    if (r < 0)
+        return JOB_NONE;
+    j = arg;
+    if (!j || !kp_streq(kp_sshhost_view(j->host)->e.name, host) ||
+        (marker && !kp_streq(j->marker, marker))) {
+        kp_log_info("SSH job result dropped: it answers an earlier step", KP_LF("key", key),
+                    KP_LF("job", kp_profile_phase_name(phase)), KP_LF("host", host));
+        phase_job_free(j);
+        return JOB_NONE;
+    }
+    out->r = result;
+    out->ctx_err = j->ctx_err;
+    out->msg = j->msg;
+    j->msg = NULL;
+    memcpy(out->fp, j->fp, sizeof(out->fp));
+    out->usec = j->usec;
+    phase_job_free(j);
+    return JOB_DONE;
+}
+
+/* Starts phase on host with what run holds (marker: the install's <profile>@<version>, else
+ * NULL). Without a pool the phase runs here under ctx (run stays the caller's) and 0 comes back
+ * with *out filled. With one, run moves to the job once it is allocated, and the job is
+ * submitted under key, bounded by ctx's deadline (the launch's; none for a leave, which its
+ * profile's timeout bounds), and -EINPROGRESS comes back (err: IN_PROGRESS). A full queue
+ * answers IN_PROGRESS too, without a job (the caller asks again after its poll); another job
+ * under the key, or a stopped pool, is a RETRYABLE error. */
+static int phase_start(struct kp_ssh_provider *p, const struct kp_ctx *ctx, const char *key,
+                       struct kp_entry *host, enum kp_profile_phase phase, const char *marker,
+                       struct kp_hostio_leave *run, struct phase_out *out,
+                       struct kp_provider_err *err)
+{
+    struct phase_job *j;
+    struct kp_ssh_job_spec spec = {
+        .key = key, .kind = phase_kind(phase), .fn = phase_job_run, .free_arg = phase_job_free};
+    struct kp_deadline d = kp_ctx_deadline(ctx);
+    const char *name = kp_sshhost_view(host)->e.name;
+    int r;
+
+    if (!p->jobs) {
+        uint64_t t0 = kp_mono_usec();
+
+        out->r = kp_hostio_run_phase(
+            ctx, kp_sshhost_view(host), &run->cr, kp_sshjoinprofile_view(run->profile), phase,
+            run->env, p->observer, &out->msg, phase == KP_PROFILE_INSTALL ? out->fp : NULL);
+        out->ctx_err = out->r < 0 ? kp_ctx_err(ctx) : 0;
+        out->usec = kp_mono_usec() - t0;
+        return 0;
+    }
+    if (!(j = kp_calloc(1, sizeof(*j))) || (marker && !(j->marker = kp_strdup(marker)))) {
+        kp_free(j);
+        return kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+    }
+    j->host = kp_entry_ref(host);
+    j->phase = phase;
+    j->run = *run;
+    memset(run, 0, sizeof(*run));
+    j->obs = p->observer;
+    if (phase != KP_PROFILE_LEAVE && d.at != KP_USEC_INFINITY)
+        spec.deadline = d;
+    spec.arg = j;
+    r = kp_ssh_jobs_submit(p->jobs, &spec);
+    if (r == 0) {
+        kp_log_info("SSH phase queued", KP_LF("host", name), KP_LF("key", key),
+                    KP_LF("phase", kp_profile_phase_name(phase)));
+        return kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
+                                   "%s on SSHHost %s runs on the SSH job pool",
+                                   kp_profile_phase_name(phase), name);
+    }
+    phase_job_free(j);
+    switch (r) {
+    case -EAGAIN:
+        kp_log_warn_rl("launch-jobs-full", "SSH job queue full; the phase waits for a later call",
+                       KP_LF("host", name), KP_LF("phase", kp_profile_phase_name(phase)));
+        return kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
+                                   "the SSH job queue is full; %s on SSHHost %s waits",
+                                   kp_profile_phase_name(phase), name);
+    case -EEXIST:
+        return kp_provider_err_set(err, -EAGAIN, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                   "another SSH job of this NodeClaim is still on the pool");
+    case -ESHUTDOWN:
+        return kp_provider_err_set(err, -ECANCELED, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                   "the SSH job pool is stopped (not leading, or stopping)");
+    default:
+        return kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "SSH job: %s",
+                                   kp_strerror(r));
+    }
+}
+
+/* A job ended (a pool thread): tell the watchers which NodeClaim it was for. */
+static void jobs_done(void *owner, const char *key)
+{
+    struct kp_ssh_provider *p = owner;
+    const char *slash = strchr(key, '/');
+    char *name = slash ? kp_strndup(key, (size_t)(slash - key)) : NULL;
+
+    if (!name)
+        return; /* out of memory: the core's poll comes back for it */
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_progress; i++)
+        p->progress[i].fn(p->progress[i].ctx, name);
+    pthread_mutex_unlock(&p->mu);
+    kp_free(name);
+}
+
+static int op_watch_progress(void *self, void (*fn)(void *ctx, const char *nodeclaim), void *ctx)
+{
+    struct kp_ssh_provider *p = self;
+    struct progress_watch *v;
+
+    if (!fn)
+        return -EINVAL;
+    pthread_mutex_lock(&p->mu);
+    v = kp_reallocarray(p->progress, p->n_progress + 1, sizeof(*v));
+    if (v) {
+        p->progress = v;
+        v[p->n_progress++] = (struct progress_watch){.fn = fn, .ctx = ctx};
+    }
+    pthread_mutex_unlock(&p->mu);
+    return v ? 0 : -ENOMEM;
+}
+
+static void op_unwatch_progress(void *self, void *ctx)
+{
+    struct kp_ssh_provider *p = self;
+    size_t n = 0;
+
+    pthread_mutex_lock(&p->mu);
+    for (size_t i = 0; i < p->n_progress; i++)
+        if (p->progress[i].ctx != ctx)
+            p->progress[n++] = p->progress[i];
+    p->n_progress = n;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int kp_ssh_provider_start(struct kp_ssh_provider *p, const struct kp_ctx *parent)
+{
+    return p->jobs ? kp_ssh_jobs_start(p->jobs, parent) : 0;
+}
+
+void kp_ssh_provider_stop(struct kp_ssh_provider *p)
+{
+    if (p && p->jobs)
+        kp_ssh_jobs_stop(p->jobs);
+}
+
 /* --- Create ------------------------------------------------------------------------------------ */
 
 /* Releases the claim after a failure and logs the decision once. */
@@ -898,18 +1194,102 @@ static int holder_write(struct kp_client *c, const struct kp_nodeclaim_view *nc,
     return r;
 }
 
-/* A phase that failed because the caller's context ended is not the host's fault: the claim
- * stays (the next Create resumes it), and the error is RETRYABLE. */
-static int phase_failed(const struct kp_ctx *ctx, int r, const char *msg,
-                        struct kp_provider_err *err)
+/* Create met a Delete: the host is leaving (or its leave is on the pool). */
+static int leaving(struct kp_provider_err *err, const char *host, const char *nodeclaim)
 {
-    int cr = kp_ctx_err(ctx);
+    return kp_provider_err_set(err, -EAGAIN, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                               "SSHHost %s is leaving: NodeClaim %s is being deleted", host,
+                               nodeclaim);
+}
 
-    if (cr == 0)
+/* A phase that its context ended (ctx_err: the caller's, or the job's) is not the host's fault:
+ * the claim stays (the next Create resumes it), and the error is RETRYABLE. */
+static int phase_failed(int ctx_err, int r, const char *msg, struct kp_provider_err *err)
+{
+    if (ctx_err == 0)
         return 0;
-    return kp_provider_err_set(err, cr, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s: %s",
-                               cr == -ECANCELED ? "cancelled" : "deadline passed",
+    return kp_provider_err_set(err, ctx_err, KP_PROVIDER_ERR_RETRYABLE, NULL, "%s: %s",
+                               ctx_err == -ECANCELED ? "cancelled" : "deadline passed",
                                msg ? msg : kp_strerror(r));
+}
+
+/* Mints the join's bootstrap token for the claim on *host: collects an earlier attempt's, then
+ * records the new id on the host BEFORE its Secret exists. A crash between the two leaves an id
+ * that names nothing (deleting it later is a no-op), never a live token that no host points at.
+ * An id collision (-EEXIST on create) takes a fresh id. */
+static int mint_token(struct kp_ssh_provider *p, struct kp_client *c,
+                      const struct kp_nodeclaim_view *nc, struct kp_entry **host,
+                      char tok_id[KP_TOKEN_ID_SIZE], struct kp_secret **ret_token,
+                      struct kp_provider_err *err)
+{
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_secret *token = NULL;
+    int r = -EEXIST;
+
+    if (kp_sshhost_view(*host)->bootstrap_token_id &&
+        kp_token_delete(c, kp_sshhost_view(*host)->bootstrap_token_id, &e) < 0)
+        kp_log_warn("old bootstrap token not deleted", KP_LF("host", (*host)->name));
+    kp_error_done(&e);
+    for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
+        struct kp_claim_status st = {0};
+
+        token = kp_secret_free(token);
+        if ((r = kp_token_generate(tok_id, &token)) < 0) {
+            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                "generating bootstrap token: %s", kp_strerror(r));
+            goto out;
+        }
+        st.bootstrap_token_id = tok_id;
+        if ((r = holder_write(c, nc, host, &st, err)) < 0)
+            goto out;
+        kp_error_done(&e);
+        r = kp_token_create(c, token, p->bootstrap_group, nc->e.name, &e);
+    }
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "creating bootstrap token: %s",
+                            e.message ? e.message : kp_strerror(r));
+        goto out;
+    }
+    *ret_token = token;
+    token = NULL;
+out:
+    kp_secret_free(token);
+    kp_error_done(&e);
+    return r;
+}
+
+/* What a phase that ended with out means for the launch: 0 when it succeeded; else the error,
+ * with err set and, when the host is at fault or the configuration is, the claim released. */
+static int phase_verdict(struct kp_ssh_provider *p, struct kp_client *c,
+                         const struct kp_nodeclaim_view *nc, struct kp_entry *host,
+                         enum kp_profile_phase phase, const struct phase_out *out,
+                         struct kp_provider_err *err)
+{
+    if (out->r >= 0)
+        return 0;
+    /* A session the write fence closed (this replica stopped leading) is ended as by its
+     * context: the claim stays for the next leader. */
+    if (phase_failed(out->r == -KP_ENOTLEADER && !out->ctx_err ? -ECANCELED : out->ctx_err, out->r,
+                     out->msg, err) < 0) {
+        if (phase == KP_PROFILE_JOIN)
+            kp_log_info("join cancelled; the claim stays for the next Create",
+                        KP_LF("host", host->name), KP_LF("nodeclaim", nc->e.name));
+        return out->ctx_err ? out->ctx_err : -ECANCELED;
+    }
+    if (out->r == -EINVAL) { /* refused before dialing: the host never saw it */
+        config_refused(p, c, nc, host, out->msg, err);
+        return out->r;
+    }
+    kp_provider_err_set(err, out->r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED, "%s",
+                        out->msg ? out->msg : kp_strerror(out->r));
+    if (phase == KP_PROFILE_JOIN)
+        kp_log_warn_errno(out->r, "join failed", KP_LF("host", host->name),
+                          KP_LF("nodeclaim", nc->e.name));
+    release_after(p, c, nc, host, false,
+                  err && err->message        ? err->message
+                  : phase == KP_PROFILE_JOIN ? "join phase failed"
+                                             : "install phase failed");
+    return out->r;
 }
 
 int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, struct kp_client *c,
@@ -923,13 +1303,15 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
     const struct kp_sshnodeclass_view *ncl;
     struct kp_hostio_creds cr = {0};
     struct kp_hostio_join_secret js = {0};
+    struct kp_hostio_leave run = {0};
+    struct phase_out out = {0};
     struct kp_secret *ca = NULL, *token = NULL;
     char *endpoint = NULL;
-    struct kp_env *env = NULL;
     struct kp_error e = KP_ERROR_INIT;
-    char *marker = NULL, *msg = NULL, *static_pid = NULL, *pid = NULL;
-    char fp[KP_SSH_FP_SIZE] = "", hash[17];
-    char tok_id[KP_TOKEN_ID_SIZE];
+    char *marker = NULL, *msg = NULL, *static_pid = NULL, *pid = NULL, *key = NULL;
+    char hash[17];
+    char tok_id[KP_TOKEN_ID_SIZE] = "";
+    enum job_found found = JOB_NONE;
     uint64_t t0 = kp_mono_usec(), t;
     bool adopt;
     int r;
@@ -938,6 +1320,10 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         goto out;
     if ((r = requests_check(nc, err)) < 0)
         goto out;
+    if (!(key = job_key(nc))) {
+        r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
+        goto out;
+    }
     r = nodeclass_for(p, nc, &ncl_e, err);
     if (r >= 0 && !ncl_e)
         r = -EINVAL; /* every success sets it; said here for the analyzer */
@@ -997,6 +1383,12 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
                 kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
             goto out;
         }
+        /* A Delete has begun (a termination ahead of this worker's cache): no phase may start
+         * on a host that is leaving. */
+        if (rep.resumed && h->state == KP_HOST_LEAVING) {
+            r = leaving(err, h->e.name, nc->e.name);
+            goto out;
+        }
     }
     rep.claim_usec = kp_mono_usec() - t0;
     if ((r = kp_provider_ctx_check(ctx, err, "reading the host's Secrets")) < 0)
@@ -1023,120 +1415,102 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         goto out;
     }
 
-    /* Install once per <profile>@<version>. */
+    /* Install once per <profile>@<version>: run here, or on the pool (a finished install job
+     * of this claim on this host answers; one still running answers IN_PROGRESS). */
     t = kp_mono_usec();
     if (!kp_streq(kp_sshhost_view(host)->installed_profile, marker)) {
         struct kp_hostio_join_ctx jc = {
             .nc = nc, .ncl = ncl, .it = it, .ca = ca, .endpoint = endpoint, .js = &js};
         struct kp_claim_status st = {.installed_profile = marker};
 
-        if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &env, &msg)) < 0) {
-            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
-                                msg ? msg : kp_strerror(r));
-            release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
+        if (p->jobs)
+            found = job_take(p, key, KP_PROFILE_INSTALL, rep.host, marker, &out);
+        if (found == JOB_LEAVING) {
+            r = leaving(err, rep.host, nc->e.name);
             goto out;
         }
-        r = kp_hostio_run_phase(ctx, kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
-                                KP_PROFILE_INSTALL, env, p->observer, &msg, fp);
-        env = kp_env_free(env);
-        if (r < 0 && phase_failed(ctx, r, msg, err) < 0) {
-            r = kp_ctx_err(ctx);
+        if (found == JOB_RUNNING) {
+            r = kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
+                                    "install on SSHHost %s runs on the SSH job pool", rep.host);
             goto out;
         }
-        if (r == -EINVAL) { /* refused before dialing: the host never saw it */
-            config_refused(p, c, nc, host, msg, err);
-            goto out;
+        if (found == JOB_NONE) {
+            if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &run.env,
+                                         &msg)) < 0) {
+                kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
+                                    msg ? msg : kp_strerror(r));
+                release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
+                goto out;
+            }
+            run.profile = kp_entry_ref(pr_e);
+            /* Inline, the creds are lent (the join needs them next); to the pool they go, since
+             * this call then ends. */
+            run.cr = cr;
+            if (p->jobs)
+                memset(&cr, 0, sizeof(cr));
+            r = phase_start(p, ctx, key, host, KP_PROFILE_INSTALL, marker, &run, &out, err);
+            if (!p->jobs)
+                memset(&run.cr, 0, sizeof(run.cr));
+            kp_hostio_leave_done(&run);
+            if (r < 0)
+                goto out;
         }
-        if (r < 0) {
-            kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED,
-                                "%s", msg ? msg : kp_strerror(r));
-            release_after(p, c, nc, host, false, err ? err->message : "install phase failed");
+        if ((r = phase_verdict(p, c, nc, host, KP_PROFILE_INSTALL, &out, err)) < 0)
             goto out;
-        }
-        if (fp[0])
-            st.host_key_fingerprint = fp;
+        if (out.fp[0])
+            st.host_key_fingerprint = out.fp;
         if ((r = holder_write(c, nc, &host, &st, err)) < 0)
             goto out;
         rep.installed = true;
-        rep.install_usec = kp_mono_usec() - t;
+        rep.install_usec = out.usec;
+        kp_free(out.msg);
+        out.msg = NULL;
     }
 
-    if ((r = kp_provider_ctx_check(ctx, err, "minting the bootstrap token")) < 0)
-        goto out;
-    /* Token: collect an earlier attempt's, then record the new id on the host BEFORE its
-     * Secret exists. A crash between the two leaves an id that names nothing (deleting it later
-     * is a no-op), never a live token that no host points at. An id collision (-EEXIST on
-     * create) takes a fresh id. */
+    /* Join: a finished join job of this claim on this host answers (its token was minted when
+     * it was submitted); one still running answers IN_PROGRESS; else mint, then run or submit. */
     t = kp_mono_usec();
-    if (kp_sshhost_view(host)->bootstrap_token_id &&
-        kp_token_delete(c, kp_sshhost_view(host)->bootstrap_token_id, &e) < 0)
-        kp_log_warn("old bootstrap token not deleted", KP_LF("host", rep.host));
-    kp_error_done(&e);
-    r = -EEXIST;
-    for (int attempt = 0; attempt < 3 && r == -EEXIST; attempt++) {
-        struct kp_claim_status st = {0};
-
-        token = kp_secret_free(token);
-        if ((r = kp_token_generate(tok_id, &token)) < 0) {
-            kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
-                                "generating bootstrap token: %s", kp_strerror(r));
-            goto out;
-        }
-        st.bootstrap_token_id = tok_id;
-        if (!rep.installed && fp[0])
-            st.host_key_fingerprint = fp;
-        if ((r = holder_write(c, nc, &host, &st, err)) < 0)
-            goto out;
-        kp_error_done(&e);
-        r = kp_token_create(c, token, p->bootstrap_group, nc->e.name, &e);
-    }
-    if (r < 0) {
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "creating bootstrap token: %s",
-                            e.message ? e.message : kp_strerror(r));
+    found = p->jobs ? job_take(p, key, KP_PROFILE_JOIN, rep.host, NULL, &out) : JOB_NONE;
+    if (found == JOB_LEAVING) {
+        r = leaving(err, rep.host, nc->e.name);
         goto out;
     }
-    rep.token_usec = kp_mono_usec() - t;
+    if (found == JOB_RUNNING) {
+        r = kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
+                                "join on SSHHost %s runs on the SSH job pool", rep.host);
+        goto out;
+    }
+    if (found == JOB_DONE) {
+        const char *id = kp_sshhost_view(host)->bootstrap_token_id;
 
-    /* Join. */
-    t = kp_mono_usec();
-    {
-        struct kp_hostio_join_ctx jc = {.nc = nc,
-                                        .ncl = ncl,
-                                        .it = it,
-                                        .ca = ca,
-                                        .endpoint = endpoint,
-                                        .token = token,
-                                        .js = &js};
+        if (id && kp_strscpy(tok_id, sizeof(tok_id), id) < 0)
+            tok_id[0] = '\0';
+    } else {
+        struct kp_hostio_join_ctx jc = {
+            .nc = nc, .ncl = ncl, .it = it, .ca = ca, .endpoint = endpoint, .js = &js};
 
-        if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &env, &msg)) < 0) {
+        if ((r = kp_provider_ctx_check(ctx, err, "minting the bootstrap token")) < 0)
+            goto out;
+        if ((r = mint_token(p, c, nc, &host, tok_id, &token, err)) < 0)
+            goto out;
+        rep.token_usec = kp_mono_usec() - t;
+        jc.token = token;
+        if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &run.env, &msg)) <
+            0) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_CONFIG, "%s",
                                 msg ? msg : kp_strerror(r));
             release_after(p, c, nc, host, true, msg ? msg : kp_strerror(r));
             goto out;
         }
+        run.profile = kp_entry_ref(pr_e);
+        run.cr = cr; /* the last phase of this call: the creds go with it */
+        memset(&cr, 0, sizeof(cr));
+        if ((r = phase_start(p, ctx, key, host, KP_PROFILE_JOIN, NULL, &run, &out, err)) < 0)
+            goto out;
     }
-    r = kp_hostio_run_phase(ctx, kp_sshhost_view(host), &cr, kp_sshjoinprofile_view(pr_e),
-                            KP_PROFILE_JOIN, env, p->observer, &msg, NULL);
-    env = kp_env_free(env);
-    if (r < 0 && phase_failed(ctx, r, msg, err) < 0) {
-        r = kp_ctx_err(ctx);
-        kp_log_info("join cancelled; the claim stays for the next Create", KP_LF("host", rep.host),
-                    KP_LF("nodeclaim", nc->e.name));
+    if ((r = phase_verdict(p, c, nc, host, KP_PROFILE_JOIN, &out, err)) < 0)
         goto out;
-    }
-    if (r == -EINVAL) { /* refused before dialing: the host never saw it */
-        config_refused(p, c, nc, host, msg, err);
-        goto out;
-    }
-    if (r < 0) {
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_CREATE, KP_PROVIDER_REASON_JOIN_FAILED, "%s",
-                            msg ? msg : kp_strerror(r));
-        kp_log_warn_errno(r, "join failed", KP_LF("host", rep.host),
-                          KP_LF("nodeclaim", nc->e.name));
-        release_after(p, c, nc, host, false, err ? err->message : "join phase failed");
-        goto out;
-    }
-    rep.join_usec = kp_mono_usec() - t;
+    rep.join_usec = out.usec;
 
     /* Launched. Static: the providerID is ours to say, so it is written now and Create returns;
      * the host stays Claimed until its Node registers, when the host controller marks it InUse
@@ -1170,7 +1544,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
             goto out;
         }
         /* The Node exists, so the token has done its work. */
-        if (kp_token_delete(c, tok_id, &e) < 0)
+        if (tok_id[0] && kp_token_delete(c, tok_id, &e) < 0)
             kp_log_warn("bootstrap token not deleted; the probe collects it",
                         KP_LF("host", rep.host));
         kp_error_done(&e);
@@ -1200,13 +1574,15 @@ out:
             kp_strscpy(report->host, sizeof(report->host), kp_sshhost_view(host)->e.name) < 0)
             report->host[0] = '\0';
     }
-    kp_env_free(env);
+    kp_hostio_leave_done(&run);
+    kp_free(out.msg);
     kp_secret_free(token);
     kp_free(endpoint);
     kp_secret_free(ca);
     kp_hostio_join_secret_done(&js);
     kp_hostio_creds_done(&cr);
     kp_error_done(&e);
+    kp_free(key);
     kp_free(marker);
     kp_free(msg);
     kp_free(static_pid);
@@ -1268,74 +1644,25 @@ static int resolve_host(struct kp_ssh_provider *p, struct kp_client *c, const ch
     return r;
 }
 
-static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
-                     const struct kp_nodeclaim_view *nc, struct kp_provider_err *err)
+/* What follows a leave that ended with leave_r (msg: its text) on host, written Leaving and
+ * still claimed by nc: the host's Nodes and token go, and the host is released, Available when
+ * the leave succeeded and Unhealthy when not. 0 once released (or released by someone else
+ * meanwhile), else the error with err set. */
+static int leave_finish(struct kp_ssh_provider *p, struct kp_client *c,
+                        const struct kp_nodeclaim_view *nc, struct kp_entry *host, int leave_r,
+                        const char *msg, struct kp_provider_err *err)
 {
-    struct kp_ssh_provider *p = self;
     struct kp_claim_io io = kp_claim_io_api(c);
-    struct kp_claim_status st = {.state = KP_HOST_LEAVING, .set_state = true};
     struct kp_error e = KP_ERROR_INIT;
-    struct kp_entry *host = NULL, *got = NULL;
-    char *msg = NULL;
-    const char *token_id = NULL;
-    bool healthy;
+    const char *token_id = kp_sshhost_view(host)->bootstrap_token_id; /* host is held: stable */
+    bool healthy = leave_r == 0;
     int r;
 
-    if ((r = kp_provider_ctx_check(ctx, err, "resolving the host")) < 0)
-        return r;
-    r = resolve_host(p, c, nc->provider_id, nc->e.name, nc->e.uid, &host);
-    if (r == -ENOENT) {
-        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
-                                "no SSHHost backs NodeClaim %s", nc->e.name);
-        goto out;
-    }
-    if (r < 0) {
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "resolving host: %s",
-                            kp_strerror(r));
-        goto out;
-    }
-    /* The fence: the claim must still be this NodeClaim's, and Leaving is entered by CAS on the
-     * version we just checked, so nobody can take the host between check and leave. */
-    r = kp_claim_update(&io, kp_sshhost_view(host), nc->e.name, nc->e.uid, &st, &got, &e);
-    if (r == -ESTALE || r == -ENOENT) {
-        kp_log_info("stale delete fenced off", KP_LF("host", host->name),
-                    KP_LF("nodeclaim", nc->e.name));
-        r = kp_provider_err_set(err, -ENOENT, KP_PROVIDER_ERR_NOT_FOUND, NULL,
-                                "SSHHost %s is not claimed by NodeClaim %s", host->name,
-                                nc->e.name);
-        goto out;
-    }
-    if (r < 0) {
-        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "host %s: %s", host->name,
-                            kp_strerror(r));
-        goto out;
-    }
-    kp_entry_unref(host);
-    host = got;
-    got = NULL;
-    if (!host) { /* the update's answer is the host; a client without one is broken */
-        r = kp_provider_err_set(err, -EIO, KP_PROVIDER_ERR_RETRYABLE, NULL,
-                                "claim update returned no SSHHost");
-        goto out;
-    }
-    token_id = kp_sshhost_view(host)->bootstrap_token_id; /* the entry is held: stable */
-
-    /* Leaving is entered: from here a cancel still ends the leave phase promptly. A leave ended
-     * by our context is not a failed one: the host stays Leaving and claimed, and the next Delete
-     * resumes it (RETRYABLE, as the contract says); any other failure releases it Unhealthy. */
-    r = kp_hostio_leave(ctx, p->profiles, c, kp_sshhost_view(host), p->observer, &msg);
-    if (r < 0 && kp_ctx_err(ctx) < 0) {
-        r = kp_provider_ctx_check(ctx, err, "the leave phase finished");
-        kp_log_info("leave interrupted; the next Delete resumes it", KP_LF("host", host->name),
-                    KP_LF("nodeclaim", nc->e.name));
-        goto out;
-    }
-    healthy = r == 0;
     if (!healthy) {
-        kp_log_warn_errno(r, "leave failed; releasing host Unhealthy", KP_LF("host", host->name),
-                          KP_LF("detail", msg ? msg : ""));
+        kp_log_warn_errno(leave_r, "leave failed; releasing host Unhealthy",
+                          KP_LF("host", host->name), KP_LF("detail", msg ? msg : ""));
         host_event(p, kp_sshhost_view(host), true, "LeaveFailed", "Leave",
-                   msg ? msg : kp_strerror(r));
+                   msg ? msg : kp_strerror(leave_r));
     }
     /* kubelet is stopped by a leave that ran, so the host's Nodes cannot come back: they go
      * while the claim still fences the host (no new join can have made a Node since). A Node
@@ -1384,8 +1711,191 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
         host_event(p, kp_sshhost_view(host), false, "Left", "Leave", nc->e.name);
 out:
     kp_error_done(&e);
-    kp_free(msg);
+    return r;
+}
+
+/* The fence: the claim must still be nc's, and Leaving is entered by CAS on the version just
+ * read, so nobody can take the host between check and leave. *host becomes the host as
+ * written. A host no longer nc's answers NOT_FOUND. */
+static int enter_leaving(struct kp_client *c, const struct kp_nodeclaim_view *nc,
+                         struct kp_entry **host, struct kp_provider_err *err)
+{
+    struct kp_claim_io io = kp_claim_io_api(c);
+    struct kp_claim_status st = {.state = KP_HOST_LEAVING, .set_state = true};
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *got = NULL;
+    int r;
+
+    r = kp_claim_update(&io, kp_sshhost_view(*host), nc->e.name, nc->e.uid, &st, &got, &e);
+    kp_error_done(&e);
+    if (r == -ESTALE || r == -ENOENT) {
+        kp_log_info("stale delete fenced off", KP_LF("host", (*host)->name),
+                    KP_LF("nodeclaim", nc->e.name));
+        r = kp_provider_err_set(err, -ENOENT, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                                "SSHHost %s is not claimed by NodeClaim %s", (*host)->name,
+                                nc->e.name);
+    } else if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "host %s: %s", (*host)->name,
+                            kp_strerror(r));
+    } else if (!got) { /* the update's answer is the host; a client without one is broken */
+        r = kp_provider_err_set(err, -EIO, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                "claim update returned no SSHHost");
+    } else {
+        kp_entry_unref(*host);
+        *host = got;
+        got = NULL;
+    }
     kp_entry_unref(got);
+    return r;
+}
+
+/* Delete with the job pool: every call decides from the host as the API server has it and the
+ * pool's answer for key, and never waits for a host. A launch phase still running for the claim
+ * is cancelled first and kept on the pool until its session has closed (its end brings the
+ * NodeClaim back); then the host enters Leaving and its leave is submitted; a later call finds
+ * the leave's result and finishes as the inline Delete does. 0 means releasing, as the contract
+ * says. */
+static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, struct kp_client *c,
+                        const struct kp_nodeclaim_view *nc, const char *key, struct kp_entry **host,
+                        struct kp_provider_err *err)
+{
+    struct kp_hostio_leave run = {0};
+    struct phase_out out = {0};
+    const struct kp_sshhost_view *h = kp_sshhost_view(*host);
+    enum kp_ssh_job_kind other = KP_SSH_JOB_KIND_N;
+    bool other_finished = false;
+    struct phase_job *j = NULL;
+    void *arg = NULL;
+    char *msg = NULL;
+    int r, result = 0;
+
+    if (h->state != KP_HOST_LEAVING || !kp_claim_held_by(h, nc->e.name, nc->e.uid)) {
+        r = kp_ssh_jobs_take(p->jobs, key, NULL, &arg, NULL);
+        if (r == -EINPROGRESS) {
+            kp_ssh_jobs_cancel(p->jobs, key);
+            kp_log_info("launch cancelled: its NodeClaim is being deleted; leave follows",
+                        KP_LF("host", (*host)->name), KP_LF("nodeclaim", nc->e.name));
+            r = 0;
+            goto out;
+        }
+        phase_job_free(arg); /* a launch phase that ended unread: moot now */
+        arg = NULL;
+        if ((r = enter_leaving(c, nc, host, err)) < 0)
+            goto out;
+    } else {
+        r = kp_ssh_jobs_take_kind(p->jobs, key, KP_SSH_JOB_LEAVE, &arg, &result, &other,
+                                  &other_finished);
+        if (r == -EBUSY && !other_finished) { /* a launch phase: it stops first */
+            kp_ssh_jobs_cancel(p->jobs, key);
+            r = 0;
+            goto out;
+        }
+        if (r == -EBUSY)
+            kp_ssh_jobs_forget(p->jobs, key); /* a launch phase that ended unread */
+        if (r == -EINPROGRESS) {
+            r = 0;
+            goto out;
+        }
+        j = arg;
+        if (r == 0 && j && kp_streq(kp_sshhost_view(j->host)->e.name, (*host)->name)) {
+            if (result >= 0 || (j->ctx_err == 0 && result != -KP_ENOTLEADER)) {
+                r = leave_finish(p, c, nc, *host, result, j->msg, err);
+                goto out;
+            }
+            kp_log_info("leave interrupted; it runs again", KP_LF("host", (*host)->name),
+                        KP_LF("nodeclaim", nc->e.name));
+        }
+        /* none (a restart, a new leader), or one that did not finish: the leave runs (again;
+         * it is idempotent) */
+    }
+    if ((r = kp_provider_ctx_check(ctx, err, "starting the leave")) < 0)
+        goto out;
+    r = kp_hostio_leave_prepare(p->profiles, c, kp_sshhost_view(*host), &run, &msg);
+    if (r < 0 && kp_ctx_err(ctx) < 0) {
+        r = kp_provider_ctx_check(ctx, err, "reading what the leave needs");
+        goto out;
+    }
+    if (r < 0) { /* nothing to leave with (or its Secret): decided without a dial */
+        r = leave_finish(p, c, nc, *host, r, msg, err);
+        goto out;
+    }
+    r = phase_start(p, ctx, key, *host, KP_PROFILE_LEAVE, NULL, &run, &out, err);
+    if (r == -EINPROGRESS) {
+        kp_provider_err_done(err); /* releasing: no error */
+        r = 0;
+    }
+out:
+    phase_job_free(j);
+    kp_hostio_leave_done(&run);
+    kp_free(out.msg);
+    kp_free(msg);
+    return r;
+}
+
+static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
+                     const struct kp_nodeclaim_view *nc, struct kp_provider_err *err)
+{
+    struct kp_ssh_provider *p = self;
+    struct kp_entry *host = NULL;
+    char *msg = NULL, *key = NULL;
+    bool busy = false;
+    int r;
+
+    if ((r = kp_provider_ctx_check(ctx, err, "resolving the host")) < 0)
+        return r;
+    /* One decision per NodeClaim at a time (the core's lifecycle and termination both call):
+     * a second caller meanwhile is told "releasing" and comes back. */
+    if (p->jobs) {
+        if (!(key = job_key(nc)))
+            return kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                       "out of memory");
+        pthread_mutex_lock(&p->mu);
+        busy = kp_map_contains(p->deleting, key);
+        r = busy ? 0 : kp_map_put(p->deleting, key, p, NULL);
+        pthread_mutex_unlock(&p->mu);
+        if (busy || r < 0) {
+            kp_free(key);
+            return r < 0 ? kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL,
+                                               "out of memory")
+                         : 0;
+        }
+    }
+    r = resolve_host(p, c, nc->provider_id, nc->e.name, nc->e.uid, &host);
+    if (r == -ENOENT) {
+        r = kp_provider_err_set(err, r, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                                "no SSHHost backs NodeClaim %s", nc->e.name);
+        goto out;
+    }
+    if (r < 0) {
+        kp_provider_err_set(err, r, KP_PROVIDER_ERR_RETRYABLE, NULL, "resolving host: %s",
+                            kp_strerror(r));
+        goto out;
+    }
+    if (p->jobs) {
+        r = delete_async(p, ctx, c, nc, key, &host, err);
+        goto out;
+    }
+    if ((r = enter_leaving(c, nc, &host, err)) < 0)
+        goto out;
+    /* Leaving is entered: from here a cancel still ends the leave phase promptly. A leave ended
+     * by our context is not a failed one: the host stays Leaving and claimed, and the next Delete
+     * resumes it (RETRYABLE, as the contract says); any other failure releases it Unhealthy. */
+    r = kp_hostio_leave(ctx, p->profiles, c, kp_sshhost_view(host), p->observer, &msg);
+    if (r < 0 && kp_ctx_err(ctx) < 0) {
+        r = kp_provider_ctx_check(ctx, err, "the leave phase finished");
+        kp_log_info("leave interrupted; the next Delete resumes it", KP_LF("host", host->name),
+                    KP_LF("nodeclaim", nc->e.name));
+        goto out;
+    }
+    r = leave_finish(p, c, nc, host, r, msg, err);
+out:
+    if (key) {
+        pthread_mutex_lock(&p->mu);
+        (void)kp_map_remove(p->deleting, key);
+        pthread_mutex_unlock(&p->mu);
+    }
+    kp_free(key);
+    kp_free(msg);
     kp_entry_unref(host);
     return r;
 }
@@ -1658,6 +2168,8 @@ static const struct kp_provider_ops ssh_ops = {
     .owns_provider_id = op_owns_provider_id,
     .watch_drift = op_watch_drift,
     .unwatch_drift = op_unwatch_drift,
+    .watch_progress = op_watch_progress,
+    .unwatch_progress = op_unwatch_progress,
 };
 
 struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p)

@@ -64,6 +64,12 @@ struct kp_ssh_provider_opts {
     struct kp_informer *nodeclass_informer, *profile_informer;
     uint64_t registration_timeout_usec; /* Adopt only */
     uint64_t registration_poll_usec;
+    /* Threads of the provider's SSH job pool (jobs.h), at most KP_SSH_JOBS_MAX_THREADS. With a
+     * pool (the controller's), a Create's install and join and a Delete's leave run on it and
+     * the calls answer IN_PROGRESS and "releasing" while they run (core/provider.h), once
+     * kp_ssh_provider_start() has started it. 0: they run on the caller's thread, and the calls
+     * return when they are done (tools, tests). */
+    unsigned job_threads;
 };
 
 /* Node repair (core/provider.h repair_policies): a Node whose Ready condition has been False or
@@ -76,6 +82,12 @@ struct kp_ssh_provider;
 int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts,
                         struct kp_ssh_provider **ret) KP_WUR;
 struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p);
+/* Starts the job pool's threads under parent (the process's context: SIGTERM and a lost Lease
+ * cancel what runs); a no-op without a pool. 0, -EALREADY or -errno. */
+int kp_ssh_provider_start(struct kp_ssh_provider *p, const struct kp_ctx *parent) KP_WUR;
+/* Stops the pool: what runs is cancelled and waited for, unread results are dropped (a claim
+ * stays resumable: the next Create or Delete submits again). Idempotent. */
+void kp_ssh_provider_stop(struct kp_ssh_provider *p);
 /* The provider as the core sees it (borrowed; valid while p lives). */
 struct kp_provider kp_ssh_provider_as_provider(struct kp_ssh_provider *p);
 
