@@ -394,6 +394,12 @@ static void test_kinds_cancel_deadline(void **state)
         assert_int_equal(kp_ssh_jobs_submit(p, &spec), 0);
     }
     wait_running(&w, 1);
+    assert_int_equal(kp_ssh_jobs_peek(p, "nc/1", &other, &finished), 0);
+    assert_int_equal(other, KP_SSH_JOB_JOIN);
+    assert_false(finished);
+    assert_int_equal(kp_ssh_jobs_peek(p, "nc/2", NULL, NULL), -ENOENT);
+    finished = true;
+    other = KP_SSH_JOB_KIND_N;
     assert_int_equal(
         kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_LEAVE, &arg, &res, &other, &finished), -EBUSY);
     assert_int_equal(other, KP_SSH_JOB_JOIN);
@@ -410,6 +416,7 @@ static void test_kinds_cancel_deadline(void **state)
     assert_int_equal(kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_JOIN, &arg, &res, NULL, NULL), 0);
     assert_int_equal(res, -ECANCELED);
     assert_ptr_equal(arg, f);
+    assert_int_equal(kp_ssh_jobs_peek(p, "nc/1", NULL, NULL), -ENOENT);
     fake_free(arg);
     assert_int_equal(kp_ssh_jobs_take_kind(p, "nc/1", KP_SSH_JOB_JOIN, &arg, &res, NULL, NULL),
                      -ENOENT);

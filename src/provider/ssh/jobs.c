@@ -462,6 +462,21 @@ int kp_ssh_jobs_take_kind(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_jo
     return take_unlock(p, j, NULL, ret_arg, ret_result);
 }
 
+int kp_ssh_jobs_peek(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind *ret_kind,
+                     bool *ret_finished)
+{
+    struct job *j;
+
+    pthread_mutex_lock(&p->lock);
+    j = kp_map_get(p->jobs, key);
+    if (j && ret_kind)
+        *ret_kind = j->kind;
+    if (j && ret_finished)
+        *ret_finished = j->state == JOB_FINISHED;
+    pthread_mutex_unlock(&p->lock);
+    return j ? 0 : -ENOENT;
+}
+
 void kp_ssh_jobs_cancel(struct kp_ssh_jobs *p, const char *key)
 {
     struct job *j;

@@ -132,6 +132,11 @@ int kp_ssh_jobs_take_kind(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_jo
                           void **ret_arg, int *ret_result, enum kp_ssh_job_kind *ret_other,
                           bool *ret_other_finished) KP_WUR;
 
+/* What key's job is, without taking it: 0 with its kind and whether it has finished (outputs
+ * optional), or -ENOENT when there is none. */
+int kp_ssh_jobs_peek(struct kp_ssh_jobs *p, const char *key, enum kp_ssh_job_kind *ret_kind,
+                     bool *ret_finished) KP_WUR;
+
 /* Drops key's job: a queued one is freed, a running one is cancelled (its result dropped when
  * it ends, without a done callback), a finished one is freed. For an object that is gone. */
 void kp_ssh_jobs_forget(struct kp_ssh_jobs *p, const char *key);

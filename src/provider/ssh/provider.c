@@ -154,6 +154,10 @@ struct kp_ssh_provider {
     struct progress_watch *progress;
     size_t n_progress;
     struct kp_map *deleting;
+    /* Under mu: the host each NodeClaim's claim took ("<name>/<uid>" -> owned host name), so
+     * the next call finds its host even before the informer's store has seen the claim (with a
+     * pool the next Create comes milliseconds later). A hint: the API server's answer decides. */
+    struct kp_map *held;
 };
 
 static void jobs_done(void *owner, const char *key);
@@ -187,6 +191,10 @@ int kp_ssh_provider_new(const struct kp_ssh_provider_opts *opts, struct kp_ssh_p
                                                      : KP_SSH_REGISTRATION_TIMEOUT_USEC;
     p->reg_poll =
         opts->registration_poll_usec ? opts->registration_poll_usec : KP_SSH_REGISTRATION_POLL_USEC;
+    if (kp_map_new(&p->held) < 0) {
+        kp_ssh_provider_free(p);
+        return -ENOMEM;
+    }
     if (opts->job_threads) {
         struct kp_ssh_jobs_opts jo = {.name = "launch",
                                       .threads = opts->job_threads,
@@ -297,6 +305,15 @@ struct kp_ssh_provider *kp_ssh_provider_free(struct kp_ssh_provider *p)
         return NULL;
     p->jobs = kp_ssh_jobs_free(p->jobs); /* stops it: no done callback runs after this */
     p->deleting = kp_map_free(p->deleting);
+    {
+        size_t it = 0;
+        const char *k;
+        void *v;
+
+        while (p->held && kp_map_next(p->held, &it, &k, &v))
+            kp_free(v);
+        p->held = kp_map_free(p->held);
+    }
     kp_free(p->progress);
     for (size_t i = 0; i < p->n_pub; i++) {
         kp_free(p->pub[i].nodeclass);
@@ -664,7 +681,63 @@ out:
     return r;
 }
 
-/* Looks in the store for the host nc holds (resume), then reads it fresh. -ENOENT: none. */
+/* The held hint of the NodeClaim (name, uid): records host (NULL: forgets it). Out of memory
+ * only loses the hint. */
+static void held_set(struct kp_ssh_provider *p, const char *name, const char *uid, const char *host)
+{
+    char *key = kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL);
+    char *v = host ? kp_strdup(host) : NULL;
+    void *old = NULL;
+
+    if (!key) {
+        kp_free(v);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (v) {
+        if (kp_map_put(p->held, key, v, &old) < 0)
+            old = v; /* not recorded: the store finds it later */
+    } else {
+        old = kp_map_remove(p->held, key);
+    }
+    pthread_mutex_unlock(&p->mu);
+    kp_free(old);
+    kp_free(key);
+}
+
+/* The host the held hint names for (name, uid), read fresh, when it is still held by it. */
+static int find_hinted(struct kp_ssh_provider *p, struct kp_client *c, const char *name,
+                       const char *uid, struct kp_entry **ret)
+{
+    char *key = kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL), *host = NULL;
+    struct kp_error e = KP_ERROR_INIT;
+    struct kp_entry *fresh = NULL;
+    int r;
+
+    if (!key)
+        return -ENOMEM;
+    pthread_mutex_lock(&p->mu);
+    host = kp_map_get(p->held, key) ? kp_strdup(kp_map_get(p->held, key)) : NULL;
+    pthread_mutex_unlock(&p->mu);
+    kp_free(key);
+    if (!host)
+        return -ENOENT;
+    r = kp_claim_read_api(c, p->pool_ns, host, &fresh, &e);
+    kp_error_done(&e);
+    if (r == 0 && !kp_claim_held_by(kp_sshhost_view(fresh), name, uid)) {
+        fresh = kp_entry_unref(fresh);
+        r = -ENOENT;
+    }
+    if (r == -ENOENT)
+        held_set(p, name, uid, NULL); /* no longer its */
+    else if (r == 0)
+        *ret = fresh;
+    kp_free(host);
+    return r;
+}
+
+/* The host nc holds (resume), read fresh: the one its hint names, else the one the store says
+ * it holds. -ENOENT: none. */
 static int find_held(struct kp_ssh_provider *p, struct kp_client *c, const char *name,
                      const char *uid, struct kp_entry **ret)
 {
@@ -672,6 +745,8 @@ static int find_held(struct kp_ssh_provider *p, struct kp_client *c, const char 
     struct kp_error e = KP_ERROR_INIT;
     int r;
 
+    if ((r = find_hinted(p, c, name, uid, ret)) != -ENOENT)
+        return r;
     if ((r = kp_store_list(p->hosts, &l)) < 0)
         return r;
     r = -ENOENT;
@@ -1146,6 +1221,8 @@ static void release_after(struct kp_ssh_provider *p, struct kp_client *c,
                     KP_LF("token_id", h->bootstrap_token_id));
     kp_error_done(&e);
     r = kp_claim_release(&io, h, nc->e.name, nc->e.uid, healthy, why, NULL, &e);
+    if (r == 0)
+        held_set(p, nc->e.name, nc->e.uid, NULL);
     if (r < 0)
         kp_log_warn_errno(r, "host release failed; stale-claim release will recover it",
                           KP_LF("host", h->e.name), KP_LF("nodeclaim", nc->e.name));
@@ -1345,6 +1422,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         rep.resumed = true;
     else if (r == -ENOENT) {
         r = claim_new(p, c, nc, ncl, types, &host, &rep.races_lost, &e);
+        if (r == 0)
+            held_set(p, nc->e.name, nc->e.uid, host->name);
         if (r == -ENOSPC) {
             kp_provider_err_set(err, r, KP_PROVIDER_ERR_INSUFFICIENT_CAPACITY, NULL,
                                 "no Available SSHHost for NodeClaim %s", nc->e.name);
@@ -1388,6 +1467,19 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         if (rep.resumed && h->state == KP_HOST_LEAVING) {
             r = leaving(err, h->e.name, nc->e.name);
             goto out;
+        }
+        /* A phase still on the pool: nothing to read or decide yet (no Secret is fetched). */
+        if (rep.resumed && p->jobs) {
+            enum kp_ssh_job_kind kind;
+            bool finished = true;
+
+            if (kp_ssh_jobs_peek(p->jobs, key, &kind, &finished) == 0 && !finished &&
+                kind != KP_SSH_JOB_LEAVE) {
+                r = kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
+                                        "%s on SSHHost %s runs on the SSH job pool",
+                                        kp_ssh_job_kind_name(kind), h->e.name);
+                goto out;
+            }
         }
     }
     rep.claim_usec = kp_mono_usec() - t0;
@@ -1624,6 +1716,8 @@ static int resolve_host(struct kp_ssh_provider *p, struct kp_client *c, const ch
         }
     } else if (!claim_name)
         return -ENOENT;
+    if (claim_name && (r = find_hinted(p, c, claim_name, claim_uid, ret)) != -ENOENT)
+        return r;
     if ((r = kp_store_list(p->hosts, &l)) < 0)
         return r;
     r = -ENOENT;
@@ -1705,6 +1799,7 @@ static int leave_finish(struct kp_ssh_provider *p, struct kp_client *c,
                             host->name, kp_strerror(r));
         goto out;
     }
+    held_set(p, nc->e.name, nc->e.uid, NULL);
     kp_log_info("host left", KP_LF("host", host->name), KP_LF("nodeclaim", nc->e.name),
                 KP_LF("state", healthy ? "Available" : "Unhealthy"));
     if (healthy)
