@@ -359,6 +359,17 @@ static const char lab_install[] =
     "date +%s >> /var/lib/kpssh/install-runs\n"
     "systemctl disable --now kubelet >/dev/null 2>&1 || true\n";
 
+/* The provider's stores and observer, as every provider here uses them. */
+static void provider_opts(struct kp_ssh_provider_opts *po)
+{
+    po->pool_namespace = POOL_NS;
+    po->hosts = kp_informer_store(T.inf_hosts);
+    po->nodeclasses = kp_informer_store(T.inf_classes);
+    po->profiles = kp_informer_store(T.inf_profiles);
+    po->nodes = kp_informer_store(T.inf_nodes);
+    po->observer = &observer;
+}
+
 static int setup(void **state)
 {
     char *join, *leave;
@@ -426,12 +437,7 @@ static int setup(void **state)
     assert_int_equal(kp_informer_start(T.inf_nodes), 0);
     assert_int_equal(kp_informer_wait_synced(T.inf_nodes, 60 * KP_USEC_PER_SEC), 0);
 
-    po.pool_namespace = POOL_NS;
-    po.hosts = kp_informer_store(T.inf_hosts);
-    po.nodeclasses = kp_informer_store(T.inf_classes);
-    po.profiles = kp_informer_store(T.inf_profiles);
-    po.nodes = kp_informer_store(T.inf_nodes);
-    po.observer = &observer;
+    provider_opts(&po);
     po.registration_timeout_usec = 180 * KP_USEC_PER_SEC;
     po.registration_poll_usec = 250 * KP_USEC_PER_MSEC;
     assert_int_equal(kp_ssh_provider_new(&po, &T.sp), 0);
@@ -1223,12 +1229,7 @@ static void test_pool(void **state)
     kp_lab_wait_cached(T.inf_classes, "prov-pool");
     wait_cached_available("slow-1");
 
-    po.pool_namespace = POOL_NS;
-    po.hosts = kp_informer_store(T.inf_hosts);
-    po.nodeclasses = kp_informer_store(T.inf_classes);
-    po.profiles = kp_informer_store(T.inf_profiles);
-    po.nodes = kp_informer_store(T.inf_nodes);
-    po.observer = &observer;
+    provider_opts(&po);
     po.job_threads = 2;
     assert_int_equal(kp_ssh_provider_new(&po, &sp), 0);
     pp = kp_ssh_provider_as_provider(sp);

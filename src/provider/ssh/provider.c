@@ -1279,6 +1279,19 @@ static int leaving(struct kp_provider_err *err, const char *host, const char *no
                                nodeclaim);
 }
 
+/* What Create answers when job_take found the host leaving or the phase what (its name) still
+ * on the pool; 0 to go on. */
+static int job_pending(enum job_found found, const char *what, const char *host,
+                       const char *nodeclaim, struct kp_provider_err *err)
+{
+    if (found == JOB_LEAVING)
+        return leaving(err, host, nodeclaim);
+    if (found == JOB_RUNNING)
+        return kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
+                                   "%s on SSHHost %s runs on the SSH job pool", what, host);
+    return 0;
+}
+
 /* A phase that its context ended (ctx_err: the caller's, or the job's) is not the host's fault:
  * the claim stays (the next Create resumes it), and the error is RETRYABLE. */
 static int phase_failed(int ctx_err, int r, const char *msg, struct kp_provider_err *err)
@@ -1475,9 +1488,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
 
             if (kp_ssh_jobs_peek(p->jobs, key, &kind, &finished) == 0 && !finished &&
                 kind != KP_SSH_JOB_LEAVE) {
-                r = kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
-                                        "%s on SSHHost %s runs on the SSH job pool",
-                                        kp_ssh_job_kind_name(kind), h->e.name);
+                r = job_pending(JOB_RUNNING, kp_ssh_job_kind_name(kind), h->e.name, nc->e.name,
+                                err);
                 goto out;
             }
         }
@@ -1517,15 +1529,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
 
         if (p->jobs)
             found = job_take(p, key, KP_PROFILE_INSTALL, rep.host, marker, &out);
-        if (found == JOB_LEAVING) {
-            r = leaving(err, rep.host, nc->e.name);
+        if ((r = job_pending(found, "install", rep.host, nc->e.name, err)) < 0)
             goto out;
-        }
-        if (found == JOB_RUNNING) {
-            r = kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
-                                    "install on SSHHost %s runs on the SSH job pool", rep.host);
-            goto out;
-        }
         if (found == JOB_NONE) {
             if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_INSTALL, &jc, &run.env,
                                          &msg)) < 0) {
@@ -1563,15 +1568,8 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
      * it was submitted); one still running answers IN_PROGRESS; else mint, then run or submit. */
     t = kp_mono_usec();
     found = p->jobs ? job_take(p, key, KP_PROFILE_JOIN, rep.host, NULL, &out) : JOB_NONE;
-    if (found == JOB_LEAVING) {
-        r = leaving(err, rep.host, nc->e.name);
+    if ((r = job_pending(found, "join", rep.host, nc->e.name, err)) < 0)
         goto out;
-    }
-    if (found == JOB_RUNNING) {
-        r = kp_provider_err_set(err, -EINPROGRESS, KP_PROVIDER_ERR_IN_PROGRESS, NULL,
-                                "join on SSHHost %s runs on the SSH job pool", rep.host);
-        goto out;
-    }
     if (found == JOB_DONE) {
         const char *id = kp_sshhost_view(host)->bootstrap_token_id;
 
