@@ -705,6 +705,23 @@ static void held_set(struct kp_ssh_provider *p, const char *name, const char *ui
     kp_free(key);
 }
 
+/* Forgets the held hint of (name, uid) if it still names host (a newer hint stays). */
+static void held_forget_if(struct kp_ssh_provider *p, const char *name, const char *uid,
+                           const char *host)
+{
+    char *key = kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL);
+    void *old = NULL;
+
+    if (!key)
+        return;
+    pthread_mutex_lock(&p->mu);
+    if (kp_streq(kp_map_get(p->held, key), host))
+        old = kp_map_remove(p->held, key);
+    pthread_mutex_unlock(&p->mu);
+    kp_free(old);
+    kp_free(key);
+}
+
 /* The host the held hint names for (name, uid), read fresh, when it is still held by it. */
 static int find_hinted(struct kp_ssh_provider *p, struct kp_client *c, const char *name,
                        const char *uid, struct kp_entry **ret)
@@ -729,7 +746,7 @@ static int find_hinted(struct kp_ssh_provider *p, struct kp_client *c, const cha
         r = -ENOENT;
     }
     if (r == -ENOENT)
-        held_set(p, name, uid, NULL); /* no longer its */
+        held_forget_if(p, name, uid, host); /* no longer its */
     else if (r == 0)
         *ret = fresh;
     kp_free(host);
@@ -1583,6 +1600,12 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
             goto out;
         if ((r = mint_token(p, c, nc, &host, tok_id, &token, err)) < 0)
             goto out;
+        /* A Delete that began meanwhile (its Leaving is what the token write answered) wins:
+         * no join starts on a host that is leaving. */
+        if (kp_sshhost_view(host)->state == KP_HOST_LEAVING) {
+            r = leaving(err, rep.host, nc->e.name);
+            goto out;
+        }
         rep.token_usec = kp_mono_usec() - t;
         jc.token = token;
         if ((r = kp_hostio_build_env(kp_sshhost_view(host), KP_ENV_JOIN, &jc, &run.env, &msg)) <
@@ -1868,8 +1891,12 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
             kp_ssh_jobs_cancel(p->jobs, key);
             kp_log_info("launch cancelled: its NodeClaim is being deleted; leave follows",
                         KP_LF("host", (*host)->name), KP_LF("nodeclaim", nc->e.name));
-            r = 0;
-            goto out;
+            /* A running one ends within a poll slice and brings the NodeClaim back; a queued one
+             * is gone already, so the leave can start on this call. */
+            if (kp_ssh_jobs_peek(p->jobs, key, NULL, NULL) == 0) {
+                r = 0;
+                goto out;
+            }
         }
         phase_job_free(arg); /* a launch phase that ended unread: moot now */
         arg = NULL;
@@ -1982,6 +2009,12 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
     }
     r = leave_finish(p, c, nc, host, r, msg, err);
 out:
+    /* Gone from this NodeClaim: nothing of it stays behind (its hint, an unread result). */
+    if (r == -ENOENT || (err && err->kind == KP_PROVIDER_ERR_NOT_FOUND)) {
+        held_set(p, nc->e.name, nc->e.uid, NULL);
+        if (p->jobs && key)
+            kp_ssh_jobs_forget(p->jobs, key);
+    }
     if (key) {
         pthread_mutex_lock(&p->mu);
         (void)kp_map_remove(p->deleting, key);
