@@ -64,7 +64,7 @@ want_opts=(kubeconfig context token kube-client-qps kube-client-burst disable-le
     leader-election-lease-duration leader-election-renew-deadline leader-election-retry-period
     bind-address metrics-port health-probe-port log-level log-format pool-namespace workers
     probe-interval probe-timeout probe-concurrency bootstrap-group shutdown-timeout core-workers
-    launch-timeout registration-ttl gc-interval orphan-node-grace)
+    launch-concurrency launch-timeout registration-ttl gc-interval orphan-node-grace)
 missing=""
 for o in "${want_opts[@]}"; do
     env_name="KPSSH_$(tr 'a-z-' 'A-Z_' <<<"$o")"

@@ -210,9 +210,10 @@ pool_jobs() { # pool_jobs <kind>: successful jobs of that kind so far
     curl -s "http://127.0.0.1:$PORT/metrics" |
         awk -v k="$1" '$1 == "kpssh_ssh_jobs_total{kind=\"" k "\",result=\"success\"}" {print $2}'
 }
-check "core-a: its install ran on the launch pool ($(pool_jobs install) jobs)" \
-    test "$(pool_jobs install)" = 1
-check "core-a: its join ran on the launch pool ($(pool_jobs join) jobs)" test "$(pool_jobs join)" = 1
+pool_jobs_is() { test "$(pool_jobs "$1")" = "$2"; }
+# Launched means the join script has exited, so both are counted by now (a scrape may be slow).
+check "core-a: its install ran on the launch pool" wait_until 10 pool_jobs_is install 1
+check "core-a: its join ran on the launch pool" wait_until 10 pool_jobs_is join 1
 
 # --- 2. deletion: leave before the Node goes ----------------------------------------------------
 # A watch stamps each Node event with the time it arrived; the leave script stamps the time it

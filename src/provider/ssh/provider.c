@@ -1420,7 +1420,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
     char tok_id[KP_TOKEN_ID_SIZE] = "";
     enum job_found found = JOB_NONE;
     uint64_t t0 = kp_mono_usec(), t;
-    bool adopt;
+    bool adopt, join_unread = false;
     int r;
 
     if ((r = kp_provider_ctx_check(ctx, err, "claiming a host")) < 0)
@@ -1482,10 +1482,28 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
             r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
             goto out;
         }
+        /* A phase still on the pool: nothing to read or decide yet (no Secret is fetched). Its
+         * Node may have registered already (the host controller then wrote the providerID):
+         * launched still means the join script has exited, and a finished join's result is
+         * read below, in order. */
+        if (rep.resumed && p->jobs) {
+            enum kp_ssh_job_kind kind;
+            bool finished = true;
+
+            if (kp_ssh_jobs_peek(p->jobs, key, &kind, &finished) == 0) {
+                if (!finished && kind != KP_SSH_JOB_LEAVE) {
+                    r = job_pending(JOB_RUNNING, kp_ssh_job_kind_name(kind), h->e.name, nc->e.name,
+                                    err);
+                    goto out;
+                }
+                join_unread = finished && kind == KP_SSH_JOB_JOIN;
+            }
+        }
         /* A resumed Create whose join already finished (the providerID is written at join exit,
          * or by registration for Adopt) is done, whether or not its Node registered since. */
-        if (rep.resumed && (h->state == KP_HOST_IN_USE || h->state == KP_HOST_CLAIMED) &&
-            h->provider_id && *h->provider_id) {
+        if (rep.resumed && !join_unread &&
+            (h->state == KP_HOST_IN_USE || h->state == KP_HOST_CLAIMED) && h->provider_id &&
+            *h->provider_id) {
             rep.claim_usec = kp_mono_usec() - t0;
             r = instance_fill(h, nc->e.name, h->provider_id, it, hash, ret);
             if (r < 0)
@@ -1497,18 +1515,6 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         if (rep.resumed && h->state == KP_HOST_LEAVING) {
             r = leaving(err, h->e.name, nc->e.name);
             goto out;
-        }
-        /* A phase still on the pool: nothing to read or decide yet (no Secret is fetched). */
-        if (rep.resumed && p->jobs) {
-            enum kp_ssh_job_kind kind;
-            bool finished = true;
-
-            if (kp_ssh_jobs_peek(p->jobs, key, &kind, &finished) == 0 && !finished &&
-                kind != KP_SSH_JOB_LEAVE) {
-                r = job_pending(JOB_RUNNING, kp_ssh_job_kind_name(kind), h->e.name, nc->e.name,
-                                err);
-                goto out;
-            }
         }
     }
     rep.claim_usec = kp_mono_usec() - t0;
