@@ -126,6 +126,7 @@ struct nodeopt {
     const char *name, *pid;
     bool not_ready;
     const char *taints, *labels, *annotations, *allocatable, *deletion, *owners;
+    const char *created; /* NULL: T0 */
 };
 
 static struct kp_entry *node(const struct nodeopt *o)
@@ -135,11 +136,11 @@ static struct kp_entry *node(const struct nodeopt *o)
     int n = snprintf(
         buf, sizeof(buf),
         "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"%s\",\"uid\":\"nu-%s\","
-        "\"resourceVersion\":\"3\",\"creationTimestamp\":\"" T0 "\"%s%s%s,\"labels\":{%s},"
+        "\"resourceVersion\":\"3\",\"creationTimestamp\":\"%s\"%s%s%s,\"labels\":{%s},"
         "\"annotations\":{%s},\"ownerReferences\":[%s],\"finalizers\":[\"other/f\"]},"
         "\"spec\":{\"providerID\":\"%s\",\"taints\":[%s]},"
         "\"status\":{\"allocatable\":{%s},\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
-        o->name ? o->name : "n1", o->name ? o->name : "n1",
+        o->name ? o->name : "n1", o->name ? o->name : "n1", o->created ? o->created : T0,
         o->deletion ? ",\"deletionTimestamp\":\"" : "", o->deletion ? o->deletion : "",
         o->deletion ? "\"" : "", o->labels ? o->labels : "", o->annotations ? o->annotations : "",
         o->owners ? o->owners : "", o->pid ? o->pid : "fake://nc", o->taints ? o->taints : "",
@@ -1264,6 +1265,41 @@ static void test_api_launch_in_progress(void **state)
     assert_int_equal(kp_fake_provider_progress(X.fp, "nc"), 0);
 }
 
+/* A providerID names a host: once a deleting claim's leave released the host, the next claim's
+ * join registers a Node with the same providerID before that claim has made it its own. The
+ * deleting claim deletes only Nodes the API server created before its deletion. */
+static void test_api_delete_spares_next_node(void **state)
+{
+    const struct kp_fake_provider_calls *calls = kp_fake_provider_calls(X.fp);
+    struct kp_provider_instance in = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_entry *launch = claim(&(struct ncopt){.finalizer = true});
+    uint64_t requeue = 0;
+
+    (void)state;
+    assert_int_equal(
+        X.prov.ops->create(X.prov.self, NULL, NULL, kp_nodeclaim_view(launch), &in, &err), 0);
+    kp_provider_instance_done(&in);
+    kp_entry_unref(launch);
+    put(X.claims, claim(&(struct ncopt){.finalizer = true,
+                                        .pid = "fake://nc",
+                                        .deletion = "2026-01-01T00:00:01Z",
+                                        .conds = LAUNCHED "," REGISTERED}));
+    put(X.nodes, node(&(struct nodeopt){0}));
+    put(X.nodes, node(&(struct nodeopt){.name = "next", .created = "2026-01-01T00:00:09Z"}));
+    api_answer(&A, 200, "{}");
+    assert_int_equal(reconcile(NULL, &requeue), 0);
+    assert_int_equal(api_count(&A), 1);
+    expect_req(0, "DELETE /api/v1/nodes/n1 ", "\"uid\":\"nu-n1\"");
+    /* Its own Node gone, the next claim's is not waited for: the instance is released. */
+    assert_int_equal(kp_store_delete(kp_informer_store(X.nodes), "n1", NULL), 0);
+    api_answer(&A, 200, "{}");
+    assert_int_equal(reconcile(NULL, &requeue), 0);
+    assert_int_equal(api_count(&A), 2);
+    expect_req(1, "PATCH " NC_PATH "/status ", "\"InstanceTerminating\",\"status\":\"True\"");
+    assert_int_equal(atomic_load(&calls->delete), 1);
+}
+
 static void test_api_register(void **state)
 {
     uint64_t requeue = 0;
@@ -1508,6 +1544,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_api_timeout_gone, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_insufficient_capacity, setup_api, teardown_api),
         cmocka_unit_test_setup_teardown(test_api_delete, setup_api, teardown_api),
+        cmocka_unit_test_setup_teardown(test_api_delete_spares_next_node, setup_api, teardown_api),
     };
 
     const struct kp_torture_case cases[] = {

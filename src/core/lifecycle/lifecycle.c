@@ -726,9 +726,14 @@ static bool owned_by_another(const struct kp_node_view *node, const char *uid)
 }
 
 /* The Nodes with providerID pid that are not another NodeClaim's (owned_by_another): views into
- * l's entries in *ret_v (NULL when none), their count in *ret_n. */
+ * l's entries in *ret_v (NULL when none), their count in *ret_n. For a claim being deleted
+ * (deleted_at, the API server's deletionTimestamp; 0: not deleting), a Node the API server
+ * created after that is not its: a providerID names a host, and once this claim's leave has
+ * released the host, the next claim's join registers a Node with the same providerID before
+ * the next claim has marked it as its own. Deleting that Node would strand the next claim. */
 static int lookup_nodes(struct kp_lifecycle_controller *ctl, const char *pid, const char *uid,
-                        struct kp_store_list *l, const struct kp_node_view ***ret_v, size_t *ret_n)
+                        int64_t deleted_at, struct kp_store_list *l,
+                        const struct kp_node_view ***ret_v, size_t *ret_n)
 {
     const struct kp_node_view **v = NULL;
     size_t n = 0;
@@ -746,9 +751,13 @@ static int lookup_nodes(struct kp_lifecycle_controller *ctl, const char *pid, co
         return r;
     if (l->n > 0 && !(v = kp_calloc(l->n, sizeof(*v))))
         return -ENOMEM;
-    for (size_t i = 0; i < l->n; i++)
-        if (!owned_by_another(kp_node_view(l->v[i]), uid))
-            v[n++] = kp_node_view(l->v[i]);
+    for (size_t i = 0; i < l->n; i++) {
+        const struct kp_node_view *node = kp_node_view(l->v[i]);
+
+        if (owned_by_another(node, uid) || (deleted_at && node->meta.creation_usec > deleted_at))
+            continue;
+        v[n++] = node;
+    }
     *ret_v = v;
     *ret_n = n;
     return 0;
@@ -807,7 +816,7 @@ int kp_lifecycle_reconcile(struct kp_lifecycle_controller *ctl, struct kp_client
         if ((r = lookup_nodes(ctl,
                               nc->meta.deletion_usec ? nc->provider_id
                                                      : kp_lifecycle_provider_id(nc, in.launched),
-                              nc->e.uid, &nodes, &nv, &n_nodes)) < 0)
+                              nc->e.uid, nc->meta.deletion_usec, &nodes, &nv, &n_nodes)) < 0)
             goto out;
         kp_free(nv_in);
         nv_in = nv;
