@@ -1232,6 +1232,26 @@ static void test_api_launch_deadline(void **state)
     assert_int_equal(kp_fake_provider_instances(X.fp), 0);
 }
 
+/* A launched, registered claim being deleted (at T0 + 1 s), whose instance the fake provider
+ * holds and whose Node n1 (created at T0) is still there. */
+static void put_deleting_claim(void)
+{
+    struct kp_provider_instance in = {0};
+    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
+    struct kp_entry *launch = claim(&(struct ncopt){.finalizer = true});
+
+    assert_int_equal(
+        X.prov.ops->create(X.prov.self, NULL, NULL, kp_nodeclaim_view(launch), &in, &err), 0);
+    kp_provider_instance_done(&in);
+    kp_provider_err_done(&err);
+    kp_entry_unref(launch);
+    put(X.claims, claim(&(struct ncopt){.finalizer = true,
+                                        .pid = "fake://nc",
+                                        .deletion = "2026-01-01T00:00:01Z",
+                                        .conds = LAUNCHED "," REGISTERED}));
+    put(X.nodes, node(&(struct nodeopt){0}));
+}
+
 /* A provider that launches on its own threads (the SSH provider's launch pool): IN_PROGRESS
  * writes and counts nothing and comes back after the poll; the provider's notice reaches the
  * controller (watch_progress), and the Create it brings launches as usual. */
@@ -1271,21 +1291,10 @@ static void test_api_launch_in_progress(void **state)
 static void test_api_delete_spares_next_node(void **state)
 {
     const struct kp_fake_provider_calls *calls = kp_fake_provider_calls(X.fp);
-    struct kp_provider_instance in = {0};
-    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
-    struct kp_entry *launch = claim(&(struct ncopt){.finalizer = true});
     uint64_t requeue = 0;
 
     (void)state;
-    assert_int_equal(
-        X.prov.ops->create(X.prov.self, NULL, NULL, kp_nodeclaim_view(launch), &in, &err), 0);
-    kp_provider_instance_done(&in);
-    kp_entry_unref(launch);
-    put(X.claims, claim(&(struct ncopt){.finalizer = true,
-                                        .pid = "fake://nc",
-                                        .deletion = "2026-01-01T00:00:01Z",
-                                        .conds = LAUNCHED "," REGISTERED}));
-    put(X.nodes, node(&(struct nodeopt){0}));
+    put_deleting_claim();
     put(X.nodes, node(&(struct nodeopt){.name = "next", .created = "2026-01-01T00:00:09Z"}));
     api_answer(&A, 200, "{}");
     assert_int_equal(reconcile(NULL, &requeue), 0);
@@ -1404,22 +1413,11 @@ static void test_api_insufficient_capacity(void **state)
 static void test_api_delete(void **state)
 {
     const struct kp_fake_provider_calls *calls = kp_fake_provider_calls(X.fp);
-    struct kp_provider_instance in = {0};
-    struct kp_provider_err err = KP_PROVIDER_ERR_INIT;
-    struct kp_entry *launch = claim(&(struct ncopt){.finalizer = true});
     uint64_t requeue = 0;
 
     (void)state;
     /* The instance exists (launched earlier); the claim is deleted with a live Node. */
-    assert_int_equal(
-        X.prov.ops->create(X.prov.self, NULL, NULL, kp_nodeclaim_view(launch), &in, &err), 0);
-    kp_provider_instance_done(&in);
-    kp_entry_unref(launch);
-    put(X.claims, claim(&(struct ncopt){.finalizer = true,
-                                        .pid = "fake://nc",
-                                        .deletion = "2026-01-01T00:00:01Z",
-                                        .conds = LAUNCHED "," REGISTERED}));
-    put(X.nodes, node(&(struct nodeopt){0}));
+    put_deleting_claim();
     api_answer(&A, 200, "{}");
     assert_int_equal(reconcile(NULL, &requeue), 0);
     expect_req(0, "DELETE /api/v1/nodes/n1 ", "\"uid\":\"nu-n1\"");
