@@ -681,11 +681,19 @@ out:
     return r;
 }
 
+/* The key of a NodeClaim's launch state, its hint and its pool jobs: "<name>/<uid>" (a name
+ * holds no '/'), so a NodeClaim recreated under the same name never reads its predecessor's.
+ * NULL when out of memory. */
+static char *claim_key(const char *name, const char *uid)
+{
+    return kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL);
+}
+
 /* The held hint of the NodeClaim (name, uid): records host (NULL: forgets it). Out of memory
  * only loses the hint. */
 static void held_set(struct kp_ssh_provider *p, const char *name, const char *uid, const char *host)
 {
-    char *key = kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL);
+    char *key = claim_key(name, uid);
     char *v = host ? kp_strdup(host) : NULL;
     void *old = NULL;
 
@@ -709,7 +717,7 @@ static void held_set(struct kp_ssh_provider *p, const char *name, const char *ui
 static void held_forget_if(struct kp_ssh_provider *p, const char *name, const char *uid,
                            const char *host)
 {
-    char *key = kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL);
+    char *key = claim_key(name, uid);
     void *old = NULL;
 
     if (!key)
@@ -726,7 +734,7 @@ static void held_forget_if(struct kp_ssh_provider *p, const char *name, const ch
 static int find_hinted(struct kp_ssh_provider *p, struct kp_client *c, const char *name,
                        const char *uid, struct kp_entry **ret)
 {
-    char *key = kp_strjoin(name, "/", uid ? uid : "", (const char *)NULL), *host = NULL;
+    char *key = claim_key(name, uid), *host = NULL;
     struct kp_error e = KP_ERROR_INIT;
     struct kp_entry *fresh = NULL;
     int r;
@@ -971,6 +979,17 @@ static int wait_adopted(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
 
 /* --- SSH jobs: a launch's install and join, a Delete's leave ------------------------------------ */
 
+/* What a phase said, run here or on the pool: its result, its text (owned, redacted), the
+ * fingerprint install learned when none was pinned, whether its context ended it (cancelled,
+ * its deadline), and its wall time. */
+struct phase_out {
+    int r;
+    int ctx_err;
+    char *msg;
+    char fp[KP_SSH_FP_SIZE];
+    uint64_t usec;
+};
+
 /* One phase on a pool thread: what the reconcile prepared (the profile, the key, the
  * environment: the API half), and what the phase said. */
 struct phase_job {
@@ -979,22 +998,22 @@ struct phase_job {
     char *marker;               /* install: the <profile>@<version> it installs */
     struct kp_hostio_leave run; /* profile, creds and environment, whatever the phase */
     const struct kp_ssh_observer *obs;
-    /* written by the job */
-    char *msg;               /* the phase's error text, redacted */
-    char fp[KP_SSH_FP_SIZE]; /* install: the host key's fingerprint when none was pinned */
-    int ctx_err;             /* the job's context ended it (cancelled, its deadline) */
-    uint64_t usec;           /* the phase's wall time */
+    struct phase_out out; /* written by the job */
 };
 
-/* What a phase said, run here or on the pool: its result, its text (owned), the fingerprint
- * install learned, whether its context ended it, and how long it took. */
-struct phase_out {
-    int r;
-    int ctx_err;
-    char *msg;
-    char fp[KP_SSH_FP_SIZE];
-    uint64_t usec;
-};
+/* Runs phase on host with run under ctx and says how it went in *out. Any thread. */
+static void phase_run(const struct kp_ctx *ctx, struct kp_entry *host, enum kp_profile_phase phase,
+                      struct kp_hostio_leave *run, const struct kp_ssh_observer *obs,
+                      struct phase_out *out)
+{
+    uint64_t t0 = kp_mono_usec();
+
+    out->r = kp_hostio_run_phase(ctx, kp_sshhost_view(host), &run->cr,
+                                 kp_sshjoinprofile_view(run->profile), phase, run->env, obs,
+                                 &out->msg, phase == KP_PROFILE_INSTALL ? out->fp : NULL);
+    out->ctx_err = out->r < 0 ? kp_ctx_err(ctx) : 0;
+    out->usec = kp_mono_usec() - t0;
+}
 
 static void phase_job_free(void *arg)
 {
@@ -1005,23 +1024,17 @@ static void phase_job_free(void *arg)
     kp_hostio_leave_done(&j->run);
     kp_entry_unref(j->host);
     kp_free(j->marker);
-    kp_free(j->msg);
+    kp_free(j->out.msg);
     kp_free(j);
 }
 
 static int phase_job_run(void *arg, const struct kp_ctx *ctx)
 {
     struct phase_job *j = arg;
-    uint64_t t0 = kp_mono_usec();
-    int r;
 
-    r = kp_hostio_run_phase(ctx, kp_sshhost_view(j->host), &j->run.cr,
-                            kp_sshjoinprofile_view(j->run.profile), j->phase, j->run.env, j->obs,
-                            &j->msg, j->phase == KP_PROFILE_INSTALL ? j->fp : NULL);
-    j->ctx_err = r < 0 ? kp_ctx_err(ctx) : 0;
-    j->usec = kp_mono_usec() - t0;
+    phase_run(ctx, j->host, j->phase, &j->run, j->obs, &j->out);
     kp_hostio_leave_done(&j->run); /* the key and the token go now, not when it is read */
-    return r;
+    return j->out.r;
 }
 
 static enum kp_ssh_job_kind phase_kind(enum kp_profile_phase phase)
@@ -1034,13 +1047,6 @@ static enum kp_ssh_job_kind phase_kind(enum kp_profile_phase phase)
     default:
         return KP_SSH_JOB_LEAVE;
     }
-}
-
-/* The pool key of nc's jobs: "<name>/<uid>" (a name holds no '/'), so a NodeClaim recreated
- * under the same name never reads its predecessor's result. NULL when out of memory. */
-static char *job_key(const struct kp_nodeclaim_view *nc)
-{
-    return kp_strjoin(nc->e.name, "/", nc->e.uid ? nc->e.uid : "", (const char *)NULL);
 }
 
 enum job_found { JOB_NONE, JOB_RUNNING, JOB_DONE, JOB_LEAVING };
@@ -1059,10 +1065,9 @@ static enum job_found job_take(struct kp_ssh_provider *p, const char *key,
     struct phase_job *j;
     bool other_finished = false;
     void *arg = NULL;
-    int result, r;
+    int r;
 
-    r = kp_ssh_jobs_take_kind(p->jobs, key, phase_kind(phase), &arg, &result, &other,
-                              &other_finished);
+    r = kp_ssh_jobs_take_kind(p->jobs, key, phase_kind(phase), &arg, NULL, &other, &other_finished);
     if (r == -EBUSY) {
         if (other == KP_SSH_JOB_LEAVE)
             return JOB_LEAVING;
@@ -1085,12 +1090,8 @@ static enum job_found job_take(struct kp_ssh_provider *p, const char *key,
         phase_job_free(j);
         return JOB_NONE;
     }
-    out->r = result;
-    out->ctx_err = j->ctx_err;
-    out->msg = j->msg;
-    j->msg = NULL;
-    memcpy(out->fp, j->fp, sizeof(out->fp));
-    out->usec = j->usec;
+    *out = j->out;
+    j->out.msg = NULL;
     phase_job_free(j);
     return JOB_DONE;
 }
@@ -1115,13 +1116,7 @@ static int phase_start(struct kp_ssh_provider *p, const struct kp_ctx *ctx, cons
     int r;
 
     if (!p->jobs) {
-        uint64_t t0 = kp_mono_usec();
-
-        out->r = kp_hostio_run_phase(
-            ctx, kp_sshhost_view(host), &run->cr, kp_sshjoinprofile_view(run->profile), phase,
-            run->env, p->observer, &out->msg, phase == KP_PROFILE_INSTALL ? out->fp : NULL);
-        out->ctx_err = out->r < 0 ? kp_ctx_err(ctx) : 0;
-        out->usec = kp_mono_usec() - t0;
+        phase_run(ctx, host, phase, run, p->observer, out);
         return 0;
     }
     if (!(j = kp_calloc(1, sizeof(*j))) || (marker && !(j->marker = kp_strdup(marker)))) {
@@ -1427,7 +1422,7 @@ int kp_ssh_provider_create(struct kp_ssh_provider *p, const struct kp_ctx *ctx, 
         goto out;
     if ((r = requests_check(nc, err)) < 0)
         goto out;
-    if (!(key = job_key(nc))) {
+    if (!(key = claim_key(nc->e.name, nc->e.uid))) {
         r = kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL, "out of memory");
         goto out;
     }
@@ -1924,8 +1919,8 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
         }
         j = arg;
         if (r == 0 && j && kp_streq(kp_sshhost_view(j->host)->e.name, (*host)->name)) {
-            if (result >= 0 || (j->ctx_err == 0 && result != -KP_ENOTLEADER)) {
-                r = leave_finish(p, c, nc, *host, result, j->msg, err);
+            if (result >= 0 || (j->out.ctx_err == 0 && result != -KP_ENOTLEADER)) {
+                r = leave_finish(p, c, nc, *host, result, j->out.msg, err);
                 goto out;
             }
             kp_log_info("leave interrupted; it runs again", KP_LF("host", (*host)->name),
@@ -1972,7 +1967,7 @@ static int op_delete(void *self, const struct kp_ctx *ctx, struct kp_client *c,
     /* One decision per NodeClaim at a time (the core's lifecycle and termination both call):
      * a second caller meanwhile is told "releasing" and comes back. */
     if (p->jobs) {
-        if (!(key = job_key(nc)))
+        if (!(key = claim_key(nc->e.name, nc->e.uid)))
             return kp_provider_err_set(err, -ENOMEM, KP_PROVIDER_ERR_RETRYABLE, NULL,
                                        "out of memory");
         pthread_mutex_lock(&p->mu);
