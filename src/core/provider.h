@@ -300,8 +300,9 @@ struct kp_provider_ops {
     /* Tears down nc's instance and returns the machine to the provider. Fenced: when the
      * instance is no longer nc's (its name and uid), answers NOT_FOUND and touches nothing. The
      * Node object is the core's to delete. As in Karpenter, 0 means "releasing" and the core
-     * calls again (every 5 s) until the answer is NOT_FOUND, which alone means gone; a RETRYABLE
-     * error is retried with backoff. */
+     * calls again (every 5 s) until the answer is NOT_FOUND, which alone means gone (a call
+     * that finishes the release may answer it at once); a RETRYABLE error is retried with
+     * backoff. */
     int (*delete)(void *self, const struct kp_ctx *ctx, struct kp_client *c,
                   const struct kp_nodeclaim_view *nc, struct kp_provider_err *err);
 

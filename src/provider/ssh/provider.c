@@ -1866,12 +1866,24 @@ static int enter_leaving(struct kp_client *c, const struct kp_nodeclaim_view *nc
     return r;
 }
 
+/* The answer of a Delete whose leave_finish returned r: a host released is gone from nc, and
+ * saying so now (NOT_FOUND) spares the caller a poll before it may delete the Node, whose
+ * kubelet the leave has stopped. */
+static int released(const struct kp_nodeclaim_view *nc, const struct kp_entry *host, int r,
+                    struct kp_provider_err *err)
+{
+    if (r < 0)
+        return r;
+    return kp_provider_err_set(err, -ENOENT, KP_PROVIDER_ERR_NOT_FOUND, NULL,
+                               "SSHHost %s was released by NodeClaim %s", host->name, nc->e.name);
+}
+
 /* Delete with the job pool: every call decides from the host as the API server has it and the
  * pool's answer for key, and never waits for a host. A launch phase still running for the claim
  * is cancelled first and kept on the pool until its session has closed (its end brings the
  * NodeClaim back); then the host enters Leaving and its leave is submitted; a later call finds
- * the leave's result and finishes as the inline Delete does. 0 means releasing, as the contract
- * says. */
+ * the leave's result and finishes as the inline Delete does, answering NOT_FOUND once the host
+ * is released. 0 means releasing, as the contract says. */
 static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, struct kp_client *c,
                         const struct kp_nodeclaim_view *nc, const char *key, struct kp_entry **host,
                         struct kp_provider_err *err)
@@ -1920,7 +1932,8 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
         j = arg;
         if (r == 0 && j && kp_streq(kp_sshhost_view(j->host)->e.name, (*host)->name)) {
             if (result >= 0 || (j->out.ctx_err == 0 && result != -KP_ENOTLEADER)) {
-                r = leave_finish(p, c, nc, *host, result, j->out.msg, err);
+                r = released(nc, *host, leave_finish(p, c, nc, *host, result, j->out.msg, err),
+                             err);
                 goto out;
             }
             kp_log_info("leave interrupted; it runs again", KP_LF("host", (*host)->name),
@@ -1937,7 +1950,7 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
         goto out;
     }
     if (r < 0) { /* nothing to leave with (or its Secret): decided without a dial */
-        r = leave_finish(p, c, nc, *host, r, msg, err);
+        r = released(nc, *host, leave_finish(p, c, nc, *host, r, msg, err), err);
         goto out;
     }
     r = phase_start(p, ctx, key, *host, KP_PROFILE_LEAVE, NULL, &run, &out, err);
