@@ -136,8 +136,14 @@ gaps_ok() { # every NodeClaim has a gap, none over 5 s
     done
     [ "$n" = "$N" ]
 }
+gaps_said() { # on failure, the log lines the gaps were made of
+    gaps_ok && return 0
+    jq -c 'select(.message == "host left" or .message == "deleted node")
+        | {time, message, Node, nodeclaim, host, controller}' "$work/ctl.log" | sed 's/^/# /' >&2
+    return 1
+}
 check "bill: no Node outlives its kubelet: $N Nodes gone within 5 s of their leave (gaps: ${gaps:-none} s)" \
-    gaps_ok
+    gaps_said
 
 # --- figures ---------------------------------------------------------------------------------------
 at() { # at <message> <t0 ms>: seconds from t0 to the Nth (last of N) log line with the message

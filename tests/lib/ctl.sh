@@ -41,7 +41,13 @@ status_of() {
     wait "$1" || rc=$?
     echo "$rc"
 }
-not_in_file() { ! grep -qF -- "$1" "$2"; }
+# not_in_file <text> <file>: the text is nowhere in the file; when it is, its first three lines
+# go to stderr (the test's log), so a failed check shows what was found.
+not_in_file() {
+    grep -qF -- "$1" "$2" || return 0
+    grep -F -- "$1" "$2" | head -n 3 | cut -c1-600 | sed 's/^/# found: /' >&2
+    return 1
+}
 # Every line of a controller's log is one JSON object.
 all_json() { jq -e . "$1" >/dev/null; }
 now_ms() { date +%s%3N; }

@@ -98,16 +98,30 @@ spec:
 EOF
 }
 
+# rbac_bound <user> <rules>: kubectl auth can-i says yes to every "<namespace|-> <verb>
+# <resource[.group][/name]> <subresource|->" line of the rules file, as that user.
+rbac_bound() {
+    local ns v r sub args
+    while read -r ns v r sub; do
+        args=("$v" "$r" "--as=$1")
+        if [ "$ns" = - ]; then args+=(-A); else args+=("--namespace=$ns"); fi
+        [ "$sub" = - ] || args+=("--subresource=$sub")
+        kc auth can-i "${args[@]}" >/dev/null 2>&1 || return 1
+    done <"$2"
+}
+
 # pool_chart <release>: the e2e tier's credentials. The objects the Helm chart renders for a
-# release in NS (helm template, CRDs left out; NS is also the pool namespace, the chart's
+# release in NS (helm template, with no CRDs: karpenter.sh's would be rendered too, and deleting
+# them again would wipe every NodePool of the lab; NS is also the pool namespace, the chart's
 # default) but its Deployment, which the lab has no kubelet to run; a TokenRequest token of the
-# chart's ServiceAccount in $work/sa.kubeconfig; and the chart Deployment's environment (its
-# literal values) in chart_env. pool_start then runs the controller as that Deployment would,
-# with nothing but the chart's RBAC; pool_cleanup deletes the objects again.
+# chart's ServiceAccount in $work/sa.kubeconfig, once the API server enforces its bindings; and
+# the chart Deployment's environment (its literal values) in chart_env. pool_start then runs the
+# controller as that Deployment would, with nothing but the chart's RBAC; pool_cleanup deletes
+# the objects again.
 pool_chart() {
     # shellcheck disable=SC2154 # work: the caller's scratch directory
     "$KPSSH_LAB_BIN/helm" template "$1" "$KP_REPO/deploy/charts/kpssh" -n "$NS" \
-        --set crds.install=false >"$work/chart.yaml" 2>"$work/helm.err"
+        --set crds.install=false --set crds.karpenter=never >"$work/chart.yaml" 2>"$work/helm.err"
     # kubectl prints one JSON document per object: slurped into one array.
     kc create --dry-run=client -o json -f "$work/chart.yaml" | jq -s . >"$work/chart.json"
     jq '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "Deployment")]}' \
@@ -115,6 +129,16 @@ pool_chart() {
     kc apply -f "$work/rbac.json" >/dev/null
     check "the chart renders RBAC for the controller" test "$(jq \
         '[.items[] | select(.kind == "ClusterRole" or .kind == "Role")] | length' "$work/rbac.json")" -ge 2
+    # The API server's authorizer learns new bindings from a watch: a controller started at once
+    # can be refused its first requests. Wait until every role's rules are the ServiceAccount's.
+    jq -r '.items[] | select(.kind == "ClusterRole" or .kind == "Role") | .metadata.namespace as $ns
+        | .rules[] | select(.resources and .verbs) | .verbs[0] as $v | (.apiGroups[0] // "") as $g
+        | (.resources[0] | split("/")) as [$r, $sub] | select($v != "*" and $r != "*")
+        | (if .resourceNames then "/" + .resourceNames[0] else "" end) as $name
+        | "\($ns // "-") \($v) \($r)\(if $g == "" then "" else "." + $g end)\($name) \($sub // "-")"' \
+        "$work/rbac.json" | sort -u >"$work/rbac.rules"
+    check "the chart's RBAC is in force ($(wc -l <"$work/rbac.rules") rules)" \
+        wait_until 30 rbac_bound "system:serviceaccount:$NS:$1" "$work/rbac.rules"
     cat >"$work/sa.kubeconfig" <<KUBECONFIG
 apiVersion: v1
 kind: Config
@@ -196,23 +220,30 @@ spec:
 EOF
 }
 
-# pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap: kills only what the test
-# started (pid_ctl, pid_sample); when a check failed, prints the pool as kpssh get pool shows it
-# (KPSSH_CLI_BIN overrides the CLI's path) and the end of the controller's log; then deletes
-# APPS, the NodePools, NS and pool_chart's objects and forgets the NodePools' NodeClaims and
-# Nodes (pool_forget).
+# pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap (first, so it sees the
+# script's exit status): kills only what the test started (pid_ctl, pid_sample); when a check
+# failed or the script was ended by a signal (ctest's timeout, see tests/Lab.cmake), prints the
+# pool as kpssh get pool shows it (KPSSH_CLI_BIN overrides the CLI's path) and the end of the
+# controller's log; then deletes APPS, the NodePools, NS and pool_chart's objects and forgets the
+# NodePools' NodeClaims and Nodes (pool_forget).
 pool_cleanup() {
-    local np
+    local rc=$? np
     set +e
     [ -n "${pid_ctl:-}" ] && kill -KILL "$pid_ctl" 2>/dev/null
     [ -n "${pid_sample:-}" ] && kill -KILL "$pid_sample" 2>/dev/null
-    if [ "${fail:-0}" != 0 ]; then
+    [ "$rc" -ge 128 ] && echo "# ended by signal $((rc - 128)) after ${SECONDS} s: out of time?"
+    if [ "${fail:-0}" != 0 ] || [ "$rc" -ge 128 ]; then
         echo "# --- the pool (kpssh get pool -o wide) ---"
         "${KPSSH_CLI_BIN:-$PWD/../src/kpssh}" get pool -n "$NS" -o wide --no-color \
             --kubeconfig "$KUBECONFIG" 2>&1 | sed 's/^/# /'
+        echo "# --- the controller's warnings and errors (the last 40) ---"
+        grep -E '"level":"(WARN|ERROR)"' "$work/ctl.log" 2>/dev/null | tail -n 40 | sed 's/^/# /'
         echo "# --- last of the controller's log ---"
-        tail -n 80 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
+        tail -n 120 "$work/ctl.log" 2>/dev/null | sed 's/^/# /'
     fi
+    # KP_TEST_KEEP_LOGS=<dir>: the controller's whole log is kept there, named after the test.
+    [ -n "${KP_TEST_KEEP_LOGS:-}" ] && [ -s "$work/ctl.log" ] &&
+        cp "$work/ctl.log" "$KP_TEST_KEEP_LOGS/$(basename "$0" .sh).ctl.log" 2>/dev/null
     kc delete namespace "$APPS" --ignore-not-found --wait=false >/dev/null 2>&1
     kc delete nodepool "$@" --ignore-not-found --wait=false >/dev/null 2>&1
     for np in "$@"; do pool_forget "$np"; done
