@@ -44,8 +44,9 @@ status_of() {
 # not_in_file <text> <file>: the text is nowhere in the file; when it is, its first three lines
 # go to stderr (the test's log), so a failed check shows what was found.
 not_in_file() {
-    grep -qF -- "$1" "$2" || return 0
-    grep -F -- "$1" "$2" | head -n 3 | cut -c1-600 | sed 's/^/# found: /' >&2
+    local found
+    found=$(grep -F -m 3 -- "$1" "$2") || return 0
+    cut -c1-600 <<<"$found" | sed 's/^/# found: /' >&2
     return 1
 }
 # Every line of a controller's log is one JSON object.

@@ -4,6 +4,12 @@
 # tests/lib/ctl.sh, which defines kc). The caller owns clean-up: pool_hosts appends each lab host
 # index it adds to the array hosts_added, for the caller's trap to delete.
 
+# SIGTERM (timeout(1) a minute before ctest's timeout, see tests/Lab.cmake) ends the script
+# through its EXIT trap, and pool_cleanup knows why: bash hands an EXIT trap run for a signal a
+# status of 0, so the signal is noted here.
+pool_signal=""
+trap 'pool_signal=TERM; exit 143' TERM
+
 # pool_profile <name>: an SSHJoinProfile with a lab-safe install (the shipped one installs
 # packages into directories the lab shares with the real machine; the lab host already has
 # kubelet and systemctl) and the shipped join and leave scripts.
@@ -220,19 +226,19 @@ spec:
 EOF
 }
 
-# pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap (first, so it sees the
-# script's exit status): kills only what the test started (pid_ctl, pid_sample); when a check
-# failed or the script was ended by a signal (ctest's timeout, see tests/Lab.cmake), prints the
+# pool_cleanup <nodepool>...: a test's clean-up, run by its EXIT trap: kills only what the test
+# started (pid_ctl, pid_sample); when a check failed or SIGTERM ended the script (pool_signal,
+# ctest's timeout), prints the
 # pool as kpssh get pool shows it (KPSSH_CLI_BIN overrides the CLI's path) and the end of the
 # controller's log; then deletes APPS, the NodePools, NS and pool_chart's objects and forgets the
 # NodePools' NodeClaims and Nodes (pool_forget).
 pool_cleanup() {
-    local rc=$? np
+    local np
     set +e
     [ -n "${pid_ctl:-}" ] && kill -KILL "$pid_ctl" 2>/dev/null
     [ -n "${pid_sample:-}" ] && kill -KILL "$pid_sample" 2>/dev/null
-    [ "$rc" -ge 128 ] && echo "# ended by signal $((rc - 128)) after ${SECONDS} s: out of time?"
-    if [ "${fail:-0}" != 0 ] || [ "$rc" -ge 128 ]; then
+    [ -n "$pool_signal" ] && echo "# ended by SIG$pool_signal after ${SECONDS} s: out of time"
+    if [ "${fail:-0}" != 0 ] || [ -n "$pool_signal" ]; then
         echo "# --- the pool (kpssh get pool -o wide) ---"
         "${KPSSH_CLI_BIN:-$PWD/../src/kpssh}" get pool -n "$NS" -o wide --no-color \
             --kubeconfig "$KUBECONFIG" 2>&1 | sed 's/^/# /'

@@ -1896,7 +1896,7 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
     struct phase_job *j = NULL;
     void *arg = NULL;
     char *msg = NULL;
-    int r, result = 0;
+    int r;
 
     if (h->state != KP_HOST_LEAVING || !kp_claim_held_by(h, nc->e.name, nc->e.uid)) {
         r = kp_ssh_jobs_take(p->jobs, key, NULL, &arg, NULL);
@@ -1916,7 +1916,7 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
         if ((r = enter_leaving(c, nc, host, err)) < 0)
             goto out;
     } else {
-        r = kp_ssh_jobs_take_kind(p->jobs, key, KP_SSH_JOB_LEAVE, &arg, &result, &other,
+        r = kp_ssh_jobs_take_kind(p->jobs, key, KP_SSH_JOB_LEAVE, &arg, NULL, &other,
                                   &other_finished);
         if (r == -EBUSY && !other_finished) { /* a launch phase: it stops first */
             kp_ssh_jobs_cancel(p->jobs, key);
@@ -1931,8 +1931,8 @@ static int delete_async(struct kp_ssh_provider *p, const struct kp_ctx *ctx, str
         }
         j = arg;
         if (r == 0 && j && kp_streq(kp_sshhost_view(j->host)->e.name, (*host)->name)) {
-            if (result >= 0 || (j->out.ctx_err == 0 && result != -KP_ENOTLEADER)) {
-                r = released(nc, *host, leave_finish(p, c, nc, *host, result, j->out.msg, err),
+            if (j->out.r >= 0 || (j->out.ctx_err == 0 && j->out.r != -KP_ENOTLEADER)) {
+                r = released(nc, *host, leave_finish(p, c, nc, *host, j->out.r, j->out.msg, err),
                              err);
                 goto out;
             }
