@@ -235,6 +235,7 @@ EOF
 pool_cleanup() {
     local np
     set +e
+    trap '' TERM # a timeout arriving now lets the clean-up finish (timeout -k bounds it)
     [ -n "${pid_ctl:-}" ] && kill -KILL "$pid_ctl" 2>/dev/null
     [ -n "${pid_sample:-}" ] && kill -KILL "$pid_sample" 2>/dev/null
     [ -n "$pool_signal" ] && echo "# ended by SIG$pool_signal after ${SECONDS} s: out of time"
